@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#pragma once
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "log.h"
+#include "util.h"
+
+/*
+ * Daemon configuration: /etc/vmmpower/vmmpower.conf, then every
+ * /etc/vmmpower/conf.d/*.conf in lexical order (later files override single
+ * keys; list keys append).  Format (vmmpower.conf(5)): "[Section]" headers
+ * and "Key = Value" lines, '#' comments, exact key match, values without
+ * quotes.  Any unknown section or key, bad value, or duplicate key within one
+ * file is an error with file and line; nothing is applied unless the whole
+ * set of files is valid.
+ */
+
+#define CONFIG_PATH_MAX 256
+#define CONFIG_MAX_QMP 64
+
+struct vp_config {
+        /* [Daemon] */
+        nsec_t period_ns;               /* ControlPeriod, default 1s, 50ms..60s */
+        enum log_level log_level;       /* LogLevel, default info */
+        char state_dir[CONFIG_PATH_MAX];       /* StateDirectory, default /run/vmmpower */
+        char control_socket[CONFIG_PATH_MAX];  /* ControlSocket, default /run/vmmpower/control.sock */
+        char control_group[64];         /* ControlGroup: group allowed read-only commands; "" = root only */
+        char sysfs_root[CONFIG_PATH_MAX];   /* SysfsRoot, default /sys */
+        char procfs_root[CONFIG_PATH_MAX];  /* ProcfsRoot, default /proc */
+        /* [Libvirt] */
+        bool libvirt_enabled;           /* Enabled, default yes */
+        char libvirt_uri[CONFIG_PATH_MAX];     /* URI, default qemu:///system */
+        char libvirt_run_dir[CONFIG_PATH_MAX]; /* RunDirectory, default /run/libvirt/qemu */
+        /* [QEMU] */
+        bool proc_scan;                 /* ProcScan, default yes */
+        nsec_t proc_scan_interval_ns;   /* ProcScanInterval, default 10s, >= ControlPeriod */
+        unsigned n_qmp_sockets;         /* QMPSocket (repeatable) */
+        char qmp_sockets[CONFIG_MAX_QMP][108];
+        nsec_t qmp_timeout_ns;          /* QMPTimeout, default 500ms */
+        /* [Tracking] */
+        nsec_t load_half_life_ns;       /* LoadHalfLife, default 4s */
+        /* [Metrics] */
+        char metrics_textfile[CONFIG_PATH_MAX]; /* TextfilePath, default "" (off) */
+};
+
+struct config_error {
+        char file[CONFIG_PATH_MAX];
+        unsigned line;     /* 0 when not about one line */
+        char message[256];
+};
+
+void config_defaults(struct vp_config *c);
+/*
+ * Load path, then <dir of path>/conf.d/ (or confd_dir when not NULL).  A
+ * missing main file is not an error when allow_missing is true (defaults).
+ * On error returns -EINVAL (or -errno for I/O), fills *err, leaves *c as is.
+ */
+int config_load(const char *path, const char *confd_dir, bool allow_missing, struct vp_config *c,
+                struct config_error *err);
+/* Parse one buffer as if it were file `name` (for tests and fuzzing). */
+int config_parse_buffer(const char *name, const char *data, size_t len, struct vp_config *c,
+                        struct config_error *err);
+/* Write the effective configuration in config-file syntax. */
+void config_dump(const struct vp_config *c, FILE *f);

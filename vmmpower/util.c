@@ -1,0 +1,431 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util.h"
+
+static nsec_t clock_ns(clockid_t id)
+{
+        struct timespec ts;
+
+        if (clock_gettime(id, &ts) < 0)
+                abort(); /* cannot fail for these clocks */
+        return (nsec_t) ts.tv_sec * NSEC_PER_SEC + ts.tv_nsec;
+}
+
+nsec_t now_ns(void)
+{
+        return clock_ns(CLOCK_MONOTONIC);
+}
+
+nsec_t now_realtime_ns(void)
+{
+        return clock_ns(CLOCK_REALTIME);
+}
+
+nsec_t thread_cputime_ns(void)
+{
+        return clock_ns(CLOCK_THREAD_CPUTIME_ID);
+}
+
+nsec_t process_cputime_ns(void)
+{
+        return clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+}
+
+static bool is_digit(char c)
+{
+        return c >= '0' && c <= '9'; /* locale-independent */
+}
+
+/* Length of s without one trailing newline. */
+static size_t trimmed_len(const char *s)
+{
+        size_t n = strlen(s);
+
+        if (n > 0 && s[n - 1] == '\n')
+                n--;
+        return n;
+}
+
+int parse_u64(const char *s, uint64_t *ret)
+{
+        size_t n = trimmed_len(s);
+        uint64_t v = 0;
+
+        if (n == 0 || n > 20)
+                return -EINVAL;
+        for (size_t i = 0; i < n; i++) {
+                if (!is_digit(s[i]))
+                        return -EINVAL;
+                unsigned d = (unsigned) (s[i] - '0');
+                if (v > (UINT64_MAX - d) / 10)
+                        return -ERANGE;
+                v = v * 10 + d;
+        }
+        *ret = v;
+        return 0;
+}
+
+int parse_i64(const char *s, int64_t *ret)
+{
+        bool neg = s[0] == '-';
+        uint64_t v;
+        int r;
+
+        r = parse_u64(s + neg, &v);
+        if (r < 0)
+                return r;
+        if (neg) {
+                if (v > (uint64_t) INT64_MAX + 1)
+                        return -ERANGE;
+                *ret = v == (uint64_t) INT64_MAX + 1 ? INT64_MIN : -(int64_t) v;
+        } else {
+                if (v > INT64_MAX)
+                        return -ERANGE;
+                *ret = (int64_t) v;
+        }
+        return 0;
+}
+
+int parse_u32(const char *s, uint32_t *ret)
+{
+        uint64_t v;
+        int r = parse_u64(s, &v);
+
+        if (r < 0)
+                return r;
+        if (v > UINT32_MAX)
+                return -ERANGE;
+        *ret = (uint32_t) v;
+        return 0;
+}
+
+int parse_int(const char *s, int *ret)
+{
+        int64_t v;
+        int r = parse_i64(s, &v);
+
+        if (r < 0)
+                return r;
+        if (v < INT_MIN || v > INT_MAX)
+                return -ERANGE;
+        *ret = (int) v;
+        return 0;
+}
+
+int parse_bool(const char *s, bool *ret)
+{
+        static const char *const yes[] = { "1", "yes", "true", "on" };
+        static const char *const no[] = { "0", "no", "false", "off" };
+
+        for (size_t i = 0; i < ELEMENTSOF(yes); i++) {
+                if (strcmp(s, yes[i]) == 0) {
+                        *ret = true;
+                        return 0;
+                }
+                if (strcmp(s, no[i]) == 0) {
+                        *ret = false;
+                        return 0;
+                }
+        }
+        return -EINVAL;
+}
+
+int parse_duration_ns(const char *s, nsec_t *ret)
+{
+        static const struct {
+                const char *suffix;
+                nsec_t mult;
+        } units[] = {
+                { "ns", 1 }, { "us", NSEC_PER_USEC }, { "ms", NSEC_PER_MSEC },
+                { "s", NSEC_PER_SEC }, { "min", 60 * NSEC_PER_SEC },
+        };
+        uint64_t whole = 0, frac = 0, frac_div = 1;
+        const char *p = s;
+
+        if (!is_digit(*p))
+                return -EINVAL;
+        for (; is_digit(*p); p++) {
+                if (whole > (UINT64_MAX - 9) / 10)
+                        return -ERANGE;
+                whole = whole * 10 + (uint64_t) (*p - '0');
+        }
+        if (*p == '.') {
+                p++;
+                if (!is_digit(*p))
+                        return -EINVAL;
+                for (; is_digit(*p); p++)
+                        if (frac_div < 1000000000) {
+                                frac = frac * 10 + (uint64_t) (*p - '0');
+                                frac_div *= 10;
+                        }
+        }
+        for (size_t i = 0; i < ELEMENTSOF(units); i++) {
+                if (strcmp(p, units[i].suffix) != 0)
+                        continue;
+                uint64_t m = (uint64_t) units[i].mult;
+                if (whole > (uint64_t) INT64_MAX / m)
+                        return -ERANGE;
+                *ret = (nsec_t) (whole * m + frac * m / frac_div);
+                return 0;
+        }
+        return -EINVAL;
+}
+
+ssize_t read_small_file_at(int dirfd, const char *path, char *buf, size_t size)
+{
+        ssize_t n;
+        int fd;
+
+        if (size < 2)
+                return -EINVAL;
+        fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
+                return -errno;
+        n = read(fd, buf, size);
+        if (n < 0) {
+                n = -errno;
+                close(fd);
+                return n;
+        }
+        close(fd);
+        if ((size_t) n >= size)
+                return -EFBIG;
+        buf[n] = '\0';
+        if (n > 0 && buf[n - 1] == '\n')
+                buf[--n] = '\0';
+        return n;
+}
+
+ssize_t read_small_file(const char *path, char *buf, size_t size)
+{
+        return read_small_file_at(AT_FDCWD, path, buf, size);
+}
+
+ssize_t pread_all0(int fd, char *buf, size_t size)
+{
+        ssize_t n;
+
+        if (size < 2)
+                return -EINVAL;
+        n = pread(fd, buf, size - 1, 0);
+        if (n < 0)
+                return -errno;
+        buf[n] = '\0';
+        return n;
+}
+
+int write_string_at(int dirfd, const char *path, const char *s)
+{
+        size_t len = strlen(s);
+        ssize_t n;
+        int fd, r = 0;
+
+        fd = openat(dirfd, path, O_WRONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
+                return -errno;
+        n = write(fd, s, len);
+        if (n < 0)
+                r = -errno;
+        else if ((size_t) n != len)
+                r = -EIO;
+        if (close(fd) < 0 && r == 0 && errno != EINTR)
+                r = -errno;
+        return r;
+}
+
+int write_file_atomic(const char *path, const char *data, size_t len, mode_t mode)
+{
+        char tmp[PATH_MAX];
+        size_t off = 0;
+        int fd, r;
+
+        r = path_printf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int) getpid());
+        if (r < 0)
+                return r;
+        fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+        if (fd < 0)
+                return -errno;
+        while (off < len) {
+                ssize_t n = write(fd, data + off, len - off);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        r = -errno;
+                        goto fail;
+                }
+                off += (size_t) n;
+        }
+        if (fchmod(fd, mode) < 0 || fsync(fd) < 0) {
+                r = -errno;
+                goto fail;
+        }
+        if (close(fd) < 0) {
+                fd = -1;
+                r = -errno;
+                goto fail;
+        }
+        fd = -1;
+        if (rename(tmp, path) < 0) {
+                r = -errno;
+                goto fail;
+        }
+        return 0;
+fail:
+        if (fd >= 0)
+                close(fd);
+        unlink(tmp);
+        return r;
+}
+
+int path_printf(char *buf, size_t size, const char *fmt, ...)
+{
+        va_list ap;
+        int n;
+
+        va_start(ap, fmt);
+        n = vsnprintf(buf, size, fmt, ap);
+        va_end(ap);
+        if (n < 0)
+                return -EINVAL;
+        if ((size_t) n >= size)
+                return -ENAMETOOLONG;
+        return n;
+}
+
+void escape_bytes(const void *data, size_t len, char *out, size_t out_size)
+{
+        static const char hex[] = "0123456789abcdef";
+        const unsigned char *p = data;
+        size_t o = 0;
+
+        if (out_size == 0)
+                return;
+        for (size_t i = 0; i < len; i++) {
+                unsigned char c = p[i];
+                bool plain = c >= 0x20 && c < 0x7f && c != '\\' && c != '"';
+                size_t need = plain ? 1 : 4;
+
+                if (o + need + 4 > out_size) {
+                        if (o + 4 <= out_size) {
+                                memcpy(out + o, "...", 3);
+                                o += 3;
+                        }
+                        break;
+                }
+                if (plain)
+                        out[o++] = (char) c;
+                else {
+                        out[o++] = '\\';
+                        out[o++] = 'x';
+                        out[o++] = hex[c >> 4];
+                        out[o++] = hex[c & 15];
+                }
+        }
+        out[o < out_size ? o : out_size - 1] = '\0';
+}
+
+void strbuf_init(struct strbuf *sb)
+{
+        *sb = (struct strbuf) { 0 };
+}
+
+void strbuf_free(struct strbuf *sb)
+{
+        free(sb->data);
+        *sb = (struct strbuf) { 0 };
+}
+
+void strbuf_reset(struct strbuf *sb)
+{
+        sb->len = 0;
+        sb->oom = false;
+        if (sb->data)
+                sb->data[0] = '\0';
+}
+
+static bool strbuf_reserve(struct strbuf *sb, size_t extra)
+{
+        size_t need;
+        char *p;
+
+        if (sb->oom)
+                return false;
+        need = sb->len + extra + 1;
+        if (need <= sb->alloc)
+                return true;
+        size_t n = sb->alloc ? sb->alloc : 256;
+        while (n < need)
+                n *= 2;
+        p = realloc(sb->data, n);
+        if (!p) {
+                sb->oom = true;
+                return false;
+        }
+        sb->data = p;
+        sb->alloc = n;
+        return true;
+}
+
+void strbuf_append(struct strbuf *sb, const char *s, size_t len)
+{
+        if (!strbuf_reserve(sb, len))
+                return;
+        memcpy(sb->data + sb->len, s, len);
+        sb->len += len;
+        sb->data[sb->len] = '\0';
+}
+
+void strbuf_puts(struct strbuf *sb, const char *s)
+{
+        strbuf_append(sb, s, strlen(s));
+}
+
+void strbuf_printf(struct strbuf *sb, const char *fmt, ...)
+{
+        va_list ap;
+        int n;
+
+        va_start(ap, fmt);
+        n = vsnprintf(NULL, 0, fmt, ap);
+        va_end(ap);
+        if (n < 0 || !strbuf_reserve(sb, (size_t) n))
+                return;
+        va_start(ap, fmt);
+        vsnprintf(sb->data + sb->len, (size_t) n + 1, fmt, ap);
+        va_end(ap);
+        sb->len += (size_t) n;
+}
+
+void strbuf_json_string(struct strbuf *sb, const char *s)
+{
+        strbuf_append(sb, "\"", 1);
+        for (const unsigned char *p = (const unsigned char *) s; *p; p++) {
+                if (*p == '"' || *p == '\\') {
+                        char e[2] = { '\\', (char) *p };
+                        strbuf_append(sb, e, 2);
+                } else if (*p < 0x20 || *p == 0x7f)
+                        strbuf_printf(sb, "\\u%04x", *p);
+                else
+                        strbuf_append(sb, (const char *) p, 1);
+        }
+        strbuf_append(sb, "\"", 1);
+}
+
+void closep(int *fd)
+{
+        if (*fd >= 0) {
+                int saved = errno;
+                close(*fd);
+                errno = saved;
+        }
+}

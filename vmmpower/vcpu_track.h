@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "util.h"
+#include "vm.h"
+
+/*
+ * Load tracking of vCPU threads.
+ *
+ * The tracker keeps the merged inventory (every source's view of the VMs,
+ * merged by QEMU pid) and, per vCPU thread, a kept-open fd on
+ * <procfs>/<pid>/task/<tid>/schedstat read with pread() at offset 0 each
+ * control period.  schedstat holds three numbers: on-CPU ns, run-queue wait
+ * ns, timeslices.  Per period:
+ *   util       = d(on-CPU ns - halt-poll ns) / d(wall ns)
+ *   wait_ratio = d(wait ns) / d(wall ns)
+ * and exponentially decayed averages of both (half-life in the config; the
+ * constant and its reasoning are in vcpu_track.c).  ESRCH (or ENOENT) on a
+ * kept fd means the thread is gone: normal, counted, not an error.
+ */
+
+struct schedstat {
+        uint64_t run_ns;
+        uint64_t wait_ns;
+        uint64_t timeslices;
+};
+/* Parse the content of a schedstat file ("123 456 7\n").  -EINVAL if malformed. */
+int schedstat_parse(const char *s, struct schedstat *ret);
+
+struct vcpu_load {
+        int index;
+        pid_t tid;
+        bool valid;             /* at least two samples taken */
+        bool gone;              /* thread exited; dropped at the next inventory update */
+        struct schedstat last;  /* raw counters of the latest sample */
+        uint64_t halt_poll_ns;  /* cumulative halt-poll ns if known (KVM stats), else 0 */
+        bool has_halt_poll;
+        double util;            /* last period, 0..1 (may exceed 1 by sampling jitter: clamped) */
+        double wait_ratio;      /* last period */
+        double halt_poll_ratio; /* last period, 0 when unknown */
+        double util_avg;        /* decayed */
+        double wait_avg;        /* decayed */
+};
+
+struct vm_load {
+        struct vm_info info;    /* merged inventory entry */
+        unsigned n_vcpus;       /* == info.n_vcpus */
+        struct vcpu_load *vcpus;
+        nsec_t first_seen_ns;
+};
+
+struct tracker_stats {
+        uint64_t samples;        /* vCPU samples read successfully */
+        uint64_t threads_gone;   /* kept fds that returned ESRCH/ENOENT */
+        uint64_t read_errors;    /* other read or parse errors */
+        uint64_t open_errors;
+        uint64_t vms_added, vms_removed;
+        nsec_t last_sample_cpu_ns; /* thread CPU time spent in the last tracker_sample() */
+};
+
+struct tracker;
+
+int tracker_new(const char *procfs_root, nsec_t half_life_ns, struct tracker **ret);
+void tracker_free(struct tracker *tr);
+
+/*
+ * Replace what one source knows (a full snapshot of that source; vms may be
+ * NULL when n == 0).  The tracker merges all sources by pid; VMs that no
+ * source reports any more are dropped, new vCPU threads get fds opened.
+ * Returns 0 or -errno (-ENOMEM); on error the previous state is kept.
+ */
+int tracker_set_source(struct tracker *tr, enum vm_source source, const struct vm_info *vms, size_t n,
+                       nsec_t now);
+
+/* Sample every tracked vCPU thread.  Returns the number of vCPUs sampled. */
+int tracker_sample(struct tracker *tr, nsec_t now);
+
+/* Feed cumulative halt-poll ns of one vCPU (from KVM stats) before sampling. */
+void tracker_set_halt_poll(struct tracker *tr, pid_t pid, int vcpu_index, uint64_t halt_poll_ns);
+
+size_t tracker_n_vms(const struct tracker *tr);
+const struct vm_load *tracker_vm(const struct tracker *tr, size_t i); /* sorted by name, then pid */
+const struct vm_load *tracker_find_vm(const struct tracker *tr, pid_t pid);
+const struct tracker_stats *tracker_stats(const struct tracker *tr);
+size_t tracker_n_threads(const struct tracker *tr);
+
+/* Pure arithmetic, exposed for tests: decay factor for dt with half-life h. */
+double tracker_decay_alpha(nsec_t dt_ns, nsec_t half_life_ns);
