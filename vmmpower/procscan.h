@@ -19,7 +19,7 @@ struct procscan_stats {
         unsigned long long errors;   /* other read errors (skipped) */
 };
 
-/* Parse a thread comm. Returns 0 and sets *index/*accel for a vCPU thread name, -EINVAL otherwise. */
+/* Parse a thread comm. Returns 0 and sets *index and *accel for a vCPU thread name, -EINVAL otherwise. */
 int procscan_parse_vcpu_comm(const char *comm, int *index, enum vm_accel *accel);
 
 /*

@@ -1,0 +1,719 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * vCPU load tracking.
+ *
+ * Inventory.  Each discovery source (libvirt, /proc scan, QMP) hands the
+ * tracker a full snapshot of what it knows; the tracker keeps one array per
+ * source, sorted by QEMU pid, and merges them by pid into one array of VMs,
+ * also sorted by pid (lookups are binary searches: no O(n^2) at 10,000
+ * threads).  For one pid:
+ *   - name, UUID, libvirt id: libvirt wins, then QMP, then the /proc scan;
+ *   - sources: the union of the bits of every source that reports the pid;
+ *   - the vCPU list: from the source with the most information, libvirt >
+ *     QMP > proc, skipping a source that reports no vCPUs.
+ * tracker_set_source() builds the whole new state aside (new arrays, new
+ * fds) and swaps it in only when everything succeeded; on -ENOMEM the old
+ * state is untouched and the fds opened meanwhile are closed.
+ *
+ * Sampling.  One fd per vCPU thread, opened once on
+ * <procfs>/<pid>/task/<tid>/schedstat (O_RDONLY|O_CLOEXEC) and read with
+ * pread() at offset 0 every period: about 1-2 us per thread against ~6 us for
+ * open+read+close (bench/track_bench.c measures it).  An fd is carried over
+ * an inventory update when the vCPU keeps its index and tid; a changed tid
+ * gets a new fd.  ESRCH (and ENOENT) on read means the thread exited: the
+ * vCPU is marked gone and counted; a VM with vCPUs that are all gone is
+ * dropped in the same tracker_sample() call, so a destroyed VM disappears
+ * within one period even before libvirt's lifecycle event arrives.  A tid
+ * reused by another thread within one period is not detected (the next
+ * inventory update fixes it).  The hot path allocates nothing and logs
+ * nothing: it updates counters in struct tracker_stats.
+ *
+ * Per period, for one vCPU thread, with dt the wall time between samples:
+ *   util            = (d run_ns - d halt_poll_ns) / dt     clamped to [0, 1]
+ *   wait_ratio      = d wait_ns / dt                       clamped to [0, 1]
+ *   halt_poll_ratio = d halt_poll_ns / dt                  clamped to [0, 1]
+ * Halt polling (KVM spinning in the host before a vCPU sleeps) is on-CPU time
+ * that is idle for the guest, so it is subtracted when known.  wait_ratio is
+ * the run-queue delay of one thread; a single thread cannot wait longer than
+ * the wall time, so its bound is 1 (a per-VM sum would be bounded by n_vcpus).
+ *
+ * Decayed averages: an exponentially weighted moving average corrected for
+ * irregular periods,
+ *   avg += alpha * (x - avg),   alpha = 1 - 2^(-dt / half_life)
+ * so that the weight of a sample halves every half_life of wall time whatever
+ * the period is (alpha(dt = half_life) = 0.5; two periods of dt weigh exactly
+ * like one of 2*dt).  The first valid period initialises the average.
+ * Default half-life: 4 s (TRACKER_DEFAULT_HALF_LIFE_NS).  With the 1 s
+ * control period a step change reaches 50% of its size in 4 periods and 84%
+ * in about 10, so the planner reacts within a few seconds, while a single
+ * one-period spike moves the average by only alpha(1 s) = 16%: not enough to
+ * cross the planner's hysteresis band and re-place a VM.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "vcpu_track.h"
+
+struct vcpu_priv {
+        int fd;               /* -1 once gone or when opening failed */
+        bool have_prev;       /* one sample taken (the next one gives a rate) */
+        bool carried;         /* scratch for tracker_set_source() */
+        nsec_t last_ns;       /* time of the previous sample */
+        uint64_t prev_halt_poll_ns;
+};
+
+struct vm_entry {
+        struct vm_load load;  /* first: tracker_vm() returns &entry->load */
+        struct vcpu_priv *priv; /* load.n_vcpus entries */
+};
+
+struct source_state {
+        struct vm_info *vms;  /* sorted by pid, unique pids */
+        size_t n;
+};
+
+struct tracker {
+        char *procfs_root;
+        nsec_t half_life_ns;
+        struct source_state sources[VM_N_SOURCES];
+        struct vm_entry *vms; /* sorted by pid */
+        size_t n_vms;
+        size_t *order;        /* indexes into vms, sorted by name then pid */
+        size_t n_threads;
+        struct tracker_stats stats;
+        /* alpha cache: consecutive vCPUs nearly always share dt */
+        nsec_t alpha_dt_ns;
+        double alpha;
+};
+
+int schedstat_parse(const char *s, struct schedstat *ret)
+{
+        uint64_t v[3];
+        const char *p = s;
+
+        for (int i = 0; i < 3; i++) {
+                char field[21];
+                size_t len = 0;
+
+                while (p[len] >= '0' && p[len] <= '9')
+                        len++;
+                if (len == 0 || len >= sizeof(field))
+                        return -EINVAL;
+                memcpy(field, p, len);
+                field[len] = '\0';
+                if (parse_u64(field, &v[i]) < 0)
+                        return -EINVAL;
+                p += len;
+                if (i < 2) {
+                        if (*p != ' ')
+                                return -EINVAL;
+                        p++;
+                }
+        }
+        if (*p == '\n')
+                p++;
+        if (*p != '\0')
+                return -EINVAL;
+
+        *ret = (struct schedstat) { .run_ns = v[0], .wait_ns = v[1], .timeslices = v[2] };
+        return 0;
+}
+
+double tracker_decay_alpha(nsec_t dt_ns, nsec_t half_life_ns)
+{
+        if (dt_ns <= 0)
+                return 0.0;
+        if (half_life_ns <= 0)
+                return 1.0;
+        return 1.0 - exp2(-(double) dt_ns / (double) half_life_ns);
+}
+
+static double clamp(double x, double lo, double hi)
+{
+        return x < lo ? lo : x > hi ? hi : x;
+}
+
+int tracker_new(const char *procfs_root, nsec_t half_life_ns, struct tracker **ret)
+{
+        struct tracker *tr;
+
+        if (!procfs_root || half_life_ns <= 0)
+                return -EINVAL;
+        tr = calloc(1, sizeof(*tr));
+        if (!tr)
+                return -ENOMEM;
+        tr->procfs_root = strdup(procfs_root);
+        if (!tr->procfs_root) {
+                free(tr);
+                return -ENOMEM;
+        }
+        tr->half_life_ns = half_life_ns;
+        tr->alpha_dt_ns = -1;
+        *ret = tr;
+        return 0;
+}
+
+static void vm_entry_done(struct vm_entry *e, bool close_fds)
+{
+        if (e->priv && close_fds)
+                for (unsigned i = 0; i < e->load.n_vcpus; i++)
+                        if (e->priv[i].fd >= 0)
+                                close(e->priv[i].fd);
+        free(e->priv);
+        free(e->load.vcpus);
+        vm_info_done(&e->load.info);
+}
+
+static void source_state_done(struct source_state *s)
+{
+        vm_info_free_array(s->vms, s->n);
+        *s = (struct source_state) { 0 };
+}
+
+void tracker_free(struct tracker *tr)
+{
+        if (!tr)
+                return;
+        for (size_t i = 0; i < tr->n_vms; i++)
+                vm_entry_done(&tr->vms[i], true);
+        free(tr->vms);
+        free(tr->order);
+        for (size_t i = 0; i < VM_N_SOURCES; i++)
+                source_state_done(&tr->sources[i]);
+        free(tr->procfs_root);
+        free(tr);
+}
+
+static int source_slot(enum vm_source source)
+{
+        switch (source) {
+        case VM_SOURCE_LIBVIRT:
+                return 0;
+        case VM_SOURCE_QMP:
+                return 1;
+        case VM_SOURCE_PROC:
+                return 2;
+        default:
+                return -EINVAL;
+        }
+}
+/* Slots are in priority order: libvirt, QMP, proc. */
+static const enum vm_source slot_source[VM_N_SOURCES] = { VM_SOURCE_LIBVIRT, VM_SOURCE_QMP, VM_SOURCE_PROC };
+
+static int cmp_vcpu_index(const void *a, const void *b)
+{
+        const struct vcpu_info *x = a, *y = b;
+
+        return (x->index > y->index) - (x->index < y->index);
+}
+
+static const struct vm_info *source_find(const struct source_state *s, pid_t pid)
+{
+        size_t lo = 0, hi = s->n;
+
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (s->vms[mid].pid < pid)
+                        lo = mid + 1;
+                else if (s->vms[mid].pid > pid)
+                        hi = mid;
+                else
+                        return &s->vms[mid];
+        }
+        return NULL;
+}
+
+static struct vm_entry *entries_find(struct vm_entry *v, size_t n, pid_t pid)
+{
+        size_t lo = 0, hi = n;
+
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (v[mid].load.info.pid < pid)
+                        lo = mid + 1;
+                else if (v[mid].load.info.pid > pid)
+                        hi = mid;
+                else
+                        return &v[mid];
+        }
+        return NULL;
+}
+
+static ssize_t vcpu_find(const struct vm_load *l, int index)
+{
+        size_t lo = 0, hi = l->n_vcpus;
+
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (l->vcpus[mid].index < index)
+                        lo = mid + 1;
+                else if (l->vcpus[mid].index > index)
+                        hi = mid;
+                else
+                        return (ssize_t) mid;
+        }
+        return -1;
+}
+
+struct pid_idx {
+        pid_t pid;
+        size_t idx;
+};
+
+static int cmp_pid_idx(const void *a, const void *b)
+{
+        const struct pid_idx *x = a, *y = b;
+
+        if (x->pid != y->pid)
+                return (x->pid > y->pid) - (x->pid < y->pid);
+        return (x->idx > y->idx) - (x->idx < y->idx);
+}
+
+/* Deep copy of a source snapshot, sorted by pid (the first of duplicate pids wins), vCPUs by index. */
+static int source_state_build(const struct vm_info *vms, size_t n, struct source_state *ret)
+{
+        _cleanup_free_ struct pid_idx *keys = NULL;
+        struct vm_info *copy;
+        size_t m = 0, k = 0;
+        int r;
+
+        if (n == 0) {
+                *ret = (struct source_state) { 0 };
+                return 0;
+        }
+        keys = malloc(n * sizeof(*keys));
+        copy = calloc(n, sizeof(*copy));
+        if (!keys || !copy) {
+                free(copy);
+                return -ENOMEM;
+        }
+        for (size_t i = 0; i < n; i++)
+                if (vms[i].pid > 0 && (vms[i].n_vcpus == 0 || vms[i].vcpus))
+                        keys[k++] = (struct pid_idx) { .pid = vms[i].pid, .idx = i };
+        qsort(keys, k, sizeof(*keys), cmp_pid_idx);
+        for (size_t i = 0; i < k; i++) {
+                if (i > 0 && keys[i].pid == keys[i - 1].pid)
+                        continue;
+                r = vm_info_copy(&copy[m], &vms[keys[i].idx]);
+                if (r < 0) {
+                        vm_info_free_array(copy, m);
+                        return r;
+                }
+                copy[m].name[sizeof(copy[m].name) - 1] = '\0';
+                copy[m].uuid[sizeof(copy[m].uuid) - 1] = '\0';
+                copy[m].qmp_socket[sizeof(copy[m].qmp_socket) - 1] = '\0';
+                if (copy[m].n_vcpus > 1)
+                        qsort(copy[m].vcpus, copy[m].n_vcpus, sizeof(*copy[m].vcpus), cmp_vcpu_index);
+                m++;
+        }
+        *ret = (struct source_state) { .vms = copy, .n = m };
+        return 0;
+}
+
+static int cmp_order(const void *a, const void *b, void *userdata)
+{
+        const struct vm_entry *v = userdata;
+        const struct vm_info *x = &v[*(const size_t *) a].load.info, *y = &v[*(const size_t *) b].load.info;
+        int c = strcmp(x->name, y->name);
+
+        if (c != 0)
+                return c;
+        return (x->pid > y->pid) - (x->pid < y->pid);
+}
+
+static int open_schedstat(const struct tracker *tr, pid_t pid, pid_t tid)
+{
+        char path[PATH_MAX];
+        int fd, r;
+
+        r = path_printf(path, sizeof(path), "%s/%d/task/%d/schedstat", tr->procfs_root, (int) pid, (int) tid);
+        if (r < 0)
+                return r;
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
+                return -errno;
+        return fd;
+}
+
+/* Merge what the sources (with `slot` replaced by `repl`) say about pid into *e. */
+static int merge_one(const struct tracker *tr, const struct source_state *srcs, pid_t pid,
+                     const struct vm_entry *old, nsec_t now, struct vm_entry *e, unsigned *gone_opens,
+                     unsigned *open_errs)
+{
+        const struct vm_info *per[VM_N_SOURCES], *vsrc = NULL, *nsrc = NULL;
+        struct vm_info info = { .pid = pid, .libvirt_id = -1 };
+        unsigned n_ok = 0, n_gone = 0;
+
+        for (int s = 0; s < VM_N_SOURCES; s++) {
+                per[s] = source_find(&srcs[s], pid);
+                if (!per[s])
+                        continue;
+                info.sources |= slot_source[s] | per[s]->sources;
+                if (!nsrc)
+                        nsrc = per[s];
+                if (!vsrc && per[s]->n_vcpus > 0)
+                        vsrc = per[s];
+                if (info.accel == VM_ACCEL_UNKNOWN)
+                        info.accel = per[s]->accel;
+                if (info.qmp_socket[0] == '\0')
+                        memcpy(info.qmp_socket, per[s]->qmp_socket, sizeof(info.qmp_socket));
+        }
+        if (!nsrc)
+                return 0; /* no source knows it */
+        info.sources &= VM_SOURCE_ALL;
+        memcpy(info.name, nsrc->name, sizeof(info.name));
+        memcpy(info.uuid, nsrc->uuid, sizeof(info.uuid));
+        info.libvirt_id = per[0] ? per[0]->libvirt_id : -1;
+        if (info.name[0] == '\0')
+                snprintf(info.name, sizeof(info.name), "qemu-%d", (int) pid);
+
+        *e = (struct vm_entry) { 0 };
+        e->load.first_seen_ns = old ? old->load.first_seen_ns : now;
+        if (vsrc) {
+                unsigned n = vsrc->n_vcpus;
+
+                info.n_vcpus = n;
+                info.vcpus = malloc(n * sizeof(*info.vcpus));
+                e->load.vcpus = calloc(n, sizeof(*e->load.vcpus));
+                e->priv = calloc(n, sizeof(*e->priv));
+                if (!info.vcpus || !e->load.vcpus || !e->priv) {
+                        free(info.vcpus);
+                        free(e->load.vcpus);
+                        free(e->priv);
+                        *e = (struct vm_entry) { 0 };
+                        return -ENOMEM;
+                }
+                memcpy(info.vcpus, vsrc->vcpus, n * sizeof(*info.vcpus));
+                for (unsigned i = 0; i < n; i++) {
+                        struct vcpu_load *v = &e->load.vcpus[i];
+                        struct vcpu_priv *p = &e->priv[i];
+                        ssize_t k = old ? vcpu_find(&old->load, info.vcpus[i].index) : -1;
+
+                        if (k >= 0 && old->load.vcpus[k].tid == info.vcpus[i].tid && old->priv[k].fd >= 0) {
+                                *v = old->load.vcpus[k];
+                                *p = old->priv[k];
+                                p->carried = false;
+                                old->priv[k].carried = true;
+                                n_ok++;
+                                continue;
+                        }
+                        *v = (struct vcpu_load) { .index = info.vcpus[i].index, .tid = info.vcpus[i].tid };
+                        if (k >= 0 && old->load.vcpus[k].tid == info.vcpus[i].tid) {
+                                /* same thread, already gone: keep the halt-poll feed */
+                                v->halt_poll_ns = old->load.vcpus[k].halt_poll_ns;
+                                v->has_halt_poll = old->load.vcpus[k].has_halt_poll;
+                        }
+                        int fd = open_schedstat(tr, pid, info.vcpus[i].tid);
+                        if (fd < 0) {
+                                v->gone = true;
+                                p->fd = -1;
+                                if (fd == -ENOENT || fd == -ESRCH) {
+                                        (*gone_opens)++;
+                                        n_gone++;
+                                } else
+                                        (*open_errs)++;
+                                continue;
+                        }
+                        p->fd = fd;
+                        p->carried = true; /* opened here: close on failure */
+                        n_ok++;
+                }
+        }
+        e->load.info = info;
+        e->load.n_vcpus = info.n_vcpus;
+        if (info.n_vcpus > 0 && n_ok == 0 && n_gone == info.n_vcpus) {
+                /* A stale report of a VM whose threads all vanished: do not add it. */
+                vm_entry_done(e, false);
+                *e = (struct vm_entry) { 0 };
+                return 0;
+        }
+        return 1;
+}
+
+static void entries_abort(struct vm_entry *v, size_t n)
+{
+        /* close only what was opened for the new state; carried fds belong to the old one */
+        for (size_t i = 0; i < n; i++) {
+                for (unsigned k = 0; k < v[i].load.n_vcpus; k++)
+                        if (v[i].priv[k].carried && v[i].priv[k].fd >= 0)
+                                close(v[i].priv[k].fd);
+                vm_entry_done(&v[i], false);
+        }
+        free(v);
+}
+
+int tracker_set_source(struct tracker *tr, enum vm_source source, const struct vm_info *vms, size_t n,
+                       nsec_t now)
+{
+        struct source_state srcs[VM_N_SOURCES], repl;
+        struct vm_entry *nv = NULL;
+        size_t *order = NULL, nn = 0, cap, n_threads = 0;
+        unsigned gone_opens = 0, open_errs = 0;
+        int slot, r;
+
+        slot = source_slot(source);
+        if (slot < 0)
+                return slot;
+        if (n > 0 && !vms)
+                return -EINVAL;
+        r = source_state_build(vms, n, &repl);
+        if (r < 0)
+                return r;
+        memcpy(srcs, tr->sources, sizeof(srcs));
+        srcs[slot] = repl;
+
+        cap = 0;
+        for (int s = 0; s < VM_N_SOURCES; s++)
+                cap += srcs[s].n;
+        if (cap > 0) {
+                nv = calloc(cap, sizeof(*nv));
+                order = calloc(cap, sizeof(*order));
+                if (!nv || !order) {
+                        r = -ENOMEM;
+                        goto fail;
+                }
+        }
+
+        /* k-way merge of the pid-sorted source arrays */
+        {
+                size_t pos[VM_N_SOURCES] = { 0 };
+                for (;;) {
+                        pid_t pid = 0;
+                        bool any = false;
+
+                        for (int s = 0; s < VM_N_SOURCES; s++)
+                                if (pos[s] < srcs[s].n && (!any || srcs[s].vms[pos[s]].pid < pid)) {
+                                        pid = srcs[s].vms[pos[s]].pid;
+                                        any = true;
+                                }
+                        if (!any)
+                                break;
+                        for (int s = 0; s < VM_N_SOURCES; s++)
+                                if (pos[s] < srcs[s].n && srcs[s].vms[pos[s]].pid == pid)
+                                        pos[s]++;
+
+                        const struct vm_entry *old = entries_find(tr->vms, tr->n_vms, pid);
+                        r = merge_one(tr, srcs, pid, old, now, &nv[nn], &gone_opens, &open_errs);
+                        if (r < 0)
+                                goto fail;
+                        if (r > 0) {
+                                n_threads += nv[nn].load.n_vcpus;
+                                nn++;
+                        }
+                }
+        }
+        for (size_t i = 0; i < nn; i++)
+                order[i] = i;
+        if (nn > 1)
+                qsort_r(order, nn, sizeof(*order), cmp_order, nv);
+
+        /* Commit: close the fds of the old state that were not carried over. */
+        {
+                uint64_t added = 0, removed = 0;
+                for (size_t i = 0; i < tr->n_vms; i++) {
+                        struct vm_entry *o = &tr->vms[i];
+                        for (unsigned k = 0; k < o->load.n_vcpus; k++)
+                                if (!o->priv[k].carried && o->priv[k].fd >= 0)
+                                        close(o->priv[k].fd);
+                        if (!entries_find(nv, nn, o->load.info.pid))
+                                removed++;
+                        vm_entry_done(o, false);
+                }
+                for (size_t i = 0; i < nn; i++) {
+                        for (unsigned k = 0; k < nv[i].load.n_vcpus; k++)
+                                nv[i].priv[k].carried = false;
+                        if (!entries_find(tr->vms, tr->n_vms, nv[i].load.info.pid))
+                                added++;
+                }
+                tr->stats.vms_added += added;
+                tr->stats.vms_removed += removed;
+        }
+        free(tr->vms);
+        free(tr->order);
+        source_state_done(&tr->sources[slot]);
+        tr->sources[slot] = repl;
+        tr->vms = nv;
+        tr->order = order;
+        tr->n_vms = nn;
+        tr->n_threads = n_threads;
+        tr->stats.threads_gone += gone_opens;
+        tr->stats.open_errors += open_errs;
+        return 0;
+
+fail:
+        for (size_t i = 0; i < tr->n_vms; i++)
+                for (unsigned k = 0; k < tr->vms[i].load.n_vcpus; k++)
+                        tr->vms[i].priv[k].carried = false;
+        entries_abort(nv, nn);
+        free(order);
+        source_state_done(&repl);
+        return r;
+}
+
+/* Forget a VM entirely (all its vCPU threads are gone).  No allocation. */
+static void tracker_drop(struct tracker *tr, size_t idx)
+{
+        struct vm_entry *e = &tr->vms[idx];
+        pid_t pid = e->load.info.pid;
+
+        tr->n_threads -= e->load.n_vcpus;
+        vm_entry_done(e, true);
+        memmove(&tr->vms[idx], &tr->vms[idx + 1], (tr->n_vms - idx - 1) * sizeof(*tr->vms));
+        {
+                size_t w = 0;
+                for (size_t i = 0; i < tr->n_vms; i++) {
+                        if (tr->order[i] == idx)
+                                continue;
+                        tr->order[w++] = tr->order[i] > idx ? tr->order[i] - 1 : tr->order[i];
+                }
+        }
+        tr->n_vms--;
+        tr->stats.vms_removed++;
+
+        /* The sources' reports of it are stale: a fresh snapshot may bring it back. */
+        for (int s = 0; s < VM_N_SOURCES; s++) {
+                struct source_state *src = &tr->sources[s];
+                struct vm_info *vi = (struct vm_info *) source_find(src, pid);
+                if (!vi)
+                        continue;
+                size_t k = (size_t) (vi - src->vms);
+                vm_info_done(vi);
+                memmove(&src->vms[k], &src->vms[k + 1], (src->n - k - 1) * sizeof(*src->vms));
+                src->n--;
+        }
+}
+
+static void sample_vcpu(struct tracker *tr, struct vcpu_load *v, struct vcpu_priv *p, nsec_t now)
+{
+        char buf[96];
+        struct schedstat st;
+        ssize_t n;
+
+        n = pread_all0(p->fd, buf, sizeof(buf));
+        if (n == -ESRCH || n == -ENOENT) {
+                close(p->fd);
+                p->fd = -1;
+                v->gone = true;
+                tr->stats.threads_gone++;
+                return;
+        }
+        if (n < 0 || schedstat_parse(buf, &st) < 0) {
+                tr->stats.read_errors++;
+                return;
+        }
+        tr->stats.samples++;
+
+        if (p->have_prev && now > p->last_ns && st.run_ns >= v->last.run_ns && st.wait_ns >= v->last.wait_ns) {
+                nsec_t dt = now - p->last_ns;
+                double dtd = (double) dt;
+                uint64_t d_run = st.run_ns - v->last.run_ns, d_wait = st.wait_ns - v->last.wait_ns, d_halt = 0;
+
+                if (v->has_halt_poll && v->halt_poll_ns >= p->prev_halt_poll_ns)
+                        d_halt = MIN(v->halt_poll_ns - p->prev_halt_poll_ns, d_run);
+                v->util = clamp((double) (d_run - d_halt) / dtd, 0.0, 1.0);
+                v->wait_ratio = clamp((double) d_wait / dtd, 0.0, 1.0);
+                v->halt_poll_ratio = clamp((double) d_halt / dtd, 0.0, 1.0);
+                if (!v->valid) {
+                        v->util_avg = v->util;
+                        v->wait_avg = v->wait_ratio;
+                        v->valid = true;
+                } else {
+                        if (dt != tr->alpha_dt_ns) {
+                                tr->alpha = tracker_decay_alpha(dt, tr->half_life_ns);
+                                tr->alpha_dt_ns = dt;
+                        }
+                        v->util_avg += tr->alpha * (v->util - v->util_avg);
+                        v->wait_avg += tr->alpha * (v->wait_ratio - v->wait_avg);
+                }
+        } else if (p->have_prev && now <= p->last_ns) {
+                return; /* same instant: keep the previous baseline */
+        }
+        /* counters going backwards (tid reused by a new thread): restart the baseline */
+        v->last = st;
+        p->prev_halt_poll_ns = v->halt_poll_ns;
+        p->last_ns = now;
+        p->have_prev = true;
+}
+
+int tracker_sample(struct tracker *tr, nsec_t now)
+{
+        nsec_t cpu0 = thread_cputime_ns();
+        int sampled = 0;
+
+        for (size_t i = 0; i < tr->n_vms;) {
+                struct vm_entry *e = &tr->vms[i];
+                unsigned alive = 0;
+
+                for (unsigned k = 0; k < e->load.n_vcpus; k++) {
+                        struct vcpu_load *v = &e->load.vcpus[k];
+                        struct vcpu_priv *p = &e->priv[k];
+
+                        if (p->fd < 0)
+                                continue;
+                        uint64_t before = tr->stats.samples;
+                        sample_vcpu(tr, v, p, now);
+                        if (tr->stats.samples != before)
+                                sampled++;
+                        if (p->fd >= 0)
+                                alive++;
+                }
+                if (e->load.n_vcpus > 0 && alive == 0) {
+                        tracker_drop(tr, i);
+                        continue;
+                }
+                i++;
+        }
+        tr->stats.last_sample_cpu_ns = thread_cputime_ns() - cpu0;
+        return sampled;
+}
+
+void tracker_set_halt_poll(struct tracker *tr, pid_t pid, int vcpu_index, uint64_t halt_poll_ns)
+{
+        struct vm_entry *e = entries_find(tr->vms, tr->n_vms, pid);
+        ssize_t k;
+
+        if (!e)
+                return;
+        k = vcpu_find(&e->load, vcpu_index);
+        if (k < 0)
+                return;
+        if (!e->load.vcpus[k].has_halt_poll)
+                e->priv[k].prev_halt_poll_ns = halt_poll_ns; /* first value is a baseline */
+        e->load.vcpus[k].halt_poll_ns = halt_poll_ns;
+        e->load.vcpus[k].has_halt_poll = true;
+}
+
+size_t tracker_n_vms(const struct tracker *tr)
+{
+        return tr->n_vms;
+}
+
+const struct vm_load *tracker_vm(const struct tracker *tr, size_t i)
+{
+        if (i >= tr->n_vms)
+                return NULL;
+        return &tr->vms[tr->order[i]].load;
+}
+
+const struct vm_load *tracker_find_vm(const struct tracker *tr, pid_t pid)
+{
+        struct vm_entry *e = entries_find(tr->vms, tr->n_vms, pid);
+
+        return e ? &e->load : NULL;
+}
+
+const struct tracker_stats *tracker_stats(const struct tracker *tr)
+{
+        return &tr->stats;
+}
+
+size_t tracker_n_threads(const struct tracker *tr)
+{
+        return tr->n_threads;
+}
