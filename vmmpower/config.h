@@ -9,7 +9,7 @@
 
 /*
  * Daemon configuration: /etc/vmmpower/vmmpower.conf, then every
- * /etc/vmmpower/conf.d/*.conf in lexical order (later files override single
+ * /etc/vmmpower/conf.d/NAME.conf in lexical order (later files override single
  * keys; list keys append).  Format (vmmpower.conf(5)): "[Section]" headers
  * and "Key = Value" lines, '#' comments, exact key match, values without
  * quotes.  Any unknown section or key, bad value, or duplicate key within one

@@ -1,0 +1,418 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Control socket server.
+ *
+ * Non-blocking throughout: the listening socket and every client live in
+ * the daemon's epoll set.  A client sends one line; we answer and close.  A
+ * client that sends more than CONTROL_LINE_MAX bytes without a newline gets
+ * "ERR E2BIG" and is closed; one that sends nothing for
+ * CONTROL_CLIENT_TIMEOUT_NS is dropped at the next period.  At most
+ * CONTROL_MAX_CLIENTS at once: further connections are accepted and closed
+ * at once, counted in control_errors.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "control.h"
+#include "daemon.h"
+#include "event.h"
+#include "log.h"
+#include "version.h"
+
+#define CONTROL_MAX_GROUPS 256
+
+struct control_client {
+        struct io_watch watch;
+        struct control_server *server;
+        struct control_client *next;
+        uid_t uid;
+        gid_t gid;
+        size_t n_groups;
+        gid_t groups[CONTROL_MAX_GROUPS];
+        char in[CONTROL_LINE_MAX + 1];
+        size_t in_len;
+        struct strbuf out;
+        size_t out_pos;
+        bool replying;
+        nsec_t since_ns;
+};
+
+struct control_server {
+        struct io_watch watch;
+        struct daemon *daemon;
+        int epoll_fd;
+        char path[108];
+        bool have_group;
+        gid_t group_gid;
+        unsigned n_clients;
+        struct control_client *clients;
+};
+
+static const struct {
+        const char *name;
+        bool readonly;
+} commands[] = {
+        { "status", true }, { "vms", true },    { "cpus", true },    { "top", true },
+        { "metrics", true }, { "version", true }, { "notify", false }, { "reload", false },
+};
+
+int control_command_readonly(const char *cmd)
+{
+        for (size_t i = 0; i < ELEMENTSOF(commands); i++)
+                if (strcmp(cmd, commands[i].name) == 0)
+                        return commands[i].readonly;
+        return -ENOENT;
+}
+
+bool control_peer_allowed(uid_t uid, gid_t gid, const gid_t *groups, size_t n_groups, gid_t group_gid,
+                          bool have_group, bool readonly)
+{
+        if (uid == 0)
+                return true;
+        if (!readonly || !have_group)
+                return false;
+        if (gid == group_gid)
+                return true;
+        for (size_t i = 0; i < n_groups; i++)
+                if (groups[i] == group_gid)
+                        return true;
+        return false;
+}
+
+int control_parse_request(char *line, struct control_request *req)
+{
+        struct control_request r = { 0 };
+        char *p = line;
+        size_t len = strlen(line);
+
+        if (len > 0 && line[len - 1] == '\n')
+                line[--len] = '\0';
+        if (len == 0)
+                return -EINVAL;
+        for (size_t i = 0; i < len; i++) {
+                unsigned char c = (unsigned char) line[i];
+                if (c < 0x20 || c >= 0x7f)
+                        return -EINVAL;
+        }
+        while (*p) {
+                char *word = p;
+
+                if (*p == ' ')
+                        return -EINVAL; /* leading or double space */
+                while (*p && *p != ' ')
+                        p++;
+                if (*p == ' ') {
+                        *p++ = '\0';
+                        if (*p == '\0')
+                                return -EINVAL; /* trailing space */
+                }
+                if (strcmp(word, "--json") == 0) {
+                        r.json = true;
+                        continue;
+                }
+                if (r.argc >= CONTROL_MAX_ARGS)
+                        return -E2BIG;
+                r.argv[r.argc++] = word;
+        }
+        if (r.argc == 0)
+                return -EINVAL;
+        *req = r;
+        return 0;
+}
+
+int control_execute(struct daemon *d, const struct control_request *req, struct strbuf *body)
+{
+        const char *cmd = req->argv[0];
+
+        if (strcmp(cmd, "status") == 0 && req->argc == 1)
+                render_status(d, req->json, body);
+        else if (strcmp(cmd, "vms") == 0 && req->argc == 1)
+                render_vms(d, req->json, body);
+        else if (strcmp(cmd, "cpus") == 0 && req->argc == 1)
+                render_cpus(d, req->json, body);
+        else if (strcmp(cmd, "top") == 0 && req->argc == 1)
+                render_top(d, body);
+        else if (strcmp(cmd, "metrics") == 0 && req->argc == 1)
+                render_metrics(d, body);
+        else if (strcmp(cmd, "version") == 0 && req->argc == 1)
+                strbuf_printf(body, req->json ? "{\"version\":\"%s\"}\n" : "%s\n", VMMPOWER_VERSION);
+        else if (strcmp(cmd, "notify") == 0 && req->argc == 3) {
+                /* From the libvirt hook: "notify OPERATION DOMAIN".  The names
+                 * are only logged (escaped); discovery asks libvirt and procfs. */
+                char op[64], dom[160];
+
+                escape_bytes(req->argv[1], strlen(req->argv[1]), op, sizeof(op));
+                escape_bytes(req->argv[2], strlen(req->argv[2]), dom, sizeof(dom));
+                log_debug("Hook notification: %s %s, rescanning.", op, dom);
+                d->counters.notifies++;
+                daemon_request_scan(d);
+        } else if (strcmp(cmd, "reload") == 0 && req->argc == 1) {
+                int r = daemon_reload(d);
+                if (r < 0)
+                        return r;
+        } else if (control_command_readonly(cmd) == -ENOENT)
+                return -ENOENT;
+        else
+                return -EINVAL; /* known command, wrong arguments */
+        return 0;
+}
+
+static void client_free(struct control_client *c)
+{
+        struct control_server *cs = c->server;
+
+        for (struct control_client **p = &cs->clients; *p; p = &(*p)->next)
+                if (*p == c) {
+                        *p = c->next;
+                        break;
+                }
+        cs->n_clients--;
+        io_watch_del(cs->epoll_fd, &c->watch);
+        close(c->watch.fd);
+        strbuf_free(&c->out);
+        free(c);
+}
+
+static void client_flush(struct control_client *c)
+{
+        while (c->out_pos < c->out.len) {
+                ssize_t n = write(c->watch.fd, c->out.data + c->out_pos, c->out.len - c->out_pos);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno == EAGAIN) {
+                                (void) io_watch_mod(c->server->epoll_fd, &c->watch, EPOLLOUT);
+                                return;
+                        }
+                        break; /* peer went away: nothing to tell */
+                }
+                c->out_pos += (size_t) n;
+        }
+        client_free(c);
+}
+
+static void client_reply_error(struct control_client *c, int err, const char *msg)
+{
+        const char *name = strerrorname_np(err < 0 ? -err : err);
+
+        strbuf_printf(&c->out, "ERR %s %s\n", name ? name : "EIO", msg);
+        c->replying = true;
+        client_flush(c);
+}
+
+static void client_handle_line(struct control_client *c)
+{
+        struct daemon *d = c->server->daemon;
+        struct control_request req;
+        struct strbuf body;
+        int r, ro;
+
+        d->counters.control_requests++;
+        r = control_parse_request(c->in, &req);
+        if (r < 0) {
+                d->counters.control_errors++;
+                { client_reply_error(c, r, "malformed request"); return; }
+        }
+        ro = control_command_readonly(req.argv[0]);
+        if (ro < 0) {
+                d->counters.control_errors++;
+                { client_reply_error(c, -ENOENT, "unknown command"); return; }
+        }
+        if (!control_peer_allowed(c->uid, c->gid, c->groups, c->n_groups, c->server->group_gid,
+                                  c->server->have_group, ro)) {
+                d->counters.control_denied++;
+                log_notice("Control: denied '%s' to uid %u.", req.argv[0], (unsigned) c->uid);
+                { client_reply_error(c, -EPERM, "permission denied"); return; }
+        }
+        strbuf_init(&body);
+        r = control_execute(d, &req, &body);
+        if (r < 0 || body.oom) {
+                d->counters.control_errors++;
+                strbuf_free(&body);
+                { client_reply_error(c, r < 0 ? r : -ENOMEM,
+                                          r == -EINVAL ? "wrong arguments" : "command failed"); return; }
+        }
+        strbuf_puts(&c->out, "OK\n");
+        strbuf_append(&c->out, body.data ? body.data : "", body.len);
+        strbuf_free(&body);
+        c->replying = true;
+        client_flush(c);
+}
+
+static void client_event(struct io_watch *w, uint32_t events)
+{
+        struct control_client *c = container_of(w, struct control_client, watch);
+
+        if (c->replying) {
+                if (events & (EPOLLERR | EPOLLHUP))
+                        { client_free(c); return; }
+                { client_flush(c); return; }
+        }
+        for (;;) {
+                ssize_t n = read(w->fd, c->in + c->in_len, CONTROL_LINE_MAX - c->in_len);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno == EAGAIN)
+                                return;
+                        { client_free(c); return; }
+                }
+                if (n == 0) /* EOF before a full line */
+                        { client_free(c); return; }
+                char *nl = memchr(c->in + c->in_len, '\n', (size_t) n);
+                c->in_len += (size_t) n;
+                c->in[c->in_len] = '\0';
+                if (nl) {
+                        nl[1] = '\0';
+                        if (strlen(c->in) != (size_t) (nl + 1 - c->in)) { /* embedded NUL */
+                                c->server->daemon->counters.control_errors++;
+                                { client_reply_error(c, -EINVAL, "malformed request"); return; }
+                        }
+                        { client_handle_line(c); return; }
+                }
+                if (c->in_len >= CONTROL_LINE_MAX) {
+                        c->server->daemon->counters.control_errors++;
+                        { client_reply_error(c, -E2BIG, "request line too long"); return; }
+                }
+        }
+}
+
+static void server_accept(struct io_watch *w, uint32_t events)
+{
+        struct control_server *cs = container_of(w, struct control_server, watch);
+
+        for (;;) {
+                struct control_client *c;
+                struct ucred cred;
+                socklen_t len = sizeof(cred);
+                int fd = accept4(w->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+                if (fd < 0) {
+                        if (errno == EINTR || errno == ECONNABORTED)
+                                continue;
+                        if (errno != EAGAIN)
+                                log_warning_errno(errno, "Control: accept failed: %m, ignoring.");
+                        return;
+                }
+                if (cs->n_clients >= CONTROL_MAX_CLIENTS ||
+                    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
+                        cs->daemon->counters.control_errors++;
+                        close(fd);
+                        continue;
+                }
+                c = calloc(1, sizeof(*c));
+                if (!c) {
+                        close(fd);
+                        continue;
+                }
+                c->server = cs;
+                c->uid = cred.uid;
+                c->gid = cred.gid;
+                len = sizeof(c->groups);
+                if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, c->groups, &len) == 0)
+                        c->n_groups = len / sizeof(gid_t);
+                c->since_ns = now_ns();
+                strbuf_init(&c->out);
+                if (io_watch_add(cs->epoll_fd, &c->watch, fd, EPOLLIN, client_event) < 0) {
+                        close(fd);
+                        free(c);
+                        continue;
+                }
+                c->next = cs->clients;
+                cs->clients = c;
+                cs->n_clients++;
+        }
+}
+
+void control_server_expire(struct control_server *cs, nsec_t now)
+{
+        struct control_client *c, *next;
+
+        if (!cs)
+                return;
+        for (c = cs->clients; c; c = next) {
+                next = c->next;
+                if (now - c->since_ns > CONTROL_CLIENT_TIMEOUT_NS)
+                        client_free(c);
+        }
+}
+
+int control_server_new(struct daemon *d, const char *path, const char *group, int epoll_fd,
+                       struct control_server **ret)
+{
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        struct control_server *cs;
+        int fd, r;
+
+        if (strlen(path) >= sizeof(sa.sun_path))
+                return log_error_errno(ENAMETOOLONG, "Control socket path too long: %s", path);
+        cs = calloc(1, sizeof(*cs));
+        if (!cs)
+                return -ENOMEM;
+        cs->daemon = d;
+        cs->epoll_fd = epoll_fd;
+        strcpy(cs->path, path);
+        if (group && *group) {
+                struct group *gr = getgrnam(group);
+                if (!gr) {
+                        free(cs);
+                        return log_error_errno(ENOENT, "ControlGroup '%s' does not exist.", group);
+                }
+                cs->have_group = true;
+                cs->group_gid = gr->gr_gid;
+        }
+        strcpy(sa.sun_path, path);
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+                r = -errno;
+                free(cs);
+                return r;
+        }
+        (void) unlink(path);
+        if (bind(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0 || listen(fd, 16) < 0) {
+                r = log_error_errno(errno, "Failed to listen on %s: %m", path);
+                goto fail;
+        }
+        /* Access is decided by peer credentials; the mode only keeps strangers
+         * from connecting at all when no group is configured. */
+        if (chmod(path, cs->have_group ? 0660 : 0600) < 0 ||
+            (cs->have_group && chown(path, 0, cs->group_gid) < 0)) {
+                r = log_error_errno(errno, "Failed to set permissions of %s: %m", path);
+                goto fail;
+        }
+        r = io_watch_add(epoll_fd, &cs->watch, fd, EPOLLIN, server_accept);
+        if (r < 0)
+                goto fail;
+        *ret = cs;
+        return 0;
+fail:
+        close(fd);
+        (void) unlink(path);
+        free(cs);
+        return r;
+}
+
+void control_server_free(struct control_server *cs)
+{
+        if (!cs)
+                return;
+        while (cs->clients)
+                client_free(cs->clients);
+        io_watch_del(cs->epoll_fd, &cs->watch);
+        close(cs->watch.fd);
+        if (cs->path[0])
+                (void) unlink(cs->path);
+        free(cs);
+}
+
+void control_server_forget_path(struct control_server *cs)
+{
+        cs->path[0] = '\0';
+}

@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#pragma once
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "util.h"
+
+/*
+ * Control socket (docs/control-protocol.md).  One request line per
+ * connection, at most CONTROL_LINE_MAX bytes: words separated by single
+ * spaces, e.g. "vms --json\n".  The reply is "OK\n" followed by the body, or
+ * "ERR <errno-name> <message>\n"; the server then closes the connection.
+ * Peer credentials (SO_PEERCRED, SO_PEERGROUPS) decide: root may run every
+ * command; members of the configured ControlGroup may run read-only ones.
+ */
+
+#define CONTROL_LINE_MAX 1024
+#define CONTROL_MAX_ARGS 8
+#define CONTROL_MAX_CLIENTS 64
+#define CONTROL_CLIENT_TIMEOUT_NS (5 * NSEC_PER_SEC)
+
+struct daemon;
+struct control_server;
+
+struct control_request {
+        unsigned argc;
+        char *argv[CONTROL_MAX_ARGS]; /* point into the line buffer */
+        bool json;                    /* "--json" was given (removed from argv) */
+};
+
+/* Split a request line in place.  -EINVAL for empty, too many words, bad bytes. */
+int control_parse_request(char *line, struct control_request *req);
+/* Is cmd read-only (allowed to ControlGroup members)?  -ENOENT for unknown commands. */
+int control_command_readonly(const char *cmd);
+/* Credential decision: uid 0 always; else readonly && (gid or one of groups == group_gid). */
+bool control_peer_allowed(uid_t uid, gid_t gid, const gid_t *groups, size_t n_groups, gid_t group_gid,
+                          bool have_group, bool readonly);
+
+int control_server_new(struct daemon *d, const char *path, const char *group, int epoll_fd,
+                       struct control_server **ret);
+void control_server_free(struct control_server *cs);
+/* Let free() leave the socket path alone (a new server took it over). */
+void control_server_forget_path(struct control_server *cs);
+/* Drop clients idle longer than CONTROL_CLIENT_TIMEOUT_NS. */
+void control_server_expire(struct control_server *cs, nsec_t now);
+
+/* Execute one parsed request against the daemon (used by the server and tests). */
+int control_execute(struct daemon *d, const struct control_request *req, struct strbuf *body);

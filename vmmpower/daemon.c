@@ -1,0 +1,516 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The daemon's event loop and control period.
+ *
+ * Start-up and reload share one path, daemon_apply_config(): it builds
+ * everything that depends on the configuration (topology, tracker, pCPU
+ * sampler, control socket, libvirt source) for the new configuration and
+ * only then swaps it in, so a reload with a bad file or an unreadable sysfs
+ * keeps the running state whole.
+ *
+ * Each control period (a periodic CLOCK_MONOTONIC timerfd):
+ *   1. discovery, when due: procfs scan every ProcScanInterval (or at once
+ *      after a hook notification), QMP queries of configured sockets;
+ *      libvirt snapshots arrive on their own eventfd whenever libvirt says
+ *      something changed;
+ *   2. sampling: every vCPU's schedstat through kept fds, every pCPU's
+ *      /proc/stat line and cpuidle residency;
+ *   3. output: metrics textfile, watchdog ping.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include "control.h"
+#include "daemon.h"
+#include "event.h"
+#include "log.h"
+#include "qmp.h"
+#include "sd_notify.h"
+#include "version.h"
+
+/* In --once mode, how long to wait for libvirt's first snapshot before
+ * reporting without it (libvirtd down is reported, not waited for). */
+#define ONCE_LIBVIRT_WAIT_NS (5 * NSEC_PER_SEC)
+
+static struct io_watch signal_watch, timer_watch, libvirt_watch;
+static struct daemon *the_daemon; /* the watches' context: one daemon per process */
+
+int daemon_load_config(const struct daemon_options *opts, struct vp_config *c, struct config_error *err)
+{
+        const char *path = opts->config_path ? opts->config_path : VMMPOWER_SYSCONFDIR "/vmmpower.conf";
+        struct vp_config n;
+        int r;
+
+        config_defaults(&n);
+        /* The default file may be absent (defaults apply); a file named on
+         * the command line must exist. */
+        r = config_load(path, NULL, opts->config_path == NULL, &n, err);
+        if (r < 0)
+                return r;
+        if (opts->sysfs_root)
+                snprintf(n.sysfs_root, sizeof(n.sysfs_root), "%s", opts->sysfs_root);
+        if (opts->procfs_root)
+                snprintf(n.procfs_root, sizeof(n.procfs_root), "%s", opts->procfs_root);
+        if (opts->control_socket)
+                snprintf(n.control_socket, sizeof(n.control_socket), "%s", opts->control_socket);
+        if (opts->log_level_set)
+                n.log_level = opts->log_level;
+        *c = n;
+        return 0;
+}
+
+static int arm_timer(struct daemon *d)
+{
+        struct itimerspec its = {
+                .it_interval = { .tv_sec = d->cfg.period_ns / NSEC_PER_SEC,
+                                 .tv_nsec = d->cfg.period_ns % NSEC_PER_SEC },
+        };
+
+        its.it_value = its.it_interval;
+        return timerfd_settime(d->timer_fd, 0, &its, NULL) < 0 ? -errno : 0;
+}
+
+static void libvirt_event(struct io_watch *w, uint32_t events)
+{
+        struct daemon *d = the_daemon;
+        struct vm_info *vms = NULL;
+        size_t n = 0;
+        int r;
+
+        if (!d->libvirt)
+                return;
+        r = libvirt_src_take(d->libvirt, &vms, &n);
+        if (r <= 0) {
+                if (r < 0)
+                        log_warning_errno(r, "Failed to take libvirt snapshot: %m, ignoring.");
+                return;
+        }
+        r = tracker_set_source(d->tracker, VM_SOURCE_LIBVIRT, vms, n, now_ns());
+        if (r < 0)
+                log_warning_errno(r, "Failed to apply libvirt snapshot: %m, keeping the previous one.");
+        else
+                d->libvirt_snapshot_seen = true;
+        vm_info_free_array(vms, n);
+}
+
+static int start_libvirt(struct daemon *d)
+{
+        int r;
+
+        if (!d->cfg.libvirt_enabled)
+                return 0;
+        r = libvirt_src_start(d->cfg.libvirt_uri, d->cfg.libvirt_run_dir, d->cfg.procfs_root, &d->libvirt);
+        if (r < 0)
+                return log_error_errno(r, "Failed to start libvirt source: %m");
+        r = io_watch_add(d->epoll_fd, &libvirt_watch, libvirt_src_fd(d->libvirt), EPOLLIN, libvirt_event);
+        if (r < 0) {
+                libvirt_src_stop(d->libvirt);
+                d->libvirt = NULL;
+                return r;
+        }
+        return 0;
+}
+
+static void stop_libvirt(struct daemon *d)
+{
+        if (!d->libvirt)
+                return;
+        io_watch_del(d->epoll_fd, &libvirt_watch);
+        libvirt_src_stop(d->libvirt);
+        d->libvirt = NULL;
+}
+
+/*
+ * Build what depends on the configuration.  On success the daemon runs with
+ * cfg; on failure nothing changed.  starting: first call (no threads yet).
+ */
+static int daemon_apply_config(struct daemon *d, const struct vp_config *cfg, bool starting)
+{
+        const struct vp_config *old = &d->cfg;
+        struct topology *topo = NULL;
+        struct tracker *tracker = NULL;
+        struct pcpu_stat *pcpu = NULL;
+        struct control_server *control = NULL;
+        bool new_tracker, new_control, new_libvirt;
+        int r;
+
+        new_tracker = starting || strcmp(old->procfs_root, cfg->procfs_root) != 0 ||
+                      old->load_half_life_ns != cfg->load_half_life_ns;
+        new_control = starting || strcmp(old->control_socket, cfg->control_socket) != 0 ||
+                      strcmp(old->control_group, cfg->control_group) != 0;
+        new_libvirt = !starting && (old->libvirt_enabled != cfg->libvirt_enabled ||
+                                    strcmp(old->libvirt_uri, cfg->libvirt_uri) != 0 ||
+                                    strcmp(old->libvirt_run_dir, cfg->libvirt_run_dir) != 0 ||
+                                    strcmp(old->procfs_root, cfg->procfs_root) != 0);
+
+        if (mkdir(cfg->state_dir, 0755) < 0 && errno != EEXIST)
+                return log_error_errno(errno, "Failed to create %s: %m", cfg->state_dir);
+
+        r = topology_load(cfg->sysfs_root, &topo);
+        if (r < 0) {
+                log_error_errno(r, "Failed to read the host topology below %s: %m", cfg->sysfs_root);
+                goto fail;
+        }
+        r = pcpu_stat_new(topo, cfg->procfs_root, cfg->sysfs_root, &pcpu);
+        if (r < 0) {
+                log_error_errno(r, "Failed to set up pCPU sampling: %m");
+                goto fail;
+        }
+        if (new_tracker) {
+                r = tracker_new(cfg->procfs_root, cfg->load_half_life_ns, &tracker);
+                if (r < 0) {
+                        log_error_errno(r, "Failed to set up the tracker: %m");
+                        goto fail;
+                }
+        }
+        if (new_control) {
+                /* The new socket replaces the old one's path (it unlinks and
+                 * binds); the old one keeps its fd until the commit. */
+                r = control_server_new(d, cfg->control_socket, cfg->control_group, d->epoll_fd, &control);
+                if (r < 0)
+                        goto fail;
+        }
+
+        /* Commit. */
+        topology_free(d->topo);
+        d->topo = topo;
+        pcpu_stat_free(d->pcpu);
+        d->pcpu = pcpu;
+        if (new_tracker) {
+                tracker_free(d->tracker);
+                d->tracker = tracker;
+                d->libvirt_snapshot_seen = false;
+        }
+        if (new_control) {
+                if (d->control && strcmp(old->control_socket, cfg->control_socket) == 0)
+                        control_server_forget_path(d->control);
+                control_server_free(d->control);
+                d->control = control;
+        }
+        if (new_libvirt)
+                stop_libvirt(d);
+        d->cfg = *cfg;
+        log_set_max_level(cfg->log_level);
+        if (!starting) {
+                r = arm_timer(d);
+                if (r < 0)
+                        log_error_errno(r, "Failed to re-arm the period timer: %m");
+                if (new_libvirt || (new_tracker && d->libvirt)) {
+                        stop_libvirt(d);
+                        (void) start_libvirt(d); /* logged; the daemon keeps running without */
+                }
+        }
+        d->scan_requested = true;
+        return 0;
+fail:
+        control_server_free(control);
+        tracker_free(tracker);
+        pcpu_stat_free(pcpu);
+        topology_free(topo);
+        return r;
+}
+
+static void log_config_error(const struct config_error *err)
+{
+        if (err->line > 0)
+                log_error("%s:%u: %s", err->file, err->line, err->message);
+        else
+                log_error("%s: %s", err->file, err->message);
+}
+
+int daemon_reload(struct daemon *d)
+{
+        struct config_error err = { 0 };
+        struct vp_config cfg;
+        int r;
+
+        (void) notify_send("RELOADING=1");
+        d->counters.reloads++;
+        r = daemon_load_config(&d->opts, &cfg, &err);
+        if (r == 0)
+                r = daemon_apply_config(d, &cfg, false);
+        else
+                log_config_error(&err);
+        if (r < 0) {
+                d->counters.reload_errors++;
+                log_error("Reload failed, keeping the running configuration.");
+        } else
+                log_info("Configuration reloaded from %s.", d->config_path);
+        (void) notify_send("READY=1");
+        return r;
+}
+
+void daemon_request_scan(struct daemon *d)
+{
+        d->scan_requested = true;
+        if (d->libvirt)
+                libvirt_src_request_reconcile(d->libvirt);
+}
+
+static void discover(struct daemon *d, nsec_t now)
+{
+        int r;
+
+        if (d->cfg.proc_scan) {
+                struct vm_info *vms = NULL;
+                size_t n = 0;
+
+                r = procscan_scan(d->cfg.procfs_root, &vms, &n, &d->procscan_stats);
+                if (r < 0)
+                        log_warning_errno(r, "procfs scan failed: %m, keeping the previous view.");
+                else {
+                        r = tracker_set_source(d->tracker, VM_SOURCE_PROC, vms, n, now);
+                        if (r < 0)
+                                log_warning_errno(r, "Failed to apply procfs scan: %m");
+                        vm_info_free_array(vms, n);
+                }
+        }
+        if (d->cfg.n_qmp_sockets > 0) {
+                struct vm_info *vms = calloc(d->cfg.n_qmp_sockets, sizeof(*vms));
+                size_t n = 0;
+
+                if (!vms)
+                        return;
+                for (unsigned i = 0; i < d->cfg.n_qmp_sockets; i++) {
+                        d->counters.qmp_queries++;
+                        r = qmp_query_vm(d->cfg.qmp_sockets[i], d->cfg.qmp_timeout_ns, &vms[n]);
+                        if (r < 0) {
+                                d->counters.qmp_errors++;
+                                log_debug_errno(r, "QMP query of %s failed: %m", d->cfg.qmp_sockets[i]);
+                                continue;
+                        }
+                        n++;
+                }
+                r = tracker_set_source(d->tracker, VM_SOURCE_QMP, vms, n, now);
+                if (r < 0)
+                        log_warning_errno(r, "Failed to apply QMP results: %m");
+                vm_info_free_array(vms, n);
+        }
+        d->next_scan_ns = now + d->cfg.proc_scan_interval_ns;
+        d->scan_requested = false;
+}
+
+static void write_textfile(struct daemon *d)
+{
+        struct strbuf sb;
+        int r;
+
+        if (!d->cfg.metrics_textfile[0])
+                return;
+        strbuf_init(&sb);
+        render_metrics(d, &sb);
+        r = sb.oom ? -ENOMEM : write_file_atomic(d->cfg.metrics_textfile, sb.data, sb.len, 0644);
+        if (r < 0) {
+                /* Log the first failure of a streak only: this runs every period. */
+                if (d->counters.metrics_write_errors++ == 0)
+                        log_warning_errno(r, "Failed to write metrics to %s: %m, will retry every period.",
+                                          d->cfg.metrics_textfile);
+        } else if (d->counters.metrics_write_errors > 0) {
+                log_info("Metrics textfile %s written again.", d->cfg.metrics_textfile);
+                d->counters.metrics_write_errors = 0;
+        }
+        strbuf_free(&sb);
+}
+
+void daemon_period(struct daemon *d, nsec_t now)
+{
+        nsec_t cpu0 = thread_cputime_ns();
+        int r;
+
+        if (d->scan_requested || now >= d->next_scan_ns)
+                discover(d, now);
+        (void) tracker_sample(d->tracker, now);
+        r = pcpu_stat_sample(d->pcpu, now);
+        if (r < 0)
+                log_debug_errno(r, "pCPU sampling failed: %m");
+        write_textfile(d);
+        control_server_expire(d->control, now);
+        if (notify_watchdog_usec() > 0)
+                (void) notify_send("WATCHDOG=1");
+        d->counters.periods++;
+        d->counters.last_period_cpu_ns = thread_cputime_ns() - cpu0;
+        d->counters.last_period_wall_ns = now_ns() - now;
+        d->last_period_ns = now;
+}
+
+static void once_report(struct daemon *d)
+{
+        struct strbuf sb;
+
+        strbuf_init(&sb);
+        render_status(d, false, &sb);
+        strbuf_puts(&sb, "\n");
+        render_cpus(d, false, &sb);
+        strbuf_puts(&sb, "\n");
+        render_vms(d, false, &sb);
+        fputs(sb.data ? sb.data : "", stdout);
+        fflush(stdout);
+        strbuf_free(&sb);
+}
+
+static void timer_event(struct io_watch *w, uint32_t events)
+{
+        struct daemon *d = the_daemon;
+        uint64_t expirations;
+        nsec_t now;
+
+        if (read(w->fd, &expirations, sizeof(expirations)) != sizeof(expirations))
+                return;
+        if (expirations > 1)
+                d->counters.overruns += expirations - 1;
+        now = now_ns();
+        /* --once: wait (bounded) for libvirt's first snapshot, then two
+         * periods so that every vCPU has a measured utilisation. */
+        if (d->opts.once && d->libvirt && !d->libvirt_snapshot_seen && now - d->start_ns < ONCE_LIBVIRT_WAIT_NS)
+                return;
+        daemon_period(d, now);
+        if (d->opts.once && d->counters.periods >= 2) {
+                once_report(d);
+                d->quit = true;
+        }
+}
+
+static void signal_event(struct io_watch *w, uint32_t events)
+{
+        struct daemon *d = the_daemon;
+        struct signalfd_siginfo si;
+
+        if (read(w->fd, &si, sizeof(si)) != sizeof(si))
+                return;
+        switch (si.ssi_signo) {
+        case SIGTERM:
+        case SIGINT:
+                log_info("Received %s, exiting.", si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
+                d->quit = true;
+                break;
+        case SIGHUP:
+                log_info("Received SIGHUP, reloading configuration.");
+                (void) daemon_reload(d);
+                break;
+        default:
+                break;
+        }
+}
+
+int daemon_init(struct daemon *d, const struct daemon_options *opts)
+{
+        struct config_error err = { 0 };
+        struct vp_config cfg;
+        sigset_t mask;
+        int r;
+
+        *d = (struct daemon) { .epoll_fd = -1, .signal_fd = -1, .timer_fd = -1, .opts = *opts };
+        the_daemon = d;
+        snprintf(d->config_path, sizeof(d->config_path), "%s",
+                 opts->config_path ? opts->config_path : VMMPOWER_SYSCONFDIR "/vmmpower.conf");
+        d->start_ns = now_ns();
+        d->start_realtime_ns = now_realtime_ns();
+
+        r = daemon_load_config(opts, &cfg, &err);
+        if (r < 0) {
+                log_config_error(&err);
+                return r;
+        }
+        log_set_max_level(cfg.log_level);
+
+        d->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+        if (d->epoll_fd < 0)
+                return log_error_errno(errno, "epoll_create1 failed: %m");
+
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGINT);
+        sigaddset(&mask, SIGHUP);
+        if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
+                return log_error_errno(errno, "sigprocmask failed: %m");
+        signal(SIGPIPE, SIG_IGN);
+        d->signal_fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+        if (d->signal_fd < 0)
+                return log_error_errno(errno, "signalfd failed: %m");
+        r = io_watch_add(d->epoll_fd, &signal_watch, d->signal_fd, EPOLLIN, signal_event);
+        if (r < 0)
+                return r;
+
+        d->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+        if (d->timer_fd < 0)
+                return log_error_errno(errno, "timerfd_create failed: %m");
+        r = io_watch_add(d->epoll_fd, &timer_watch, d->timer_fd, EPOLLIN, timer_event);
+        if (r < 0)
+                return r;
+
+        r = daemon_apply_config(d, &cfg, true);
+        if (r < 0)
+                return r;
+        log_info("Host: %u CPUs online, %u packages, %u cores, %u LLCs, cpuidle driver %s, %u cpufreq policies.",
+                 cpuset_count(&d->topo->online), d->topo->n_packages, d->topo->n_cores, d->topo->n_llcs,
+                 d->topo->cpuidle_driver[0] ? d->topo->cpuidle_driver : "none", d->topo->n_policies);
+        return 0;
+}
+
+int daemon_run(struct daemon *d)
+{
+        uint64_t wd_usec;
+        int r;
+
+        /* Threads start here, after any daemonizing fork. */
+        r = start_libvirt(d);
+        if (r < 0)
+                log_warning("Continuing without libvirt discovery.");
+        r = arm_timer(d);
+        if (r < 0)
+                return log_error_errno(r, "Failed to arm the period timer: %m");
+        /* First discovery and a first sample right away: utilisation needs two. */
+        daemon_period(d, now_ns());
+
+        wd_usec = notify_watchdog_usec();
+        if (wd_usec > 0 && (nsec_t) wd_usec * NSEC_PER_USEC < 2 * d->cfg.period_ns)
+                log_warning("WatchdogSec is shorter than two control periods: expect watchdog restarts.");
+        (void) notify_send("READY=1\nSTATUS=Tracking vCPUs");
+        log_info("vmmpowerd running%s: period %lld ms, control socket %s.",
+                 d->opts.dry_run ? " in dry-run mode" : "", (long long) (d->cfg.period_ns / NSEC_PER_MSEC),
+                 d->cfg.control_socket);
+
+        while (!d->quit) {
+                struct epoll_event ev[16];
+                int n = epoll_wait(d->epoll_fd, ev, (int) ELEMENTSOF(ev), -1);
+
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return log_error_errno(errno, "epoll_wait failed: %m");
+                }
+                for (int i = 0; i < n && !d->quit; i++) {
+                        struct io_watch *w = ev[i].data.ptr;
+                        w->fn(w, ev[i].events);
+                }
+        }
+        (void) notify_send("STOPPING=1");
+        return 0;
+}
+
+void daemon_done(struct daemon *d)
+{
+        stop_libvirt(d);
+        control_server_free(d->control);
+        d->control = NULL;
+        tracker_free(d->tracker);
+        d->tracker = NULL;
+        pcpu_stat_free(d->pcpu);
+        d->pcpu = NULL;
+        topology_free(d->topo);
+        d->topo = NULL;
+        if (d->timer_fd >= 0)
+                close(d->timer_fd);
+        if (d->signal_fd >= 0)
+                close(d->signal_fd);
+        if (d->epoll_fd >= 0)
+                close(d->epoll_fd);
+        d->timer_fd = d->signal_fd = d->epoll_fd = -1;
+}

@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "libvirt_src.h"
+#include "pcpu_stat.h"
+#include "procscan.h"
+#include "topology.h"
+#include "util.h"
+#include "vcpu_track.h"
+
+/*
+ * The daemon: one thread runs an epoll loop over a signalfd, a periodic
+ * timerfd (the control period), the control socket and the libvirt
+ * source's eventfd.  Everything that may block for long (libvirt calls)
+ * lives on the libvirt source's own thread; the loop itself only does
+ * pread()s of kept-open fds and short procfs scans.
+ */
+
+struct control_server;
+
+struct daemon_options {
+        const char *config_path;   /* NULL = default */
+        const char *sysfs_root;    /* NULL = from config */
+        const char *procfs_root;   /* NULL = from config */
+        const char *control_socket;/* NULL = from config */
+        bool dry_run;
+        bool once;                 /* one period after discovery, print, exit */
+        bool log_level_set;
+        enum log_level log_level;
+};
+
+struct daemon_counters {
+        uint64_t periods;
+        uint64_t overruns;            /* timerfd expirations > 1: periods missed */
+        uint64_t proc_scans;
+        uint64_t qmp_queries, qmp_errors;
+        uint64_t reloads, reload_errors;
+        uint64_t notifies;            /* hook notifications received */
+        uint64_t control_requests, control_denied, control_errors;
+        uint64_t metrics_write_errors;
+        nsec_t last_period_cpu_ns;    /* thread CPU time of the last control period */
+        nsec_t last_period_wall_ns;
+};
+
+struct daemon {
+        struct daemon_options opts;
+        struct vp_config cfg;
+        char config_path[CONFIG_PATH_MAX];
+        struct topology *topo;
+        struct tracker *tracker;
+        struct pcpu_stat *pcpu;
+        struct libvirt_src *libvirt;
+        struct control_server *control;
+        struct procscan_stats procscan_stats;
+        struct daemon_counters counters;
+        int epoll_fd, signal_fd, timer_fd;
+        nsec_t start_ns;          /* monotonic */
+        nsec_t start_realtime_ns;
+        nsec_t last_period_ns;
+        nsec_t next_scan_ns;
+        bool scan_requested;
+        bool libvirt_snapshot_seen;
+        bool quit;
+        int exit_status;
+};
+
+int daemon_init(struct daemon *d, const struct daemon_options *opts);
+int daemon_run(struct daemon *d);
+void daemon_done(struct daemon *d);
+/* Re-read the configuration through the start-up path; keeps the old one on error. */
+int daemon_reload(struct daemon *d);
+/* Ask for a discovery pass at the next period (hook notification). */
+void daemon_request_scan(struct daemon *d);
+/* One control period: discovery if due, sampling, metrics. */
+void daemon_period(struct daemon *d, nsec_t now);
+/* Load config + conf.d into *c, applying command-line overrides. */
+int daemon_load_config(const struct daemon_options *opts, struct vp_config *c, struct config_error *err);
+
+/* Renderers shared by the control socket and --once (render.c). */
+struct strbuf;
+void render_status(const struct daemon *d, bool json, struct strbuf *out);
+void render_vms(const struct daemon *d, bool json, struct strbuf *out);
+void render_cpus(const struct daemon *d, bool json, struct strbuf *out);
+void render_top(const struct daemon *d, struct strbuf *out);
+void render_metrics(const struct daemon *d, struct strbuf *out);

@@ -1,0 +1,190 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Prometheus text exposition format (version 0.0.4).  Served by
+ * `vmmpowerctl metrics` and written atomically to the node-exporter
+ * textfile collector directory when [Metrics] TextfilePath is set.  Label
+ * values are escaped as the format requires (backslash, quote, newline);
+ * VM names come from libvirt or the QEMU command line and are not trusted.
+ */
+#include <inttypes.h>
+#include <string.h>
+
+#include "daemon.h"
+
+static void label_value(struct strbuf *out, const char *s)
+{
+        for (; *s; s++) {
+                if (*s == '\\')
+                        strbuf_puts(out, "\\\\");
+                else if (*s == '"')
+                        strbuf_puts(out, "\\\"");
+                else if (*s == '\n')
+                        strbuf_puts(out, "\\n");
+                else
+                        strbuf_append(out, s, 1);
+        }
+}
+
+static void header(struct strbuf *out, const char *name, const char *type, const char *help)
+{
+        strbuf_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void vcpu_labels(struct strbuf *out, const struct vm_load *vm, const struct vcpu_load *v)
+{
+        strbuf_puts(out, "{vm=\"");
+        label_value(out, vm->info.name);
+        strbuf_puts(out, "\",uuid=\"");
+        label_value(out, vm->info.uuid);
+        strbuf_printf(out, "\",pid=\"%d\",vcpu=\"%d\"}", (int) vm->info.pid, v->index);
+}
+
+typedef double (*vcpu_value_fn)(const struct vcpu_load *v, bool *ok);
+
+static double v_util(const struct vcpu_load *v, bool *ok)
+{
+        *ok = v->valid;
+        return v->util;
+}
+static double v_util_avg(const struct vcpu_load *v, bool *ok)
+{
+        *ok = v->valid;
+        return v->util_avg;
+}
+static double v_wait(const struct vcpu_load *v, bool *ok)
+{
+        *ok = v->valid;
+        return v->wait_ratio;
+}
+static double v_halt_poll(const struct vcpu_load *v, bool *ok)
+{
+        *ok = v->valid && v->has_halt_poll;
+        return v->halt_poll_ratio;
+}
+static double v_run_s(const struct vcpu_load *v, bool *ok)
+{
+        *ok = v->valid || v->last.run_ns > 0;
+        return (double) v->last.run_ns / NSEC_PER_SEC;
+}
+static double v_wait_s(const struct vcpu_load *v, bool *ok)
+{
+        *ok = v->valid || v->last.run_ns > 0;
+        return (double) v->last.wait_ns / NSEC_PER_SEC;
+}
+
+static void vcpu_family(const struct daemon *d, struct strbuf *out, const char *name, const char *type,
+                        const char *help, vcpu_value_fn fn)
+{
+        header(out, name, type, help);
+        for (size_t i = 0; i < tracker_n_vms(d->tracker); i++) {
+                const struct vm_load *vm = tracker_vm(d->tracker, i);
+                for (unsigned j = 0; j < vm->n_vcpus; j++) {
+                        bool ok;
+                        double val = fn(&vm->vcpus[j], &ok);
+                        if (!ok)
+                                continue;
+                        strbuf_puts(out, name);
+                        vcpu_labels(out, vm, &vm->vcpus[j]);
+                        strbuf_printf(out, " %.6g\n", val);
+                }
+        }
+}
+
+static void counter(struct strbuf *out, const char *name, const char *help, uint64_t v)
+{
+        header(out, name, "counter", help);
+        strbuf_printf(out, "%s %" PRIu64 "\n", name, v);
+}
+
+static void gauge(struct strbuf *out, const char *name, const char *help, double v)
+{
+        header(out, name, "gauge", help);
+        strbuf_printf(out, "%s %.6g\n", name, v);
+}
+
+void render_metrics(const struct daemon *d, struct strbuf *out)
+{
+        const struct tracker_stats *ts = tracker_stats(d->tracker);
+        const struct topology *t = d->topo;
+        struct libvirt_src_stats ls = { 0 };
+        unsigned n_vcpus = 0;
+
+        for (size_t i = 0; i < tracker_n_vms(d->tracker); i++)
+                n_vcpus += tracker_vm(d->tracker, i)->n_vcpus;
+        if (d->libvirt)
+                libvirt_src_get_stats(d->libvirt, &ls);
+
+        vcpu_family(d, out, "vmmpower_vcpu_utilization_ratio", "gauge",
+                    "On-CPU share of the last control period, halt polling excluded.", v_util);
+        vcpu_family(d, out, "vmmpower_vcpu_utilization_avg_ratio", "gauge",
+                    "Decayed average of vmmpower_vcpu_utilization_ratio.", v_util_avg);
+        vcpu_family(d, out, "vmmpower_vcpu_wait_ratio", "gauge",
+                    "Run-queue wait per wall time over the last period (what the guest sees as steal).",
+                    v_wait);
+        vcpu_family(d, out, "vmmpower_vcpu_halt_poll_ratio", "gauge",
+                    "KVM halt polling per wall time over the last period, where KVM publishes it.",
+                    v_halt_poll);
+        vcpu_family(d, out, "vmmpower_vcpu_run_seconds_total", "counter",
+                    "On-CPU time of the vCPU thread (schedstat).", v_run_s);
+        vcpu_family(d, out, "vmmpower_vcpu_wait_seconds_total", "counter",
+                    "Run-queue wait of the vCPU thread (schedstat).", v_wait_s);
+
+        header(out, "vmmpower_cpu_busy_ratio", "gauge", "Busy share of the last period per pCPU (/proc/stat).");
+        for (unsigned cpu = 0; cpu < t->n_cpus; cpu++) {
+                const struct pcpu_load *l = d->pcpu ? pcpu_stat_load(d->pcpu, cpu) : NULL;
+                if (l)
+                        strbuf_printf(out, "vmmpower_cpu_busy_ratio{cpu=\"%u\"} %.6g\n", cpu, l->busy_ratio);
+        }
+        header(out, "vmmpower_cpu_idle_state_residency_ratio", "gauge",
+               "Share of the last period each pCPU spent in each cpuidle state.");
+        for (unsigned cpu = 0; cpu < t->n_cpus; cpu++) {
+                const struct pcpu_load *l = d->pcpu ? pcpu_stat_load(d->pcpu, cpu) : NULL;
+                if (!l)
+                        continue;
+                for (unsigned s = 0; s < t->cpus[cpu].n_idle_states; s++) {
+                        strbuf_printf(out, "vmmpower_cpu_idle_state_residency_ratio{cpu=\"%u\",state=\"", cpu);
+                        label_value(out, t->cpus[cpu].idle[s].name);
+                        strbuf_printf(out, "\"} %.6g\n", l->state_residency[s]);
+                }
+        }
+        header(out, "vmmpower_cpu_idle_state_seconds_total", "counter",
+               "Time each pCPU spent in each cpuidle state (cpuidle stateN/time).");
+        for (unsigned cpu = 0; cpu < t->n_cpus; cpu++) {
+                const struct pcpu_sample *raw = d->pcpu ? pcpu_stat_raw(d->pcpu, cpu) : NULL;
+                if (!raw)
+                        continue;
+                for (unsigned s = 0; s < raw->n_states && s < t->cpus[cpu].n_idle_states; s++) {
+                        strbuf_printf(out, "vmmpower_cpu_idle_state_seconds_total{cpu=\"%u\",state=\"", cpu);
+                        label_value(out, t->cpus[cpu].idle[s].name);
+                        strbuf_printf(out, "\"} %.6f\n", (double) raw->state_time_us[s] / 1e6);
+                }
+        }
+
+        gauge(out, "vmmpower_vms", "VMs tracked.", (double) tracker_n_vms(d->tracker));
+        gauge(out, "vmmpower_vcpus", "vCPU threads tracked.", (double) n_vcpus);
+        gauge(out, "vmmpower_libvirt_connected", "1 while connected to libvirtd.", ls.connected ? 1 : 0);
+        counter(out, "vmmpower_libvirt_connects_total", "Successful connections to libvirtd.", ls.connects);
+        counter(out, "vmmpower_libvirt_disconnects_total", "Lost connections to libvirtd.", ls.disconnects);
+        counter(out, "vmmpower_libvirt_events_total", "libvirt lifecycle events received.", ls.events);
+        counter(out, "vmmpower_libvirt_errors_total", "Failed per-domain look-ups.", ls.errors);
+        counter(out, "vmmpower_periods_total", "Control periods run.", d->counters.periods);
+        counter(out, "vmmpower_period_overruns_total", "Control periods missed.", d->counters.overruns);
+        gauge(out, "vmmpower_period_cpu_seconds", "Daemon CPU time spent in the last control period.",
+              (double) d->counters.last_period_cpu_ns / NSEC_PER_SEC);
+        counter(out, "vmmpower_vcpu_samples_total", "vCPU schedstat samples read.", ts->samples);
+        counter(out, "vmmpower_vcpu_threads_gone_total", "vCPU threads seen exiting (ESRCH).", ts->threads_gone);
+        counter(out, "vmmpower_vcpu_read_errors_total", "Failed vCPU schedstat reads other than ESRCH.",
+                ts->read_errors);
+        counter(out, "vmmpower_procscan_scans_total", "procfs scans for QEMU processes.",
+                d->procscan_stats.scans);
+        counter(out, "vmmpower_procscan_vanished_total", "Processes or threads gone mid-scan.",
+                d->procscan_stats.vanished);
+        counter(out, "vmmpower_qmp_errors_total", "Failed QMP queries.", d->counters.qmp_errors);
+        counter(out, "vmmpower_control_requests_total", "Control socket requests.", d->counters.control_requests);
+        counter(out, "vmmpower_control_denied_total", "Control requests denied by peer credentials.",
+                d->counters.control_denied);
+        counter(out, "vmmpower_reload_errors_total", "Reloads rejected (bad configuration).",
+                d->counters.reload_errors);
+        counter(out, "vmmpower_metrics_write_errors_total", "Failed writes of the metrics textfile.",
+                d->counters.metrics_write_errors);
+}

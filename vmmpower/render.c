@@ -1,0 +1,268 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * What the control socket shows: plain tables for people, JSON for scripts
+ * (--json), and Prometheus text for metrics.  Pure formatting of daemon
+ * state; no I/O.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <string.h>
+
+#include "daemon.h"
+#include "version.h"
+
+static double pct(double ratio)
+{
+        return ratio * 100.0;
+}
+
+static void sources_string(unsigned sources, char *buf, size_t size)
+{
+        size_t len = 0;
+
+        buf[0] = '\0';
+        for (unsigned i = 0; i < VM_N_SOURCES; i++) {
+                if (!(sources & (1u << i)))
+                        continue;
+                int n = snprintf(buf + len, size - len, "%s%s", len ? "," : "",
+                                 vm_source_to_string((enum vm_source) (1u << i)));
+                if (n < 0 || (size_t) n >= size - len)
+                        break;
+                len += (size_t) n;
+        }
+}
+
+static void json_sources(struct strbuf *out, unsigned sources)
+{
+        bool first = true;
+
+        strbuf_puts(out, "[");
+        for (unsigned i = 0; i < VM_N_SOURCES; i++)
+                if (sources & (1u << i)) {
+                        strbuf_printf(out, "%s\"%s\"", first ? "" : ",",
+                                      vm_source_to_string((enum vm_source) (1u << i)));
+                        first = false;
+                }
+        strbuf_puts(out, "]");
+}
+
+/* JSON has no NaN: unknown values are null. */
+static void json_ratio(struct strbuf *out, const char *key, bool valid, double v)
+{
+        if (valid && isfinite(v))
+                strbuf_printf(out, "\"%s\":%.4f", key, v);
+        else
+                strbuf_printf(out, "\"%s\":null", key);
+}
+
+static unsigned total_vcpus(const struct daemon *d)
+{
+        unsigned n = 0;
+
+        for (size_t i = 0; i < tracker_n_vms(d->tracker); i++)
+                n += tracker_vm(d->tracker, i)->n_vcpus;
+        return n;
+}
+
+void render_status(const struct daemon *d, bool json, struct strbuf *out)
+{
+        const struct tracker_stats *ts = tracker_stats(d->tracker);
+        struct libvirt_src_stats ls = { 0 };
+        nsec_t now = now_ns();
+        double uptime_s = (double) (now - d->start_ns) / NSEC_PER_SEC;
+
+        if (d->libvirt)
+                libvirt_src_get_stats(d->libvirt, &ls);
+        if (json) {
+                strbuf_printf(out, "{\"version\":\"%s\",\"uptime_s\":%.1f,\"dry_run\":%s,", VMMPOWER_VERSION,
+                              uptime_s, d->opts.dry_run ? "true" : "false");
+                strbuf_puts(out, "\"config\":");
+                strbuf_json_string(out, d->config_path);
+                strbuf_printf(out, ",\"period_ms\":%" PRId64 ",\"periods\":%" PRIu64 ",\"overruns\":%" PRIu64,
+                              d->cfg.period_ns / NSEC_PER_MSEC, d->counters.periods, d->counters.overruns);
+                strbuf_printf(out, ",\"vms\":%zu,\"vcpus\":%u,\"cpus_online\":%u", tracker_n_vms(d->tracker),
+                              total_vcpus(d), cpuset_count(&d->topo->online));
+                strbuf_printf(out,
+                              ",\"libvirt\":{\"enabled\":%s,\"connected\":%s,\"connects\":%" PRIu64
+                              ",\"disconnects\":%" PRIu64 ",\"connect_failures\":%" PRIu64
+                              ",\"events\":%" PRIu64 ",\"reconciles\":%" PRIu64 ",\"errors\":%" PRIu64 "}",
+                              d->libvirt ? "true" : "false", ls.connected ? "true" : "false", ls.connects,
+                              ls.disconnects, ls.connect_failures, ls.events, ls.reconciles, ls.errors);
+                strbuf_printf(out,
+                              ",\"tracker\":{\"threads\":%zu,\"samples\":%" PRIu64 ",\"threads_gone\":%" PRIu64
+                              ",\"read_errors\":%" PRIu64 ",\"open_errors\":%" PRIu64 ",\"vms_added\":%" PRIu64
+                              ",\"vms_removed\":%" PRIu64 ",\"last_sample_cpu_ns\":%" PRId64 "}",
+                              tracker_n_threads(d->tracker), ts->samples, ts->threads_gone, ts->read_errors,
+                              ts->open_errors, ts->vms_added, ts->vms_removed, ts->last_sample_cpu_ns);
+                strbuf_printf(out,
+                              ",\"procscan\":{\"scans\":%llu,\"vanished\":%llu,\"errors\":%llu}"
+                              ",\"qmp\":{\"queries\":%" PRIu64 ",\"errors\":%" PRIu64 "}",
+                              d->procscan_stats.scans, d->procscan_stats.vanished, d->procscan_stats.errors,
+                              d->counters.qmp_queries, d->counters.qmp_errors);
+                strbuf_printf(out,
+                              ",\"control\":{\"requests\":%" PRIu64 ",\"denied\":%" PRIu64 ",\"errors\":%" PRIu64
+                              "},\"notifies\":%" PRIu64 ",\"reloads\":%" PRIu64 ",\"reload_errors\":%" PRIu64
+                              ",\"last_period_cpu_ns\":%" PRId64 "}\n",
+                              d->counters.control_requests, d->counters.control_denied,
+                              d->counters.control_errors, d->counters.notifies, d->counters.reloads,
+                              d->counters.reload_errors, d->counters.last_period_cpu_ns);
+                return;
+        }
+        strbuf_printf(out, "vmmpowerd %s, up %.0f s%s\n", VMMPOWER_VERSION, uptime_s,
+                      d->opts.dry_run ? ", dry run (no host changes)" : "");
+        strbuf_printf(out, "config:        %s\n", d->config_path);
+        strbuf_printf(out, "period:        %" PRId64 " ms, %" PRIu64 " periods, %" PRIu64 " overruns\n",
+                      d->cfg.period_ns / NSEC_PER_MSEC, d->counters.periods, d->counters.overruns);
+        strbuf_printf(out, "host:          %u CPUs online, %u packages, %u cores, cpuidle %s\n",
+                      cpuset_count(&d->topo->online), d->topo->n_packages, d->topo->n_cores,
+                      d->topo->cpuidle_driver[0] ? d->topo->cpuidle_driver : "none");
+        strbuf_printf(out, "VMs:           %zu VMs, %u vCPUs tracked\n", tracker_n_vms(d->tracker),
+                      total_vcpus(d));
+        if (d->libvirt)
+                strbuf_printf(out,
+                              "libvirt:       %s (%s), %" PRIu64 " connects, %" PRIu64 " events, %" PRIu64
+                              " errors\n",
+                              ls.connected ? "connected" : "disconnected", d->cfg.libvirt_uri, ls.connects,
+                              ls.events, ls.errors);
+        else
+                strbuf_puts(out, "libvirt:       disabled\n");
+        strbuf_printf(out, "procfs scan:   %s, %llu scans, %llu vanished mid-scan\n",
+                      d->cfg.proc_scan ? "on" : "off", d->procscan_stats.scans, d->procscan_stats.vanished);
+        strbuf_printf(out,
+                      "tracker:       %" PRIu64 " samples, %" PRIu64 " threads gone, %" PRIu64
+                      " read errors, last period %.1f us CPU\n",
+                      ts->samples, ts->threads_gone, ts->read_errors,
+                      (double) d->counters.last_period_cpu_ns / NSEC_PER_USEC);
+}
+
+void render_vms(const struct daemon *d, bool json, struct strbuf *out)
+{
+        size_t n = tracker_n_vms(d->tracker);
+
+        if (json)
+                strbuf_puts(out, "{\"vms\":[");
+        else
+                strbuf_printf(out, "%-24s %8s %-18s %-5s %4s %8s %6s %6s %6s\n", "VM", "PID", "SOURCES", "ACCEL",
+                              "VCPU", "TID", "UTIL%", "AVG%", "WAIT%");
+        for (size_t i = 0; i < n; i++) {
+                const struct vm_load *vm = tracker_vm(d->tracker, i);
+                char src[64];
+
+                sources_string(vm->info.sources, src, sizeof(src));
+                if (json) {
+                        strbuf_printf(out, "%s{\"name\":", i ? "," : "");
+                        strbuf_json_string(out, vm->info.name);
+                        strbuf_puts(out, ",\"uuid\":");
+                        strbuf_json_string(out, vm->info.uuid);
+                        strbuf_printf(out, ",\"pid\":%d,\"libvirt_id\":%d,\"accel\":\"%s\",\"sources\":",
+                                      (int) vm->info.pid, vm->info.libvirt_id,
+                                      vm_accel_to_string(vm->info.accel));
+                        json_sources(out, vm->info.sources);
+                        strbuf_puts(out, ",\"vcpus\":[");
+                }
+                for (unsigned j = 0; j < vm->n_vcpus; j++) {
+                        const struct vcpu_load *v = &vm->vcpus[j];
+
+                        if (json) {
+                                strbuf_printf(out, "%s{\"index\":%d,\"tid\":%d,\"valid\":%s,\"gone\":%s,",
+                                              j ? "," : "", v->index, (int) v->tid, v->valid ? "true" : "false",
+                                              v->gone ? "true" : "false");
+                                json_ratio(out, "util", v->valid, v->util);
+                                strbuf_puts(out, ",");
+                                json_ratio(out, "util_avg", v->valid, v->util_avg);
+                                strbuf_puts(out, ",");
+                                json_ratio(out, "wait_ratio", v->valid, v->wait_ratio);
+                                strbuf_puts(out, ",");
+                                json_ratio(out, "wait_avg", v->valid, v->wait_avg);
+                                strbuf_puts(out, ",");
+                                json_ratio(out, "halt_poll_ratio", v->valid && v->has_halt_poll,
+                                           v->halt_poll_ratio);
+                                strbuf_printf(out, ",\"run_ns\":%" PRIu64 ",\"wait_ns\":%" PRIu64 "}",
+                                              v->last.run_ns, v->last.wait_ns);
+                                continue;
+                        }
+                        if (v->valid)
+                                strbuf_printf(out, "%-24.24s %8d %-18s %-5s %4d %8d %6.1f %6.1f %6.1f\n",
+                                              j == 0 ? vm->info.name : "", (int) vm->info.pid, j == 0 ? src : "",
+                                              vm_accel_to_string(vm->info.accel), v->index, (int) v->tid,
+                                              pct(v->util), pct(v->util_avg), pct(v->wait_ratio));
+                        else
+                                strbuf_printf(out, "%-24.24s %8d %-18s %-5s %4d %8d %6s %6s %6s\n",
+                                              j == 0 ? vm->info.name : "", (int) vm->info.pid, j == 0 ? src : "",
+                                              vm_accel_to_string(vm->info.accel), v->index, (int) v->tid,
+                                              v->gone ? "gone" : "-", "-", "-");
+                }
+                if (json)
+                        strbuf_puts(out, "]}");
+        }
+        if (json)
+                strbuf_puts(out, "]}\n");
+}
+
+void render_cpus(const struct daemon *d, bool json, struct strbuf *out)
+{
+        const struct topology *t = d->topo;
+        bool first = true;
+
+        if (json)
+                strbuf_puts(out, "{\"cpus\":[");
+        else {
+                strbuf_printf(out, "%4s %4s %4s %5s %4s %4s %6s %6s", "CPU", "PKG", "DIE", "CORE", "LLC",
+                              "NODE", "ONLINE", "BUSY%");
+                if (t->n_cpus > 0)
+                        for (unsigned s = 0; s < t->cpus[0].n_idle_states; s++)
+                                strbuf_printf(out, " %9.9s%%", t->cpus[0].idle[s].name);
+                strbuf_puts(out, "\n");
+        }
+        for (unsigned cpu = 0; cpu < t->n_cpus; cpu++) {
+                const struct topo_cpu *c = &t->cpus[cpu];
+                const struct pcpu_load *l = d->pcpu ? pcpu_stat_load(d->pcpu, cpu) : NULL;
+
+                if (!c->present)
+                        continue;
+                if (json) {
+                        strbuf_printf(out,
+                                      "%s{\"cpu\":%u,\"package\":%d,\"die\":%d,\"core\":%d,\"llc\":%d,"
+                                      "\"node\":%d,\"online\":%s,",
+                                      first ? "" : ",", cpu, c->package_id, c->die_id, c->core_id, c->llc_id,
+                                      c->node, c->online ? "true" : "false");
+                        json_ratio(out, "busy", l != NULL, l ? l->busy_ratio : 0);
+                        strbuf_puts(out, ",\"idle_states\":[");
+                        for (unsigned s = 0; s < c->n_idle_states; s++) {
+                                strbuf_printf(out, "%s{\"name\":", s ? "," : "");
+                                strbuf_json_string(out, c->idle[s].name);
+                                strbuf_printf(out, ",\"latency_us\":%u,\"residency_us\":%u,\"disabled\":%s,",
+                                              c->idle[s].exit_latency_us, c->idle[s].target_residency_us,
+                                              c->idle[s].disabled ? "true" : "false");
+                                json_ratio(out, "share", l != NULL, l ? l->state_residency[s] : 0);
+                                strbuf_puts(out, "}");
+                        }
+                        strbuf_puts(out, "]}");
+                        first = false;
+                        continue;
+                }
+                strbuf_printf(out, "%4u %4d %4d %5d %4d %4d %6s ", cpu, c->package_id, c->die_id, c->core_id,
+                              c->llc_id, c->node, c->online ? "yes" : "no");
+                if (l)
+                        strbuf_printf(out, "%6.1f", pct(l->busy_ratio));
+                else
+                        strbuf_printf(out, "%6s", "-");
+                for (unsigned s = 0; s < c->n_idle_states; s++)
+                        if (l)
+                                strbuf_printf(out, " %10.1f", pct(l->state_residency[s]));
+                        else
+                                strbuf_printf(out, " %10s", "-");
+                strbuf_puts(out, "\n");
+        }
+        if (json)
+                strbuf_puts(out, "]}\n");
+}
+
+void render_top(const struct daemon *d, struct strbuf *out)
+{
+        render_status(d, false, out);
+        strbuf_puts(out, "\n");
+        render_cpus(d, false, out);
+        strbuf_puts(out, "\n");
+        render_vms(d, false, out);
+}
