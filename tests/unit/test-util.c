@@ -1,0 +1,128 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util.h"
+
+static void test_parse_u64(void **state)
+{
+        uint64_t v;
+
+        assert_int_equal(parse_u64("0", &v), 0);
+        assert_int_equal(v, 0);
+        assert_int_equal(parse_u64("18446744073709551615\n", &v), 0);
+        assert_true(v == UINT64_MAX);
+        assert_int_equal(parse_u64("18446744073709551616", &v), -ERANGE);
+        assert_int_equal(parse_u64("", &v), -EINVAL);
+        assert_int_equal(parse_u64("\n", &v), -EINVAL);
+        assert_int_equal(parse_u64(" 1", &v), -EINVAL);
+        assert_int_equal(parse_u64("1 ", &v), -EINVAL);
+        assert_int_equal(parse_u64("-1", &v), -EINVAL);
+        assert_int_equal(parse_u64("+1", &v), -EINVAL);
+        assert_int_equal(parse_u64("0x10", &v), -EINVAL);
+        assert_int_equal(parse_u64("12\n\n", &v), -EINVAL);
+}
+
+static void test_parse_signed(void **state)
+{
+        int64_t v;
+        int i;
+
+        assert_int_equal(parse_i64("-9223372036854775808", &v), 0);
+        assert_true(v == INT64_MIN);
+        assert_int_equal(parse_i64("9223372036854775808", &v), -ERANGE);
+        assert_int_equal(parse_int("-5", &i), 0);
+        assert_int_equal(i, -5);
+        assert_int_equal(parse_int("2147483648", &i), -ERANGE);
+        assert_int_equal(parse_int("--5", &i), -EINVAL);
+}
+
+static void test_parse_duration(void **state)
+{
+        nsec_t v;
+        bool b;
+
+        assert_int_equal(parse_duration_ns("1s", &v), 0);
+        assert_true(v == NSEC_PER_SEC);
+        assert_int_equal(parse_duration_ns("250ms", &v), 0);
+        assert_true(v == 250 * NSEC_PER_MSEC);
+        assert_int_equal(parse_duration_ns("2.5s", &v), 0);
+        assert_true(v == 2500 * NSEC_PER_MSEC);
+        assert_int_equal(parse_duration_ns("1min", &v), 0);
+        assert_true(v == 60 * NSEC_PER_SEC);
+        assert_int_equal(parse_duration_ns("100", &v), -EINVAL);
+        assert_int_equal(parse_duration_ns("1 s", &v), -EINVAL);
+        assert_int_equal(parse_duration_ns("s", &v), -EINVAL);
+        assert_int_equal(parse_duration_ns("1.s", &v), -EINVAL);
+        assert_int_equal(parse_duration_ns("-1s", &v), -EINVAL);
+        assert_int_equal(parse_duration_ns("99999999999999999999s", &v), -ERANGE);
+        assert_int_equal(parse_bool("yes", &b), 0);
+        assert_true(b);
+        assert_int_equal(parse_bool("off", &b), 0);
+        assert_false(b);
+        assert_int_equal(parse_bool("Yes", &b), -EINVAL);
+}
+
+static void test_escape(void **state)
+{
+        char out[32];
+
+        escape_bytes("ab\"\\\n\x01\xff", 7, out, sizeof(out));
+        assert_string_equal(out, "ab\\x22\\x5c\\x0a\\x01\\xff");
+        escape_bytes("0123456789012345678901234567890123456789", 40, out, 16);
+        assert_true(strlen(out) < 16);
+        assert_non_null(strstr(out, "..."));
+}
+
+static void test_strbuf(void **state)
+{
+        struct strbuf sb;
+
+        strbuf_init(&sb);
+        for (int i = 0; i < 1000; i++)
+                strbuf_printf(&sb, "%d,", i);
+        assert_false(sb.oom);
+        assert_int_equal(sb.len, strlen(sb.data));
+        assert_memory_equal(sb.data, "0,1,2,", 6);
+        strbuf_reset(&sb);
+        strbuf_json_string(&sb, "a\"b\\c\n\x01");
+        assert_string_equal(sb.data, "\"a\\\"b\\\\c\\u000a\\u0001\"");
+        strbuf_free(&sb);
+}
+
+static void test_files(void **state)
+{
+        char dir[] = "/tmp/vmmpower-test-util-XXXXXX", path[256], buf[16];
+
+        assert_non_null(mkdtemp(dir));
+        snprintf(path, sizeof(path), "%s/f", dir);
+        assert_int_equal(write_file_atomic(path, "hello\n", 6, 0644), 0);
+        assert_int_equal(read_small_file(path, buf, sizeof(buf)), 5);
+        assert_string_equal(buf, "hello");
+        assert_int_equal(write_string_at(AT_FDCWD, path, "0123456789abcdefXYZ"), 0);
+        assert_int_equal(read_small_file(path, buf, sizeof(buf)), -EFBIG);
+        assert_int_equal(read_small_file("/nonexistent/x", buf, sizeof(buf)), -ENOENT);
+        assert_int_equal(write_string_at(AT_FDCWD, "/nonexistent/x", "1"), -ENOENT);
+        assert_int_equal(path_printf(buf, 4, "%s", "abcd"), -ENAMETOOLONG);
+        unlink(path);
+        rmdir(dir);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_parse_u64),      cmocka_unit_test(test_parse_signed),
+                cmocka_unit_test(test_parse_duration), cmocka_unit_test(test_escape),
+                cmocka_unit_test(test_strbuf),         cmocka_unit_test(test_files),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
