@@ -63,7 +63,7 @@ static void test_comm_parser(void **state)
 
 /* ---- fake procfs ---- */
 
-static char root[PATH_MAX];
+static char root[64];
 
 static void write_file(const char *path, const void *data, size_t len)
 {

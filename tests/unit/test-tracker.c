@@ -1,0 +1,507 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Tracker: decay math; arithmetic on a fake procfs in a temp dir whose
+ * schedstat files the test rewrites in place between samples (the tracker's
+ * kept fds see the new content); merging of sources; real threads of this
+ * test for ESRCH (a thread that exits) and for busy/idle utilisation.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "vcpu_track.h"
+
+#define EPS 1e-12
+#define HALF_LIFE (4 * NSEC_PER_SEC)
+
+static char root[64];
+
+static void test_decay_alpha(void **state)
+{
+        assert_true(fabs(tracker_decay_alpha(HALF_LIFE, HALF_LIFE) - 0.5) < EPS);
+        assert_true(fabs(tracker_decay_alpha(2 * HALF_LIFE, HALF_LIFE) - 0.75) < EPS);
+        assert_true(fabs(tracker_decay_alpha(NSEC_PER_SEC, HALF_LIFE) - (1.0 - pow(2.0, -0.25))) < EPS);
+        assert_true(tracker_decay_alpha(0, HALF_LIFE) == 0.0);
+        assert_true(tracker_decay_alpha(-5, HALF_LIFE) == 0.0);
+        /* two periods of dt weigh like one of 2*dt */
+        double a1 = tracker_decay_alpha(700 * NSEC_PER_MSEC, HALF_LIFE);
+        double a2 = tracker_decay_alpha(1400 * NSEC_PER_MSEC, HALF_LIFE);
+        assert_true(fabs((1 - a1) * (1 - a1) - (1 - a2)) < EPS);
+        /* monotonic, in (0, 1) */
+        assert_true(a1 > 0 && a1 < a2 && a2 < 1);
+}
+
+/* ---- fake procfs ---- */
+
+static void write_schedstat(int pid, int tid, uint64_t run, uint64_t wait, uint64_t slices)
+{
+        char p[PATH_MAX], buf[96];
+        int fd, n;
+
+        snprintf(p, sizeof(p), "%s/%d/task/%d/schedstat", root, pid, tid);
+        n = snprintf(buf, sizeof(buf), "%llu %llu %llu\n", (unsigned long long) run, (unsigned long long) wait,
+                     (unsigned long long) slices);
+        /* in place (same inode), so that a kept fd sees the new content */
+        fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, buf, (size_t) n), n);
+        assert_int_equal(close(fd), 0);
+}
+
+static void make_thread(int pid, int tid)
+{
+        char p[PATH_MAX];
+
+        snprintf(p, sizeof(p), "%s/%d", root, pid);
+        (void) mkdir(p, 0755);
+        snprintf(p, sizeof(p), "%s/%d/task", root, pid);
+        (void) mkdir(p, 0755);
+        snprintf(p, sizeof(p), "%s/%d/task/%d", root, pid, tid);
+        assert_int_equal(mkdir(p, 0755), 0);
+        write_schedstat(pid, tid, 0, 0, 0);
+}
+
+static int setup(void **state)
+{
+        strcpy(root, "/tmp/test-tracker-XXXXXX");
+        assert_non_null(mkdtemp(root));
+        make_thread(100, 101);
+        make_thread(100, 102);
+        make_thread(100, 103);
+        make_thread(200, 201);
+        return 0;
+}
+
+static int teardown(void **state)
+{
+        char cmd[PATH_MAX + 16];
+
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
+        assert_int_equal(system(cmd), 0);
+        return 0;
+}
+
+static struct vm_info mkvm(pid_t pid, const char *name, const struct vcpu_info *v, unsigned n)
+{
+        struct vm_info vm = { .pid = pid, .libvirt_id = -1, .n_vcpus = n, .vcpus = (struct vcpu_info *) v };
+
+        snprintf(vm.name, sizeof(vm.name), "%s", name);
+        return vm;
+}
+
+#define S (NSEC_PER_SEC)
+#define MS (NSEC_PER_MSEC)
+
+static void test_arithmetic(void **state)
+{
+        static const struct vcpu_info v100[] = { { 0, 101 }, { 1, 102 } };
+        struct vm_info vm = mkvm(100, "a", v100, 2);
+        struct tracker *tr;
+        const struct vm_load *l;
+        nsec_t t0 = 1000 * S;
+
+        assert_int_equal(tracker_new(root, HALF_LIFE, &tr), 0);
+        assert_int_equal(tracker_set_source(tr, VM_SOURCE_PROC, &vm, 1, t0), 0);
+        assert_int_equal(tracker_n_vms(tr), 1);
+        assert_int_equal(tracker_n_threads(tr), 2);
+
+        write_schedstat(100, 101, 1000, 2000, 1);
+        write_schedstat(100, 102, 5 * S, 0, 1);
+        assert_int_equal(tracker_sample(tr, t0), 2);
+        l = tracker_find_vm(tr, 100);
+        assert_non_null(l);
+        assert_false(l->vcpus[0].valid);
+        assert_int_equal(l->vcpus[0].last.run_ns, 1000);
+        assert_int_equal(l->vcpus[0].last.wait_ns, 2000);
+
+        /* 500 ms run, 100 ms wait in 1 s */
+        write_schedstat(100, 101, 1000 + 500 * MS, 2000 + 100 * MS, 5);
+        /* 2 s "run" in 1 s (jitter): clamped; wait 1.5 s in 1 s: clamped */
+        write_schedstat(100, 102, 7 * S, 1500 * MS, 2);
+        assert_int_equal(tracker_sample(tr, t0 + S), 2);
+        l = tracker_find_vm(tr, 100);
+        assert_true(l->vcpus[0].valid);
+        assert_true(fabs(l->vcpus[0].util - 0.5) < EPS);
+        assert_true(fabs(l->vcpus[0].wait_ratio - 0.1) < EPS);
+        assert_true(fabs(l->vcpus[0].util_avg - 0.5) < EPS); /* first valid period initialises */
+        assert_true(fabs(l->vcpus[0].wait_avg - 0.1) < EPS);
+        assert_true(l->vcpus[0].halt_poll_ratio == 0.0);
+        assert_int_equal(l->vcpus[0].last.timeslices, 5);
+        assert_true(l->vcpus[1].util == 1.0);
+        assert_true(l->vcpus[1].wait_ratio == 1.0);
+
+        /* fully busy for 1 s: avg moves by alpha(1 s) towards 1 */
+        write_schedstat(100, 101, 1000 + 1500 * MS, 2000 + 100 * MS, 6);
+        write_schedstat(100, 102, 7 * S, 1500 * MS, 2); /* idle */
+        assert_int_equal(tracker_sample(tr, t0 + 2 * S), 2);
+        l = tracker_find_vm(tr, 100);
+        double a = tracker_decay_alpha(S, HALF_LIFE);
+        assert_true(fabs(l->vcpus[0].util - 1.0) < EPS);
+        assert_true(fabs(l->vcpus[0].util_avg - (0.5 + a * 0.5)) < EPS);
+        assert_true(fabs(l->vcpus[0].wait_avg - (0.1 + a * (0.0 - 0.1))) < EPS);
+        assert_true(l->vcpus[1].util == 0.0);
+        assert_true(fabs(l->vcpus[1].util_avg - (1.0 - a)) < EPS);
+
+        /* 250 ms run in 500 ms, with 100 ms of halt polling: util 0.3 */
+        tracker_set_halt_poll(tr, 100, 0, 7000);   /* first value: baseline */
+        tracker_set_halt_poll(tr, 100, 0, 7000);
+        write_schedstat(100, 101, 1000 + 1750 * MS, 2000 + 100 * MS, 7);
+        assert_int_equal(tracker_sample(tr, t0 + 2 * S + 500 * MS), 2);
+        tracker_set_halt_poll(tr, 100, 0, 7000 + 100 * MS);
+        write_schedstat(100, 101, 1000 + 2000 * MS, 2000 + 100 * MS, 8);
+        assert_int_equal(tracker_sample(tr, t0 + 3 * S), 2);
+        l = tracker_find_vm(tr, 100);
+        assert_true(l->vcpus[0].has_halt_poll);
+        assert_true(fabs(l->vcpus[0].util - 0.3) < EPS);
+        assert_true(fabs(l->vcpus[0].halt_poll_ratio - 0.2) < EPS);
+        /* unknown vCPU / pid: ignored */
+        tracker_set_halt_poll(tr, 100, 7, 1);
+        tracker_set_halt_poll(tr, 999, 0, 1);
+
+        /* counters going backwards (tid reused): new baseline, values kept */
+        write_schedstat(100, 102, 10, 10, 1);
+        assert_int_equal(tracker_sample(tr, t0 + 4 * S), 2);
+        l = tracker_find_vm(tr, 100);
+        assert_int_equal(l->vcpus[1].last.run_ns, 10);
+        write_schedstat(100, 102, 10 + 250 * MS, 10, 2);
+        assert_int_equal(tracker_sample(tr, t0 + 5 * S), 2);
+        assert_true(fabs(tracker_find_vm(tr, 100)->vcpus[1].util - 0.25) < EPS);
+
+        /* garbage: read error, counted, not fatal */
+        {
+                char p[PATH_MAX];
+                snprintf(p, sizeof(p), "%s/100/task/102/schedstat", root);
+                int fd = open(p, O_WRONLY | O_TRUNC);
+                assert_true(fd >= 0);
+                assert_int_equal(write(fd, "x y z\n", 6), 6);
+                close(fd);
+        }
+        uint64_t errs = tracker_stats(tr)->read_errors;
+        assert_int_equal(tracker_sample(tr, t0 + 6 * S), 1);
+        assert_int_equal(tracker_stats(tr)->read_errors, errs + 1);
+        assert_int_equal(tracker_n_vms(tr), 1);
+
+        assert_true(tracker_stats(tr)->samples >= 12);
+        tracker_free(tr);
+}
+
+static void test_merge(void **state)
+{
+        static const struct vcpu_info lv[] = { { 1, 102 }, { 0, 101 } }; /* unsorted on purpose */
+        static const struct vcpu_info pv[] = { { 0, 101 } };
+        static const struct vcpu_info pv2[] = { { 0, 201 } };
+        struct vm_info lib = mkvm(100, "web", lv, 2);
+        struct vm_info proc[2] = { mkvm(200, "other", pv2, 1), mkvm(100, "qemu-100", pv, 1) };
+        struct tracker *tr;
+        const struct vm_load *l;
+
+        strcpy(lib.uuid, "6b1f8a2e-0b7a-4d43-9b0e-1f2a3b4c5d6e");
+        lib.libvirt_id = 3;
+        lib.accel = VM_ACCEL_TCG;
+        lib.sources = VM_SOURCE_LIBVIRT;
+        proc[0].sources = proc[1].sources = VM_SOURCE_PROC;
+
+        assert_int_equal(tracker_new(root, HALF_LIFE, &tr), 0);
+        assert_int_equal(tracker_set_source(tr, VM_SOURCE_PROC, proc, 2, 0), 0);
+        assert_int_equal(tracker_n_vms(tr), 2);
+        assert_int_equal(tracker_stats(tr)->vms_added, 2);
+        /* before libvirt: name from proc, one vCPU */
+        assert_string_equal(tracker_vm(tr, 0)->info.name, "other");
+        assert_string_equal(tracker_vm(tr, 1)->info.name, "qemu-100");
+        assert_int_equal(tracker_find_vm(tr, 100)->n_vcpus, 1);
+
+        write_schedstat(100, 101, 0, 0, 0);
+        write_schedstat(100, 102, 0, 0, 0);
+        assert_int_equal(tracker_sample(tr, 10 * S), 2);
+
+        assert_int_equal(tracker_set_source(tr, VM_SOURCE_LIBVIRT, &lib, 1, 10 * S), 0);
+        assert_int_equal(tracker_n_vms(tr), 2); /* counted once */
+        assert_int_equal(tracker_stats(tr)->vms_added, 2);
+        assert_int_equal(tracker_n_threads(tr), 3);
+        l = tracker_find_vm(tr, 100);
+        assert_non_null(l);
+        assert_string_equal(l->info.name, "web");
+        assert_string_equal(l->info.uuid, "6b1f8a2e-0b7a-4d43-9b0e-1f2a3b4c5d6e");
+        assert_int_equal(l->info.libvirt_id, 3);
+        assert_int_equal(l->info.sources, VM_SOURCE_LIBVIRT | VM_SOURCE_PROC);
+        assert_int_equal(l->info.accel, VM_ACCEL_TCG);
+        assert_int_equal(l->first_seen_ns, 0);
+        /* libvirt's vCPU list, sorted by index */
+        assert_int_equal(l->n_vcpus, 2);
+        assert_int_equal(l->info.n_vcpus, 2);
+        assert_int_equal(l->vcpus[0].index, 0);
+        assert_int_equal(l->vcpus[0].tid, 101);
+        assert_int_equal(l->vcpus[1].tid, 102);
+        /* order by name: other, web */
+        assert_string_equal(tracker_vm(tr, 0)->info.name, "other");
+        assert_string_equal(tracker_vm(tr, 1)->info.name, "web");
+        assert_null(tracker_vm(tr, 2));
+
+        /* the kept fd of vCPU 0 survived the update: the next sample gives a rate */
+        write_schedstat(100, 101, 400 * MS, 0, 1);
+        write_schedstat(100, 102, 100 * MS, 0, 1);
+        assert_int_equal(tracker_sample(tr, 11 * S), 3);
+        l = tracker_find_vm(tr, 100);
+        assert_true(l->vcpus[0].valid);
+        assert_true(fabs(l->vcpus[0].util - 0.4) < EPS);
+        assert_false(l->vcpus[1].valid); /* new in this update: first sample only */
+
+        /* a changed tid replaces the fd and the state */
+        static const struct vcpu_info lv2[] = { { 0, 101 }, { 1, 103 } };
+        lib.vcpus = (struct vcpu_info *) lv2;
+        assert_int_equal(tracker_set_source(tr, VM_SOURCE_LIBVIRT, &lib, 1, 11 * S), 0);
+        l = tracker_find_vm(tr, 100);
+        assert_int_equal(l->vcpus[1].tid, 103);
+        assert_false(l->vcpus[1].valid);
+        assert_true(l->vcpus[0].valid);
+
+        /* libvirt drops it: still known to proc, proc's name and vCPU list */
+        assert_int_equal(tracker_set_source(tr, VM_SOURCE_LIBVIRT, NULL, 0, 12 * S), 0);
+        l = tracker_find_vm(tr, 100);
+        assert_non_null(l);
+        assert_string_equal(l->info.name, "qemu-100");
+        assert_int_equal(l->info.sources, VM_SOURCE_PROC);
+        assert_int_equal(l->info.libvirt_id, -1);
+        assert_string_equal(l->info.uuid, "");
+        assert_int_equal(l->n_vcpus, 1);
+        assert_true(l->vcpus[0].valid);
+        assert_int_equal(tracker_stats(tr)->vms_removed, 0);
+
+        /* proc drops pid 100: gone */
+        assert_int_equal(tracker_set_source(tr, VM_SOURCE_PROC, proc, 1, 13 * S), 0);
+        assert_null(tracker_find_vm(tr, 100));
+        assert_int_equal(tracker_n_vms(tr), 1);
+        assert_int_equal(tracker_n_threads(tr), 1);
+        assert_int_equal(tracker_stats(tr)->vms_removed, 1);
+
+        /* bad source: error, state kept */
+        assert_int_equal(tracker_set_source(tr, (enum vm_source) 0x40, proc, 1, 0), -EINVAL);
+        assert_int_equal(tracker_n_vms(tr), 1);
+
+        /* duplicate pid in one snapshot: the first wins */
+        struct vm_info dup[2] = { mkvm(200, "first", pv2, 1), mkvm(200, "second", pv2, 1) };
+        assert_int_equal(tracker_set_source(tr, VM_SOURCE_QMP, dup, 2, 14 * S), 0);
+        assert_int_equal(tracker_n_vms(tr), 1);
+        assert_string_equal(tracker_vm(tr, 0)->info.name, "first"); /* QMP wins over proc */
+        assert_int_equal(tracker_vm(tr, 0)->info.sources, VM_SOURCE_QMP | VM_SOURCE_PROC);
+
+        /* a VM whose threads do not exist (stale report): not added */
+        static const struct vcpu_info ghost[] = { { 0, 9991 }, { 1, 9992 } };
+        struct vm_info g = mkvm(999, "ghost", ghost, 2);
+        uint64_t gone = tracker_stats(tr)->threads_gone;
+        assert_int_equal(tracker_set_source(tr, VM_SOURCE_LIBVIRT, &g, 1, 15 * S), 0);
+        assert_null(tracker_find_vm(tr, 999));
+        assert_int_equal(tracker_stats(tr)->threads_gone, gone + 2);
+        /* a VM without known vCPUs yet is kept */
+        struct vm_info novcpu = mkvm(300, "booting", NULL, 0);
+        assert_int_equal(tracker_set_source(tr, VM_SOURCE_LIBVIRT, &novcpu, 1, 16 * S), 0);
+        assert_non_null(tracker_find_vm(tr, 300));
+        assert_int_equal(tracker_sample(tr, 17 * S), 1);
+        assert_non_null(tracker_find_vm(tr, 300));
+        assert_int_equal(tracker_n_vms(tr), 2);
+
+        tracker_free(tr);
+        tracker_free(NULL);
+}
+
+/* ---- real threads ---- */
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static volatile bool stop_busy;
+static bool stop_idle, exit_now;
+
+struct thr {
+        pthread_t t;
+        pid_t tid;
+};
+
+static void publish_tid(struct thr *t)
+{
+        pthread_mutex_lock(&mu);
+        t->tid = (pid_t) syscall(SYS_gettid);
+        pthread_cond_broadcast(&cv);
+        pthread_mutex_unlock(&mu);
+}
+
+static void wait_tid(struct thr *t)
+{
+        pthread_mutex_lock(&mu);
+        while (t->tid == 0)
+                pthread_cond_wait(&cv, &mu);
+        pthread_mutex_unlock(&mu);
+}
+
+static void *busy_main(void *arg)
+{
+        volatile uint64_t x = 0;
+
+        publish_tid(arg);
+        while (!stop_busy)
+                x++;
+        return NULL;
+}
+
+static void *idle_main(void *arg)
+{
+        publish_tid(arg);
+        pthread_mutex_lock(&mu);
+        while (!stop_idle)
+                pthread_cond_wait(&cv, &mu);
+        pthread_mutex_unlock(&mu);
+        return NULL;
+}
+
+static void *exit_main(void *arg)
+{
+        publish_tid(arg);
+        pthread_mutex_lock(&mu);
+        while (!exit_now)
+                pthread_cond_wait(&cv, &mu);
+        pthread_mutex_unlock(&mu);
+        return NULL;
+}
+
+static void test_real_gone(void **state)
+{
+        struct thr a = { 0 }, b = { 0 };
+        struct tracker *tr;
+        nsec_t deadline;
+
+        assert_int_equal(pthread_create(&a.t, NULL, exit_main, &a), 0);
+        wait_tid(&a);
+        assert_int_equal(pthread_create(&b.t, NULL, idle_main, &b), 0);
+        wait_tid(&b);
+
+        struct vcpu_info v[] = { { 0, a.tid }, { 1, b.tid } };
+        struct vm_info vm = mkvm(getpid(), "self", v, 2);
+
+        assert_int_equal(tracker_new("/proc", HALF_LIFE, &tr), 0);
+        assert_int_equal(tracker_set_source(tr, VM_SOURCE_PROC, &vm, 1, now_ns()), 0);
+        assert_int_equal(tracker_sample(tr, now_ns()), 2);
+
+        /* vCPU 0 exits: marked gone, the VM stays */
+        pthread_mutex_lock(&mu);
+        exit_now = true;
+        pthread_cond_broadcast(&cv);
+        pthread_mutex_unlock(&mu);
+        assert_int_equal(pthread_join(a.t, NULL), 0);
+        /* join returns when the tid is cleared, a little before the kernel releases the task */
+        deadline = now_ns() + 5 * S;
+        while (!tracker_find_vm(tr, getpid())->vcpus[0].gone && now_ns() < deadline) {
+                tracker_sample(tr, now_ns());
+                usleep(1000);
+        }
+        assert_true(tracker_find_vm(tr, getpid())->vcpus[0].gone);
+        assert_false(tracker_find_vm(tr, getpid())->vcpus[1].gone);
+        assert_int_equal(tracker_stats(tr)->threads_gone, 1);
+        assert_int_equal(tracker_sample(tr, now_ns()), 1);
+
+        /* vCPU 1 exits too: the VM is dropped in the same sample */
+        pthread_mutex_lock(&mu);
+        stop_idle = true;
+        pthread_cond_broadcast(&cv);
+        pthread_mutex_unlock(&mu);
+        assert_int_equal(pthread_join(b.t, NULL), 0);
+        deadline = now_ns() + 5 * S;
+        while (tracker_n_vms(tr) > 0 && now_ns() < deadline) {
+                tracker_sample(tr, now_ns());
+                usleep(1000);
+        }
+        assert_int_equal(tracker_n_vms(tr), 0);
+        assert_int_equal(tracker_n_threads(tr), 0);
+        assert_null(tracker_find_vm(tr, getpid()));
+        assert_int_equal(tracker_stats(tr)->threads_gone, 2);
+        assert_int_equal(tracker_stats(tr)->vms_removed, 1);
+        assert_int_equal(tracker_stats(tr)->read_errors, 0);
+
+        /* the stale source report does not bring it back on the next update of another source */
+        assert_int_equal(tracker_set_source(tr, VM_SOURCE_QMP, NULL, 0, now_ns()), 0);
+        assert_int_equal(tracker_n_vms(tr), 0);
+        tracker_free(tr);
+}
+
+static nsec_t thread_cpu_ns(pthread_t t)
+{
+        clockid_t c;
+        struct timespec ts;
+
+        assert_int_equal(pthread_getcpuclockid(t, &c), 0);
+        assert_int_equal(clock_gettime(c, &ts), 0);
+        return (nsec_t) ts.tv_sec * S + ts.tv_nsec;
+}
+
+static void test_real_busy_idle(void **state)
+{
+        struct thr busy = { 0 }, idle = { 0 };
+        struct tracker *tr;
+        nsec_t t0, t1, c0, c1;
+        const struct vm_load *l;
+
+        stop_idle = false;
+        assert_int_equal(pthread_create(&busy.t, NULL, busy_main, &busy), 0);
+        wait_tid(&busy);
+        assert_int_equal(pthread_create(&idle.t, NULL, idle_main, &idle), 0);
+        wait_tid(&idle);
+
+        struct vcpu_info v[] = { { 0, busy.tid }, { 1, idle.tid } };
+        struct vm_info vm = mkvm(getpid(), "self", v, 2);
+        assert_int_equal(tracker_new("/proc", HALF_LIFE, &tr), 0);
+        assert_int_equal(tracker_set_source(tr, VM_SOURCE_PROC, &vm, 1, now_ns()), 0);
+
+        c0 = thread_cpu_ns(busy.t);
+        t0 = now_ns();
+        assert_int_equal(tracker_sample(tr, t0), 2);
+        usleep(1000 * 1000);
+        c1 = thread_cpu_ns(busy.t);
+        t1 = now_ns();
+        assert_int_equal(tracker_sample(tr, t1), 2);
+
+        l = tracker_find_vm(tr, getpid());
+        assert_true(l->vcpus[0].valid && l->vcpus[1].valid);
+        double expect = (double) (c1 - c0) / (double) (t1 - t0);
+        printf("busy util %.3f (thread clock %.3f) wait %.3f, idle util %.3f\n", l->vcpus[0].util, expect,
+               l->vcpus[0].wait_ratio, l->vcpus[1].util);
+        /* agrees with the thread's own CPU clock */
+        assert_true(fabs(l->vcpus[0].util - MIN(expect, 1.0)) < 0.05);
+        /* busy is busy (2 CPUs; other work on the host may take a share), idle is idle */
+        assert_true(l->vcpus[0].util > 0.8 || l->vcpus[0].util + l->vcpus[0].wait_ratio > 0.8);
+        assert_true(l->vcpus[1].util < 0.2);
+        assert_true(tracker_stats(tr)->last_sample_cpu_ns > 0);
+
+        stop_busy = true;
+        pthread_mutex_lock(&mu);
+        stop_idle = true;
+        pthread_cond_broadcast(&cv);
+        pthread_mutex_unlock(&mu);
+        assert_int_equal(pthread_join(busy.t, NULL), 0);
+        assert_int_equal(pthread_join(idle.t, NULL), 0);
+        tracker_free(tr);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_decay_alpha),
+                cmocka_unit_test(test_arithmetic),
+                cmocka_unit_test(test_merge),
+                cmocka_unit_test(test_real_gone),
+                cmocka_unit_test(test_real_busy_idle),
+        };
+        return cmocka_run_group_tests(tests, setup, teardown);
+}
