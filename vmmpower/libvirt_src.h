@@ -44,7 +44,7 @@ void libvirt_src_stop(struct libvirt_src *ls);
 int libvirt_src_fd(const struct libvirt_src *ls);
 /*
  * Drain the eventfd and take the latest snapshot.  Returns 1 and sets
- * *vms/*n (caller frees with vm_info_free_array) if a snapshot was published
+ * *vms and *n (caller frees with vm_info_free_array) if a snapshot was published
  * since the last call, 0 if not, -errno on failure.  Nothing is published
  * while disconnected: the source keeps its last snapshot (VMs keep running
  * when libvirtd restarts) and the reconcile of the next connect replaces it.
