@@ -48,7 +48,7 @@ struct vp_config {
 struct config_error {
         char file[CONFIG_PATH_MAX];
         unsigned line;     /* 0 when not about one line */
-        char message[256];
+        char message[256]; /* without "FILE:LINE: "; see config_error_print() */
 };
 
 void config_defaults(struct vp_config *c);
@@ -64,3 +64,5 @@ int config_parse_buffer(const char *name, const char *data, size_t len, struct v
                         struct config_error *err);
 /* Write the effective configuration in config-file syntax. */
 void config_dump(const struct vp_config *c, FILE *f);
+/* Print "FILE:LINE: message\n" (or "FILE: message\n" when line is 0). */
+void config_error_print(const struct config_error *err, FILE *f);
