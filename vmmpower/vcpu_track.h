@@ -22,6 +22,9 @@
  * kept fd means the thread is gone: normal, counted, not an error.
  */
 
+/* Default half-life of the decayed averages (config LoadHalfLife); reasoning in vcpu_track.c. */
+#define TRACKER_DEFAULT_HALF_LIFE_NS (4 * NSEC_PER_SEC)
+
 struct schedstat {
         uint64_t run_ns;
         uint64_t wait_ns;
