@@ -705,7 +705,11 @@ void config_dump(const struct vp_config *c, FILE *f)
                 case VT_SOCKET:
                 case VT_GROUP:
                 case VT_URI:
-                        fprintf(f, "%s = %.*s\n", d->key, (int) strnlen(field, d->size), field);
+                        if (field[0] == '\0')
+                                fprintf(f, "%s =\n", d->key);
+                        else
+                                fprintf(f, "%s = %.*s\n", d->key, (int) strnlen(field, d->size),
+                                        field);
                         break;
                 case VT_SOCKET_LIST:
                         if (c->n_qmp_sockets == 0)

@@ -1,0 +1,509 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Configuration parser: good files give exactly the values written in them,
+ * conf.d drop-ins override in order, and every class of bad input is
+ * rejected with the right line and a message that names the culprit, while
+ * the caller's configuration stays as it was.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "config.h"
+
+#define DATA TEST_DATA_DIR "/config"
+#define NO_CONFD DATA "/does-not-exist"
+
+static void assert_defaults(const struct vp_config *c)
+{
+        assert_int_equal(c->period_ns, NSEC_PER_SEC);
+        assert_int_equal(c->log_level, LOG_LEVEL_INFO);
+        assert_string_equal(c->state_dir, "/run/vmmpower");
+        assert_string_equal(c->control_socket, "/run/vmmpower/control.sock");
+        assert_string_equal(c->control_group, "");
+        assert_string_equal(c->sysfs_root, "/sys");
+        assert_string_equal(c->procfs_root, "/proc");
+        assert_true(c->libvirt_enabled);
+        assert_string_equal(c->libvirt_uri, "qemu:///system");
+        assert_string_equal(c->libvirt_run_dir, "/run/libvirt/qemu");
+        assert_true(c->proc_scan);
+        assert_int_equal(c->proc_scan_interval_ns, 10 * NSEC_PER_SEC);
+        assert_int_equal(c->n_qmp_sockets, 0);
+        assert_int_equal(c->qmp_timeout_ns, 500 * NSEC_PER_MSEC);
+        assert_int_equal(c->load_half_life_ns, 4 * NSEC_PER_SEC);
+        assert_string_equal(c->metrics_textfile, "");
+}
+
+static void assert_full(const struct vp_config *c)
+{
+        assert_int_equal(c->period_ns, 250 * NSEC_PER_MSEC);
+        assert_int_equal(c->log_level, LOG_LEVEL_DEBUG);
+        assert_string_equal(c->state_dir, "/var/lib/vmmpower-test");
+        assert_string_equal(c->control_socket, "/run/vmmpower-test/control.sock");
+        assert_string_equal(c->control_group, "vmmpower");
+        assert_string_equal(c->sysfs_root, "/tmp/fake-sys");
+        assert_string_equal(c->procfs_root, "/tmp/fake-proc");
+        assert_false(c->libvirt_enabled);
+        assert_string_equal(c->libvirt_uri, "qemu+unix:///system?socket=/run/libvirt/libvirt-sock");
+        assert_string_equal(c->libvirt_run_dir, "/var/run/libvirt/qemu");
+        assert_false(c->proc_scan);
+        assert_int_equal(c->proc_scan_interval_ns, 2500 * NSEC_PER_MSEC);
+        assert_int_equal(c->n_qmp_sockets, 2);
+        assert_string_equal(c->qmp_sockets[0], "/run/qemu/vm1.qmp");
+        assert_string_equal(c->qmp_sockets[1], "/run/qemu/vm2.qmp");
+        assert_int_equal(c->qmp_timeout_ns, 200 * NSEC_PER_MSEC);
+        assert_int_equal(c->load_half_life_ns, 8 * NSEC_PER_SEC);
+        assert_string_equal(c->metrics_textfile, "/var/lib/prometheus/node-exporter/vmmpower.prom");
+}
+
+/* A config with every field away from its default, to detect any write. */
+static void sentinel_config(struct vp_config *c)
+{
+        struct config_error err;
+
+        config_defaults(c);
+        assert_int_equal(config_load(DATA "/good/full.conf", NO_CONFD, false, c, &err), 0);
+}
+
+static void test_defaults(void **state)
+{
+        struct vp_config c;
+
+        memset(&c, 0xa5, sizeof(c));
+        config_defaults(&c);
+        assert_defaults(&c);
+}
+
+static void test_full(void **state)
+{
+        struct vp_config c;
+        struct config_error err;
+
+        config_defaults(&c);
+        assert_int_equal(config_load(DATA "/good/full.conf", NO_CONFD, false, &c, &err), 0);
+        assert_full(&c);
+}
+
+static void test_minimal_and_empty(void **state)
+{
+        struct vp_config c, expected;
+        struct config_error err;
+
+        sentinel_config(&c);
+        /* config_load starts from the defaults, not from what was loaded before. */
+        assert_int_equal(config_load(DATA "/good/minimal.conf", NO_CONFD, false, &c, &err), 0);
+        config_defaults(&expected);
+        expected.period_ns = 2 * NSEC_PER_SEC;
+        assert_memory_equal(&c, &expected, sizeof(c));
+
+        sentinel_config(&c);
+        assert_int_equal(config_load(DATA "/good/empty.conf", NO_CONFD, false, &c, &err), 0);
+        assert_defaults(&c);
+}
+
+static void test_comments_whitespace(void **state)
+{
+        struct vp_config c;
+        struct config_error err;
+
+        sentinel_config(&c);
+        assert_int_equal(config_load(DATA "/good/comments.conf", NO_CONFD, false, &c, &err), 0);
+        assert_int_equal(c.period_ns, 500 * NSEC_PER_MSEC);
+        assert_int_equal(c.log_level, LOG_LEVEL_WARNING);
+        /* '#' without whitespace before it belongs to the value */
+        assert_string_equal(c.libvirt_uri, "test:///default#fragment-kept");
+        assert_string_equal(c.control_group, "");
+        assert_string_equal(c.metrics_textfile, "");
+        /* last line has no newline */
+        assert_int_equal(c.n_qmp_sockets, 1);
+        assert_string_equal(c.qmp_sockets[0], "/run/a.qmp");
+}
+
+static void test_dropins(void **state)
+{
+        struct vp_config c;
+        struct config_error err;
+
+        config_defaults(&c);
+        /* confd_dir NULL: <dir of path>/conf.d */
+        assert_int_equal(config_load(DATA "/good/dropins/vmmpower.conf", NULL, false, &c, &err), 0);
+        assert_int_equal(c.period_ns, 20 * NSEC_PER_SEC);
+        assert_int_equal(c.proc_scan_interval_ns, 30 * NSEC_PER_SEC);
+        assert_int_equal(c.log_level, LOG_LEVEL_ERR);
+        assert_int_equal(c.n_qmp_sockets, 2);
+        assert_string_equal(c.qmp_sockets[0], "/run/qemu/main.qmp");
+        assert_string_equal(c.qmp_sockets[1], "/run/qemu/extra.qmp");
+        /* untouched keys keep their defaults; ignored files applied nothing */
+        assert_string_equal(c.sysfs_root, "/sys");
+        assert_int_equal(c.load_half_life_ns, 4 * NSEC_PER_SEC);
+
+        /* Without the drop-ins the main file alone applies. */
+        config_defaults(&c);
+        assert_int_equal(config_load(DATA "/good/dropins/vmmpower.conf", NO_CONFD, false, &c, &err), 0);
+        assert_int_equal(c.period_ns, 2 * NSEC_PER_SEC);
+        assert_int_equal(c.log_level, LOG_LEVEL_NOTICE);
+        assert_int_equal(c.n_qmp_sockets, 1);
+}
+
+static void test_missing_main_file(void **state)
+{
+        struct vp_config c;
+        struct config_error err;
+
+        sentinel_config(&c);
+        assert_int_equal(config_load(DATA "/nope/vmmpower.conf", NULL, true, &c, &err), 0);
+        assert_defaults(&c);
+
+        sentinel_config(&c);
+        memset(&err, 0, sizeof(err));
+        assert_int_equal(config_load(DATA "/nope/vmmpower.conf", NULL, false, &c, &err), -ENOENT);
+        assert_string_equal(err.file, DATA "/nope/vmmpower.conf");
+        assert_int_equal(err.line, 0);
+        assert_full(&c);
+
+        /* Missing main file but drop-ins present: drop-ins still apply. */
+        config_defaults(&c);
+        assert_int_equal(config_load(DATA "/good/dropins/missing.conf", NULL, true, &c, &err), 0);
+        assert_int_equal(c.period_ns, 20 * NSEC_PER_SEC);
+        assert_int_equal(c.log_level, LOG_LEVEL_ERR);
+}
+
+static const struct bad_case {
+        const char *file;
+        unsigned line;
+        const char *needle;  /* must appear in the message */
+        const char *needle2; /* and this too, if set */
+} bad_cases[] = {
+        { "unknown-key.conf", 4, "unknown key 'ControlPeriode' in section [Daemon]", NULL },
+        { "unknown-section.conf", 4, "unknown section [Deamon]", NULL },
+        { "bad-duration.conf", 2, "invalid value for ControlPeriod: '1000'", "50ms..60s" },
+        { "out-of-range.conf", 3, "invalid value for ControlPeriod: '10ms'", "50ms..60s" },
+        { "relative-path.conf", 3, "invalid value for ProcfsRoot: 'proc'", "absolute" },
+        { "duplicate-key.conf", 6, "duplicate key 'QMPTimeout'", "line 2" },
+        { "key-outside-section.conf", 3, "LogLevel", "outside" },
+        { "missing-equals.conf", 2, "missing '='", "Enabled" },
+        { "bad-bool.conf", 2, "invalid value for Enabled: 'maybe'", "yes or no" },
+        { "empty-value.conf", 2, "empty value for StateDirectory", NULL },
+        { "cross-key.conf", 5, "ProcScanInterval", "ControlPeriod" },
+        { "section-wrong-case.conf", 1, "unknown section [daemon]", NULL },
+        { "key-wrong-case.conf", 2, "unknown key 'controlperiod'", NULL },
+        { "nul-bytes.conf", 3, "NUL", NULL },
+        { "binary.conf", 2, "0x7f", NULL },
+};
+
+static void test_bad_files(void **state)
+{
+        for (size_t i = 0; i < sizeof(bad_cases) / sizeof(bad_cases[0]); i++) {
+                const struct bad_case *b = &bad_cases[i];
+                struct vp_config c, before;
+                struct config_error err;
+                char path[512];
+
+                snprintf(path, sizeof(path), DATA "/bad/%s", b->file);
+                sentinel_config(&c);
+                before = c;
+                memset(&err, 0, sizeof(err));
+                int r = config_load(path, NO_CONFD, false, &c, &err);
+                print_message("%s -> %d: %s:%u: %s\n", b->file, r, err.file, err.line, err.message);
+                assert_int_equal(r, -EINVAL);
+                assert_string_equal(err.file, path);
+                assert_int_equal(err.line, b->line);
+                assert_non_null(strstr(err.message, b->needle));
+                if (b->needle2)
+                        assert_non_null(strstr(err.message, b->needle2));
+                assert_memory_equal(&c, &before, sizeof(c));
+        }
+}
+
+static void test_bad_dropin(void **state)
+{
+        struct vp_config c, before;
+        struct config_error err;
+
+        sentinel_config(&c);
+        before = c;
+        assert_int_equal(config_load(DATA "/bad/dropin-bad/vmmpower.conf", NULL, false, &c, &err),
+                         -EINVAL);
+        assert_string_equal(err.file, DATA "/bad/dropin-bad/conf.d/20-bad.conf");
+        assert_int_equal(err.line, 3);
+        assert_non_null(strstr(err.message, "TextfilePath"));
+        /* 10-ok.conf and the main file were valid, yet nothing was applied. */
+        assert_memory_equal(&c, &before, sizeof(c));
+}
+
+static int parse_str(const char *s, struct vp_config *c, struct config_error *err)
+{
+        return config_parse_buffer("buf", s, strlen(s), c, err);
+}
+
+static void test_line_length(void **state)
+{
+        struct vp_config c;
+        struct config_error err;
+        size_t n = 9 + 4096 + 1;
+        char *buf = malloc(n + 2);
+
+        assert_non_null(buf);
+        /* "[Daemon]\n" then a comment line of exactly 4096 bytes: fine. */
+        memcpy(buf, "[Daemon]\n#", 10);
+        memset(buf + 10, 'x', 4095);
+        buf[9 + 4096] = '\n';
+        config_defaults(&c);
+        assert_int_equal(config_parse_buffer("long", buf, n, &c, &err), 0);
+
+        /* One more byte: line 2 is too long. */
+        buf[9 + 4096] = 'x';
+        buf[9 + 4097] = '\n';
+        memset(&err, 0, sizeof(err));
+        assert_int_equal(config_parse_buffer("long", buf, n + 1, &c, &err), -EINVAL);
+        assert_int_equal(err.line, 2);
+        assert_non_null(strstr(err.message, "too long"));
+        free(buf);
+}
+
+static void test_qmp_list(void **state)
+{
+        struct vp_config c;
+        struct config_error err;
+        char *buf = malloc(70 * 32);
+        size_t o = 0;
+
+        config_defaults(&c);
+        assert_int_equal(parse_str("[QEMU]\nQMPSocket = /a\nQMPSocket = /b\n", &c, &err), 0);
+        assert_int_equal(c.n_qmp_sockets, 2);
+        /* A second buffer appends; an empty value clears the list. */
+        assert_int_equal(parse_str("[QEMU]\nQMPSocket = /c\n", &c, &err), 0);
+        assert_int_equal(c.n_qmp_sockets, 3);
+        assert_string_equal(c.qmp_sockets[2], "/c");
+        assert_int_equal(parse_str("[QEMU]\nQMPSocket =\nQMPSocket = /d\n", &c, &err), 0);
+        assert_int_equal(c.n_qmp_sockets, 1);
+        assert_string_equal(c.qmp_sockets[0], "/d");
+        assert_string_equal(c.qmp_sockets[1], "");
+
+        /* The same socket twice is a mistake. */
+        assert_int_equal(parse_str("[QEMU]\nQMPSocket = /e\nQMPSocket = /e\n", &c, &err), -EINVAL);
+        assert_int_equal(err.line, 3);
+        assert_int_equal(c.n_qmp_sockets, 1);
+
+        /* 64 fit, the 65th does not (line 1 is the header). */
+        assert_non_null(buf);
+        o += (size_t) sprintf(buf + o, "[QEMU]\nQMPSocket =\n");
+        for (int i = 0; i < CONFIG_MAX_QMP + 1; i++)
+                o += (size_t) sprintf(buf + o, "QMPSocket = /run/q%d\n", i);
+        assert_int_equal(config_parse_buffer("many", buf, o, &c, &err), -EINVAL);
+        assert_int_equal(err.line, 2 + CONFIG_MAX_QMP + 1);
+        assert_non_null(strstr(err.message, "QMPSocket"));
+        free(buf);
+
+        /* Socket paths must fit in sun_path (107 bytes + NUL). */
+        char line[256] = "[QEMU]\nQMPSocket = /";
+        memset(line + strlen(line), 's', 107);
+        assert_int_equal(parse_str(line, &c, &err), -EINVAL);
+        assert_int_equal(err.line, 2);
+        line[strlen(line) - 1] = '\0';
+        assert_int_equal(parse_str(line, &c, &err), 0);
+        assert_int_equal(strlen(c.qmp_sockets[c.n_qmp_sockets - 1]), 107);
+}
+
+static void test_values(void **state)
+{
+        static const struct {
+                const char *text;
+                int ok;
+        } cases[] = {
+                { "[Daemon]\nControlPeriod = 50ms\n", 1 },
+                { "[Daemon]\nControlPeriod = 49ms\n", 0 },
+                { "[Daemon]\nControlPeriod = 60s\n", 0 }, /* > default ProcScanInterval */
+                { "[Daemon]\nControlPeriod = 60s\n[QEMU]\nProcScanInterval = 60s\n", 1 },
+                { "[Daemon]\nControlPeriod = 1min\n[QEMU]\nProcScanInterval = 1min\n", 1 },
+                { "[Daemon]\nControlPeriod = 61s\n[QEMU]\nProcScanInterval = 2min\n", 0 },
+                { "[Daemon]\nControlPeriod = -1s\n", 0 },
+                { "[Daemon]\nControlPeriod = 1 s\n", 0 },
+                { "[Daemon]\nControlPeriod = \"1s\"\n", 0 },
+                { "[Daemon]\nLogLevel = INFO\n", 0 },
+                { "[Daemon]\nLogLevel = notice\n", 1 },
+                { "[Daemon]\nControlGroup = kvm\n", 1 },
+                { "[Daemon]\nControlGroup = -x\n", 0 },
+                { "[Daemon]\nControlGroup = a b\n", 0 },
+                { "[Daemon]\nControlSocket = relative.sock\n", 0 },
+                { "[Libvirt]\nURI = \n", 0 },
+                { "[Libvirt]\nURI = qemu:///session\n", 1 },
+                { "[Libvirt]\nURI = /no/scheme\n", 0 },
+                { "[Libvirt]\nEnabled = true\n", 1 },
+                { "[Libvirt]\nEnabled = Yes\n", 0 },
+                { "[QEMU]\nQMPTimeout = 5ms\n", 0 },
+                { "[QEMU]\nQMPTimeout = 10s\n", 1 },
+                { "[QEMU]\nProcScanInterval = 1h\n", 0 }, /* "h" is not a unit */
+                { "[QEMU]\nProcScanInterval = 60min\n", 1 },
+                { "[QEMU]\nProcScanInterval = 61min\n", 0 },
+                { "[Tracking]\nLoadHalfLife = 10min\n", 1 },
+                { "[Tracking]\nLoadHalfLife = 99ms\n", 0 },
+                { "[Metrics]\nTextfilePath = /x.prom\n", 1 },
+                { "[Metrics]\nTextfilePath = x.prom\n", 0 },
+                { "[Daemon]\n= 1s\n", 0 },
+                { "[Daemon]\nControl-Period = 1s\n", 0 },
+                { "[Daemon] x\n", 0 },
+                { "[Daemon\n", 0 },
+                { "[ Daemon ]\n", 0 },
+                { "[Daemon]\nLogLevel = info # comment\n", 1 },
+                { "[Daemon]\nStateDirectory = /run/with#hash\n", 1 },
+        };
+
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                struct vp_config c, before;
+                struct config_error err = { .line = 999 };
+                int r;
+
+                config_defaults(&c);
+                before = c;
+                r = parse_str(cases[i].text, &c, &err);
+                print_message("case %zu: r=%d %u %s\n", i, r, err.line, err.message);
+                if (cases[i].ok)
+                        assert_int_equal(r, 0);
+                else {
+                        assert_int_equal(r, -EINVAL);
+                        assert_true(err.line >= 1 && err.line <= 3);
+                        assert_string_equal(err.file, "buf");
+                        assert_memory_equal(&c, &before, sizeof(c));
+                }
+        }
+}
+
+static char *dump_to_string(const struct vp_config *c)
+{
+        char *s = NULL;
+        size_t n = 0;
+        FILE *f = open_memstream(&s, &n);
+
+        assert_non_null(f);
+        config_dump(c, f);
+        assert_int_equal(fclose(f), 0);
+        return s;
+}
+
+static void test_dump_round_trip(void **state)
+{
+        struct vp_config c, again;
+        struct config_error err;
+        char *text, *text2;
+
+        sentinel_config(&c);
+        text = dump_to_string(&c);
+        assert_non_null(strstr(text, "ControlPeriod = 250ms\n"));
+        assert_non_null(strstr(text, "ProcScanInterval = 2500ms\n"));
+        assert_non_null(strstr(text, "QMPSocket = /run/qemu/vm2.qmp\n"));
+        assert_non_null(strstr(text, "Enabled = no\n"));
+
+        config_defaults(&again);
+        assert_int_equal(config_parse_buffer("dump", text, strlen(text), &again, &err), 0);
+        assert_full(&again);
+        text2 = dump_to_string(&again);
+        assert_string_equal(text, text2);
+        free(text);
+        free(text2);
+
+        /* Defaults dump and parse back to the defaults (empty values included). */
+        config_defaults(&c);
+        text = dump_to_string(&c);
+        assert_non_null(strstr(text, "ControlGroup =\n"));
+        assert_non_null(strstr(text, "QMPSocket =\n"));
+        sentinel_config(&again);
+        again.n_qmp_sockets = 0;
+        memset(again.qmp_sockets, 0, sizeof(again.qmp_sockets));
+        assert_int_equal(config_parse_buffer("dump", text, strlen(text), &again, &err), 0);
+        assert_defaults(&again);
+        free(text);
+}
+
+static void test_world_writable(void **state)
+{
+        char dir[] = "/tmp/vmmpower-config-XXXXXX";
+        char path[128];
+        struct vp_config c;
+        struct config_error err;
+        FILE *f;
+
+        assert_non_null(mkdtemp(dir));
+        snprintf(path, sizeof(path), "%s/vmmpower.conf", dir);
+        f = fopen(path, "w");
+        assert_non_null(f);
+        fputs("[Daemon]\nControlPeriod = 3s\n", f);
+        fclose(f);
+        assert_int_equal(chmod(path, 0644), 0);
+        config_defaults(&c);
+        assert_int_equal(config_load(path, NULL, false, &c, &err), 0);
+        assert_int_equal(c.period_ns, 3 * NSEC_PER_SEC);
+
+        assert_int_equal(chmod(path, 0666), 0);
+        config_defaults(&c);
+        assert_int_equal(config_load(path, NULL, false, &c, &err), -EPERM);
+        assert_non_null(strstr(err.message, "world-writable"));
+        assert_int_equal(c.period_ns, NSEC_PER_SEC);
+
+        unlink(path);
+        rmdir(dir);
+}
+
+static void test_error_print(void **state)
+{
+        struct config_error err = { .file = "/etc/x.conf", .line = 7, .message = "boom" };
+        char *s = NULL;
+        size_t n = 0;
+        FILE *f = open_memstream(&s, &n);
+
+        config_error_print(&err, f);
+        err.line = 0;
+        config_error_print(&err, f);
+        fclose(f);
+        assert_string_equal(s, "/etc/x.conf:7: boom\n/etc/x.conf: boom\n");
+        free(s);
+}
+
+/* The shipped default config must parse and equal the built-in defaults. */
+static void test_shipped_config(void **state)
+{
+        const char *src = getenv("VMMPOWER_SOURCE_DIR");
+        char path[512];
+        struct vp_config c;
+        struct config_error err;
+
+        assert_non_null(src);
+        snprintf(path, sizeof(path), "%s/config/vmmpower.conf", src);
+        sentinel_config(&c);
+        int r = config_load(path, NO_CONFD, false, &c, &err);
+        if (r < 0)
+                config_error_print(&err, stderr);
+        assert_int_equal(r, 0);
+        assert_defaults(&c);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_defaults),
+                cmocka_unit_test(test_full),
+                cmocka_unit_test(test_minimal_and_empty),
+                cmocka_unit_test(test_comments_whitespace),
+                cmocka_unit_test(test_dropins),
+                cmocka_unit_test(test_missing_main_file),
+                cmocka_unit_test(test_bad_files),
+                cmocka_unit_test(test_bad_dropin),
+                cmocka_unit_test(test_line_length),
+                cmocka_unit_test(test_qmp_list),
+                cmocka_unit_test(test_values),
+                cmocka_unit_test(test_dump_round_trip),
+                cmocka_unit_test(test_world_writable),
+                cmocka_unit_test(test_error_print),
+                cmocka_unit_test(test_shipped_config),
+        };
+
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
