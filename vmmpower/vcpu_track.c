@@ -21,7 +21,8 @@
  * open+read+close (bench/track_bench.c measures it).  An fd is carried over
  * an inventory update when the vCPU keeps its index and tid; a changed tid
  * gets a new fd.  ESRCH (and ENOENT) on read means the thread exited: the
- * vCPU is marked gone and counted; a VM with vCPUs that are all gone is
+ * vCPU is marked gone and counted, and dropped from the VM at the next
+ * inventory update (not reopened); a VM with vCPUs that are all gone is
  * dropped in the same tracker_sample() call, so a destroyed VM disappears
  * within one period even before libvirt's lifecycle event arrives.  A tid
  * reused by another thread within one period is not detected (the next
@@ -348,7 +349,7 @@ static int merge_one(const struct tracker *tr, const struct source_state *srcs, 
 {
         const struct vm_info *per[VM_N_SOURCES], *vsrc = NULL, *nsrc = NULL;
         struct vm_info info = { .pid = pid, .libvirt_id = -1 };
-        unsigned n_ok = 0, n_gone = 0;
+        unsigned n_ok = 0;
 
         for (int s = 0; s < VM_N_SOURCES; s++) {
                 per[s] = source_find(&srcs[s], pid);
@@ -390,12 +391,18 @@ static int merge_one(const struct tracker *tr, const struct source_state *srcs, 
                         return -ENOMEM;
                 }
                 memcpy(info.vcpus, vsrc->vcpus, n * sizeof(*info.vcpus));
+                unsigned w = 0;
                 for (unsigned i = 0; i < n; i++) {
-                        struct vcpu_load *v = &e->load.vcpus[i];
-                        struct vcpu_priv *p = &e->priv[i];
-                        ssize_t k = old ? vcpu_find(&old->load, info.vcpus[i].index) : -1;
+                        struct vcpu_info vi = info.vcpus[i];
+                        ssize_t k = old ? vcpu_find(&old->load, vi.index) : -1;
+                        bool same = k >= 0 && old->load.vcpus[k].tid == vi.tid;
+                        struct vcpu_load *v = &e->load.vcpus[w];
+                        struct vcpu_priv *p = &e->priv[w];
 
-                        if (k >= 0 && old->load.vcpus[k].tid == info.vcpus[i].tid && old->priv[k].fd >= 0) {
+                        if (same && old->priv[k].fd < 0)
+                                continue; /* gone since the last update: dropped now */
+                        info.vcpus[w++] = vi;
+                        if (same) {
                                 *v = old->load.vcpus[k];
                                 *p = old->priv[k];
                                 p->carried = false;
@@ -403,20 +410,15 @@ static int merge_one(const struct tracker *tr, const struct source_state *srcs, 
                                 n_ok++;
                                 continue;
                         }
-                        *v = (struct vcpu_load) { .index = info.vcpus[i].index, .tid = info.vcpus[i].tid };
-                        if (k >= 0 && old->load.vcpus[k].tid == info.vcpus[i].tid) {
-                                /* same thread, already gone: keep the halt-poll feed */
-                                v->halt_poll_ns = old->load.vcpus[k].halt_poll_ns;
-                                v->has_halt_poll = old->load.vcpus[k].has_halt_poll;
-                        }
-                        int fd = open_schedstat(tr, pid, info.vcpus[i].tid);
+                        *v = (struct vcpu_load) { .index = vi.index, .tid = vi.tid };
+                        int fd = open_schedstat(tr, pid, vi.tid);
                         if (fd < 0) {
+                                /* vanished before we could open it (or unreadable): gone */
                                 v->gone = true;
                                 p->fd = -1;
-                                if (fd == -ENOENT || fd == -ESRCH) {
+                                if (fd == -ENOENT || fd == -ESRCH)
                                         (*gone_opens)++;
-                                        n_gone++;
-                                } else
+                                else
                                         (*open_errs)++;
                                 continue;
                         }
@@ -424,11 +426,15 @@ static int merge_one(const struct tracker *tr, const struct source_state *srcs, 
                         p->carried = true; /* opened here: close on failure */
                         n_ok++;
                 }
+                info.n_vcpus = w;
         }
         e->load.info = info;
         e->load.n_vcpus = info.n_vcpus;
-        if (info.n_vcpus > 0 && n_ok == 0 && n_gone == info.n_vcpus) {
-                /* A stale report of a VM whose threads all vanished: do not add it. */
+        if (vsrc && n_ok == 0) {
+                /*
+                 * A reported VM none of whose threads can be read: a stale
+                 * report of a destroyed VM, or threads all gone.  Not added.
+                 */
                 vm_entry_done(e, false);
                 *e = (struct vm_entry) { 0 };
                 return 0;

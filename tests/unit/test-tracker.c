@@ -412,6 +412,15 @@ static void test_real_gone(void **state)
         assert_int_equal(tracker_stats(tr)->threads_gone, 1);
         assert_int_equal(tracker_sample(tr, now_ns()), 1);
 
+        /* the next inventory update drops the gone vCPU (not reopened, not counted twice) */
+        assert_int_equal(tracker_set_source(tr, VM_SOURCE_PROC, &vm, 1, now_ns()), 0);
+        assert_int_equal(tracker_find_vm(tr, getpid())->n_vcpus, 1);
+        assert_int_equal(tracker_find_vm(tr, getpid())->vcpus[0].tid, b.tid);
+        assert_true(tracker_find_vm(tr, getpid())->vcpus[0].valid); /* fd and state carried */
+        assert_int_equal(tracker_n_threads(tr), 1);
+        assert_int_equal(tracker_stats(tr)->threads_gone, 1);
+        assert_int_equal(tracker_stats(tr)->open_errors, 0);
+
         /* vCPU 1 exits too: the VM is dropped in the same sample */
         pthread_mutex_lock(&mu);
         stop_idle = true;
