@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <dirent.h>
 
 #include "vcpu_track.h"
 
@@ -319,6 +320,91 @@ static void test_merge(void **state)
         tracker_free(NULL);
 }
 
+/* ---- allocation failure: tracker_set_source() keeps the old state ---- */
+
+extern void *__libc_malloc(size_t n);
+extern void *__libc_calloc(size_t n, size_t m);
+extern void *__libc_realloc(void *p, size_t n);
+static int fail_countdown; /* the fail_countdown-th allocation from now fails; 0: off */
+
+static bool fail_now(void)
+{
+        return fail_countdown > 0 && --fail_countdown == 0;
+}
+void *malloc(size_t n)
+{
+        return fail_now() ? NULL : __libc_malloc(n);
+}
+void *calloc(size_t n, size_t m)
+{
+        return fail_now() ? NULL : __libc_calloc(n, m);
+}
+void *realloc(void *p, size_t n)
+{
+        return fail_now() ? NULL : __libc_realloc(p, n);
+}
+
+static int count_fds(void)
+{
+        DIR *d = opendir("/proc/self/fd");
+        struct dirent *de;
+        int n = 0;
+
+        assert_non_null(d);
+        while ((de = readdir(d)))
+                n += de->d_name[0] != '.';
+        closedir(d);
+        return n;
+}
+
+static void test_enomem_keeps_state(void **state)
+{
+        static const struct vcpu_info pv[] = { { 0, 101 }, { 1, 102 } };
+        static const struct vcpu_info lv[] = { { 0, 101 }, { 1, 103 } }; /* vCPU 1 changes tid */
+        static const struct vcpu_info ov[] = { { 0, 201 } };
+        struct vm_info proc = mkvm(100, "qemu-100", pv, 2);
+        struct vm_info lib[2] = { mkvm(100, "web", lv, 2), mkvm(200, "other", ov, 1) };
+        struct tracker *tr;
+        int failures = 0, r = -ENOMEM, fds;
+
+        assert_int_equal(tracker_new(root, HALF_LIFE, &tr), 0);
+        assert_int_equal(tracker_set_source(tr, VM_SOURCE_PROC, &proc, 1, 0), 0);
+        write_schedstat(100, 101, 0, 0, 0);
+        write_schedstat(100, 102, 0, 0, 0);
+        assert_int_equal(tracker_sample(tr, S), 2);
+        write_schedstat(100, 101, 300 * MS, 0, 0);
+        assert_int_equal(tracker_sample(tr, 2 * S), 2);
+        fds = count_fds();
+
+        for (int k = 1; k < 200 && r == -ENOMEM; k++) {
+                fail_countdown = k;
+                r = tracker_set_source(tr, VM_SOURCE_LIBVIRT, lib, 2, 3 * S);
+                fail_countdown = 0;
+                if (r != -ENOMEM)
+                        break;
+                failures++;
+                /* nothing changed: inventory, names, fds, state */
+                assert_int_equal(tracker_n_vms(tr), 1);
+                assert_int_equal(tracker_n_threads(tr), 2);
+                assert_string_equal(tracker_vm(tr, 0)->info.name, "qemu-100");
+                assert_int_equal(tracker_find_vm(tr, 100)->vcpus[1].tid, 102);
+                assert_true(fabs(tracker_find_vm(tr, 100)->vcpus[0].util - 0.3) < EPS);
+                assert_int_equal(count_fds(), fds);
+        }
+        assert_int_equal(r, 0);
+        assert_true(failures >= 3);
+        assert_int_equal(tracker_n_vms(tr), 2);
+        assert_string_equal(tracker_find_vm(tr, 100)->info.name, "web");
+        assert_int_equal(tracker_find_vm(tr, 100)->vcpus[1].tid, 103);
+        assert_int_equal(count_fds(), fds + 1); /* 102 closed, 103 and 201 opened */
+        /* the carried fd still works */
+        write_schedstat(100, 101, 900 * MS, 0, 0);
+        assert_int_equal(tracker_sample(tr, 3 * S), 3);
+        assert_true(fabs(tracker_find_vm(tr, 100)->vcpus[0].util - 0.6) < EPS);
+        tracker_free(tr);
+        assert_int_equal(count_fds(), fds - 2);
+}
+
 /* ---- real threads ---- */
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -509,6 +595,7 @@ int main(void)
                 cmocka_unit_test(test_decay_alpha),
                 cmocka_unit_test(test_arithmetic),
                 cmocka_unit_test(test_merge),
+                cmocka_unit_test(test_enomem_keeps_state),
                 cmocka_unit_test(test_real_gone),
                 cmocka_unit_test(test_real_busy_idle),
         };
