@@ -355,7 +355,7 @@ static int merge_one(const struct tracker *tr, const struct source_state *srcs, 
                 per[s] = source_find(&srcs[s], pid);
                 if (!per[s])
                         continue;
-                info.sources |= slot_source[s] | per[s]->sources;
+                info.sources |= slot_source[s]; /* who reports it, not what it claims */
                 if (!nsrc)
                         nsrc = per[s];
                 if (!vsrc && per[s]->n_vcpus > 0)
@@ -367,7 +367,6 @@ static int merge_one(const struct tracker *tr, const struct source_state *srcs, 
         }
         if (!nsrc)
                 return 0; /* no source knows it */
-        info.sources &= VM_SOURCE_ALL;
         memcpy(info.name, nsrc->name, sizeof(info.name));
         memcpy(info.uuid, nsrc->uuid, sizeof(info.uuid));
         info.libvirt_id = per[0] ? per[0]->libvirt_id : -1;
