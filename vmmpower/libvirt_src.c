@@ -480,8 +480,9 @@ static void close_cb(virConnectPtr conn, int reason, void *opaque)
         ls->stats.disconnects++;
         pthread_mutex_unlock(&ls->lock);
         log_state(ls, 0, close_reason(reason));
-        ls->backoff_ms = BACKOFF_MIN_MS;
-        virEventUpdateTimeout(ls->reconnect_timer, ls->backoff_ms);
+        /* retries at +1 s, then +2 s, +4 s, ... up to 30 s */
+        virEventUpdateTimeout(ls->reconnect_timer, BACKOFF_MIN_MS);
+        ls->backoff_ms = MIN(BACKOFF_MIN_MS * 2, BACKOFF_MAX_MS);
 }
 
 static void drop_conn(struct libvirt_src *ls)

@@ -72,6 +72,24 @@ static void test_fixture(void **state)
         }
 }
 
+static void test_real_recording(void **state)
+{
+        size_t len;
+        _cleanup_free_ char *x = load("real-9.0-tcg-2vcpu-paused.xml", &len);
+        struct vm_info vm = {};
+
+        assert_true(len > 9000);
+        assert_int_equal(libvirt_parse_status_xml(x, len, &vm), 0);
+        assert_int_equal(vm.pid, 3744);
+        assert_int_equal(vm.accel, VM_ACCEL_TCG);
+        assert_int_equal(vm.n_vcpus, 2);
+        assert_int_equal(vm.vcpus[0].index, 0);
+        assert_int_equal(vm.vcpus[0].tid, 3750);
+        assert_int_equal(vm.vcpus[1].index, 1);
+        assert_int_equal(vm.vcpus[1].tid, 3751);
+        vm_info_done(&vm);
+}
+
 static void test_variants(void **state)
 {
         struct vm_info vm = {};
@@ -337,6 +355,7 @@ int main(void)
 {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_fixture),
+                cmocka_unit_test(test_real_recording),
                 cmocka_unit_test(test_variants),
                 cmocka_unit_test(test_bad),
                 cmocka_unit_test(test_source_test_driver),
