@@ -1,0 +1,58 @@
+#!/bin/sh
+# Prepare a Debian 12 host to build and test vmmpower, then start libvirtd (no systemd
+# needed). Run as root. Non-interactive, idempotent, quiet unless something fails;
+# apt is skipped entirely when every package is already installed.
+# Usage: tools/setup-host.sh [--no-libvirtd]
+set -eu
+
+# Everything the project needs to build and test, in one place.
+PACKAGES="
+build-essential meson ninja-build pkg-config clang python3
+libvirt-dev liburing-dev libcmocka-dev libjson-c-dev libxml2-dev
+libvirt-clients libvirt-daemon libvirt-daemon-driver-qemu libvirt-daemon-system
+qemu-system-x86 busybox-static linux-image-amd64 cpio gzip
+"
+
+die() { echo "setup-host: $*" >&2; exit 1; }
+[ "$(id -u)" -eq 0 ] || die "must run as root"
+HERE=$(cd "$(dirname "$0")" && pwd)
+START=1
+for a in "$@"; do
+        case $a in
+        --no-libvirtd) START=0 ;;
+        *) die "usage: setup-host.sh [--no-libvirtd]" ;;
+        esac
+done
+
+missing=""
+for p in $PACKAGES; do
+        s=$(dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null || true)
+        case $s in ii*) ;; *) missing="$missing $p" ;; esac
+done
+
+if [ -n "$missing" ]; then
+        export DEBIAN_FRONTEND=noninteractive
+        LOG=$(mktemp /tmp/setup-host.XXXXXX)
+        # policy-rc.d: do not let package scripts try to start services (there may be no
+        # systemd); libvirtd is started below.
+        PRC=/usr/sbin/policy-rc.d
+        made_prc=0
+        if [ ! -e $PRC ]; then
+                printf '#!/bin/sh\nexit 101\n' > $PRC && chmod 755 $PRC && made_prc=1
+        fi
+        ok=1
+        apt-get update -q > "$LOG" 2>&1 || ok=0
+        # shellcheck disable=SC2086
+        [ $ok -eq 0 ] || apt-get install -y -q --no-install-recommends $missing >> "$LOG" 2>&1 || ok=0
+        [ $made_prc -eq 0 ] || rm -f $PRC
+        if [ $ok -eq 0 ]; then
+                cat "$LOG" >&2
+                rm -f "$LOG"
+                die "installing$missing failed"
+        fi
+        rm -f "$LOG"
+fi
+
+if [ $START -eq 1 ]; then
+        "$HERE/../tests/vm/start-libvirtd.sh"
+fi
