@@ -41,6 +41,7 @@ struct control_client {
         struct strbuf out;
         size_t out_pos;
         bool replying;
+        bool draining; /* reply sent after an oversized request: discard input until EOF */
         nsec_t since_ns;
 };
 
@@ -195,6 +196,14 @@ static void client_flush(struct control_client *c)
                 }
                 c->out_pos += (size_t) n;
         }
+        if (c->draining && c->out_pos == c->out.len) {
+                /* Closing with unread input would reset the connection and the
+                 * peer might never see the error: half-close, then discard what
+                 * it still sends until it closes (or the client timeout). */
+                (void) shutdown(c->watch.fd, SHUT_WR);
+                (void) io_watch_mod(c->server->epoll_fd, &c->watch, EPOLLIN);
+                return;
+        }
         client_free(c);
 }
 
@@ -250,6 +259,16 @@ static void client_event(struct io_watch *w, uint32_t events)
 {
         struct control_client *c = container_of(w, struct control_client, watch);
 
+        if (c->draining && c->out_pos == c->out.len) {
+                char sink[4096];
+                ssize_t n;
+
+                while ((n = read(w->fd, sink, sizeof(sink))) > 0)
+                        ;
+                if (n == 0 || (errno != EAGAIN && errno != EINTR))
+                        client_free(c);
+                return;
+        }
         if (c->replying) {
                 if (events & (EPOLLERR | EPOLLHUP))
                         { client_free(c); return; }
@@ -279,6 +298,7 @@ static void client_event(struct io_watch *w, uint32_t events)
                 }
                 if (c->in_len >= CONTROL_LINE_MAX) {
                         c->server->daemon->counters.control_errors++;
+                        c->draining = true;
                         { client_reply_error(c, -E2BIG, "request line too long"); return; }
                 }
         }

@@ -1,0 +1,288 @@
+#!/usr/bin/env python3
+"""vmmpowerd end to end: the real daemon binary, a real libvirtd, two libvirt TCG guests and
+one plain QEMU guest. Discovery (every vCPU thread with its VM and index, each VM once),
+load tracking (busy vs idle vCPU), metrics, a destroyed VM leaving within one period,
+libvirtd restarted under the running daemon, and the daemon's handling of bad input
+(config, control socket, unreachable libvirtd, unprivileged peers). Must run as root."""
+
+import grp
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import vmlib  # noqa: E402
+from daemonlib import Daemon, VMMPOWERD  # noqa: E402
+
+BUSY_MIN = 0.80
+IDLE_MAX = 0.20
+PERIOD_S = 1.0
+
+
+def log(msg):
+    print("[daemon] " + msg, flush=True)
+
+
+def vcpu_map(vm):
+    return {v["index"]: v["tid"] for v in vm["vcpus"]}
+
+
+class DaemonWithGuests(unittest.TestCase):
+    """Tests share the guests and the daemon; they run in name order (test_1_..., ...)."""
+
+    @classmethod
+    def setUpClass(cls):
+        vmlib.require_root()
+        vmlib.ensure_libvirtd()
+        vmlib.ensure_guest_image()
+        t0 = time.monotonic()
+        cls.a = vmlib.define_and_start_domain("dmn-a", 2, busy=[0])
+        cls.b = vmlib.define_and_start_domain("dmn-b", 1)
+        cls.c = vmlib.start_plain_qemu("dmn-c", 1, qmp=True)
+        for g in (cls.a, cls.b, cls.c):
+            g.wait_booted(120)
+        log("3 guests booted in %.1fs" % (time.monotonic() - t0))
+        cls.d = Daemon({"QEMU": {"QMPSocket": cls.c.qmp_path}}).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        rc = cls.d.stop() if hasattr(cls, "d") else None
+        for g in ("a", "b", "c"):
+            if hasattr(cls, g):
+                getattr(cls, g).destroy()
+        if rc not in (None, 0):
+            raise AssertionError("vmmpowerd exited with %r on SIGTERM" % rc)
+
+    def test_1_every_vcpu_found_once(self):
+        d = self.d
+        d.wait_periods(3)  # a procfs scan and a libvirt snapshot have both landed
+        vms = d.vms()
+        pids = [vm["pid"] for vm in vms]
+        for g, sources in ((self.a, {"libvirt", "proc"}), (self.b, {"libvirt", "proc"}),
+                           (self.c, {"proc", "qmp"})):
+            self.assertEqual(pids.count(g.pid), 1, "VM %s listed %d times" % (g.name, pids.count(g.pid)))
+            vm = d.vm_by_pid(g.pid)
+            self.assertEqual(vm["name"], g.name)
+            self.assertEqual(set(vm["sources"]), sources, vm)
+            self.assertEqual(vm["accel"], "tcg")
+            self.assertEqual(vcpu_map(vm), g.vcpu_tids(), "vCPU index -> thread id of %s" % g.name)
+        uuid = vmlib.virsh("domuuid", self.a.name).stdout.strip()
+        self.assertEqual(d.vm_by_pid(self.a.pid)["uuid"], uuid)
+        # The daemon's own text table names every VM too.
+        rc, out, _ = d.ctl("vms")
+        self.assertEqual(rc, 0)
+        for g in (self.a, self.b, self.c):
+            self.assertIn(g.name[:24], out)
+
+    def _util(self, g):
+        vm = self.d.vm_by_pid(g.pid)
+        return {v["index"]: v["util"] for v in vm["vcpus"]}
+
+    def test_2_busy_vcpu_and_idle_vcpu(self):
+        d = self.d
+        d.wait_periods(2)
+        u = self._util(self.a)
+        log("guest a, vCPU0 busy: daemon util %s" % u)
+        self.assertGreater(u[0], BUSY_MIN)
+        self.assertLess(u[1], IDLE_MAX)
+        # Move the load to vCPU1: the daemon follows within two periods.
+        self.a.console.idle("all")
+        self.a.console.busy(1)
+        d.wait_periods(2)
+        u = self._util(self.a)
+        log("guest a, vCPU1 busy: daemon util %s" % u)
+        self.assertLess(u[0], IDLE_MAX)
+        self.assertGreater(u[1], BUSY_MIN)
+        self.a.console.idle("all")
+        d.wait_periods(2)
+        u = self._util(self.a)
+        self.assertLess(max(u.values()), IDLE_MAX, u)
+
+    def test_3_metrics(self):
+        d = self.d
+        rc, out, _ = d.ctl("metrics")
+        self.assertEqual(rc, 0)
+        for g in (self.a, self.b, self.c):
+            for idx in g.vcpu_tids():
+                needle = 'vmmpower_vcpu_utilization_ratio{vm="%s",' % g.name
+                lines = [l for l in out.splitlines() if l.startswith(needle) and 'vcpu="%d"' % idx in l]
+                self.assertEqual(len(lines), 1, "metric for %s vCPU %d" % (g.name, idx))
+                value = float(lines[0].rsplit(" ", 1)[1])
+                self.assertTrue(0.0 <= value <= 1.0, lines[0])
+        d.wait_periods(1)
+        with open(d.metrics) as f:
+            text = f.read()
+        self.assertIn("# TYPE vmmpower_vcpu_utilization_ratio gauge", text)
+        self.assertIn('vmmpower_vcpu_utilization_ratio{vm="%s"' % self.c.name, text)
+        self.assertRegex(text, r'vmmpower_cpu_idle_state_seconds_total\{cpu="0",state="[^"]+"\} [0-9.]+')
+
+    def test_4_destroyed_vm_leaves_within_one_period(self):
+        d = self.d
+        self.assertIsNotNone(d.vm_by_pid(self.b.pid))
+        t0 = time.monotonic()
+        vmlib.virsh("destroy", self.b.name)
+        waited = d.wait_for(lambda: d.vm_by_pid(self.b.pid) is None, 10, "destroyed VM to leave")
+        elapsed = time.monotonic() - t0
+        log("destroyed libvirt VM gone from vms %.2fs after virsh destroy returned" % waited)
+        # One period, plus the 0.1 s polling step of wait_for.
+        self.assertLessEqual(waited, PERIOD_S + 0.2, "took %.2fs (%.2fs incl. destroy)" % (waited, elapsed))
+
+    def test_5_killed_plain_qemu_leaves_within_one_period(self):
+        d = self.d
+        gone0 = d.status()["tracker"]["threads_gone"]
+        os.kill(self.c.pid, signal.SIGKILL)
+        waited = d.wait_for(lambda: d.vm_by_pid(self.c.pid) is None, 10, "killed QEMU to leave")
+        log("kill -9 of plain QEMU: gone from vms after %.2fs" % waited)
+        self.assertLessEqual(waited, PERIOD_S + 0.2)
+        self.assertGreater(d.status()["tracker"]["threads_gone"], gone0)
+
+    def test_6_libvirtd_restart_is_survived(self):
+        d = self.d
+        st = d.status()
+        self.assertTrue(st["libvirt"]["connected"])
+        connects = st["libvirt"]["connects"]
+        vmlib.restart_libvirtd(kill=True)
+        waited = d.wait_for(lambda: d.status()["libvirt"]["connects"] > connects
+                            and d.status()["libvirt"]["connected"], 60, "reconnect to libvirtd")
+        log("reconnected to libvirtd %.1fs after the restart" % waited)
+        st = d.status()
+        self.assertGreaterEqual(st["libvirt"]["disconnects"], 1)
+        # Reconciled: the running domain is still there, with its libvirt identity.
+        vm = d.vm_by_pid(self.a.pid)
+        self.assertIsNotNone(vm)
+        self.assertIn("libvirt", vm["sources"])
+        self.assertEqual(vcpu_map(vm), self.a.vcpu_tids())
+        # And a domain started after the reconnect is found through libvirt's events.
+        e = vmlib.define_and_start_domain("dmn-e", 1, test=self)
+        d.wait_for(lambda: (d.vm_by_pid(e.pid) or {}).get("sources", []).count("libvirt") == 1,
+                   15, "new domain after reconnect")
+
+
+class DaemonBadInput(unittest.TestCase):
+    """No guests needed: configuration, control socket, libvirt unreachable, credentials."""
+
+    @classmethod
+    def setUpClass(cls):
+        vmlib.require_root()
+
+    def start(self, sections=None, **kw):
+        d = Daemon(sections, **kw).start()
+        self.addCleanup(d.stop)
+        return d
+
+    def test_check_config(self):
+        d = Daemon({"Daemon": {"ControlPeriod": "fast"}})
+        p = subprocess.run([VMMPOWERD, "--check-config", "--config", d.config], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, universal_newlines=True)
+        self.assertEqual(p.returncode, 1)
+        self.assertRegex(p.stderr, r"%s:\d+: .*ControlPeriod" % d.config)
+        d = Daemon()
+        p = subprocess.run([VMMPOWERD, "--check-config", "--config", d.config], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, universal_newlines=True)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        # A daemon started on a bad config refuses to start, with the same message.
+        bad = Daemon({"Bogus": {"Key": "1"}})
+        p = subprocess.run([VMMPOWERD, "--foreground", "--config", bad.config], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, universal_newlines=True, timeout=10)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("Bogus", p.stderr)
+
+    def test_unreachable_libvirtd(self):
+        d = self.start({"Libvirt": {"URI": "qemu:///system?socket=/nonexistent/libvirt-sock"}})
+        d.wait_for(lambda: d.status()["libvirt"]["connect_failures"] >= 2, 15, "connect retries")
+        st = d.status()
+        self.assertFalse(st["libvirt"]["connected"])
+        self.assertEqual(st["libvirt"]["connects"], 0)
+        log("unreachable libvirtd: %d failed connects, daemon still serving" % st["libvirt"]["connect_failures"])
+
+    def test_reload(self):
+        d = self.start()
+        good = open(d.config).read()
+        with open(d.config, "a") as f:
+            f.write("[Daemon]\nNoSuchKey = 1\n")
+        d.signal(signal.SIGHUP)
+        d.wait_for(lambda: d.status()["reload_errors"] == 1, 10, "failed SIGHUP reload")
+        rc, _, err = d.ctl("reload")
+        self.assertEqual(rc, 1)
+        self.assertIn("EINVAL", err)
+        self.assertEqual(d.status()["period_ms"], 1000)  # old configuration still running
+        with open(d.config, "w") as f:
+            f.write(good.replace("ControlPeriod = 1s", "ControlPeriod = 500ms"))
+        rc, _, err = d.ctl("reload")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(d.status()["period_ms"], 500)
+        d.wait_periods(3)
+
+    def test_control_garbage(self):
+        d = self.start()
+
+        def raw(data):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.settimeout(10)
+            s.connect(d.socket)
+            s.sendall(data)
+            out = b""
+            while True:
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                out += chunk
+            s.close()
+            return out
+
+        self.assertTrue(raw(b"x" * 5000).startswith(b"ERR E2BIG"))
+        self.assertTrue(raw(b"status\x00junk\n").startswith(b"ERR EINVAL"))
+        self.assertTrue(raw(b"\xff\xfe\n").startswith(b"ERR EINVAL"))
+        self.assertTrue(raw(b"shutdown\n").startswith(b"ERR ENOENT"))
+        self.assertTrue(raw(b"vms extra\n").startswith(b"ERR EINVAL"))
+        # A client that connects and says nothing does not block others.
+        idle = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        idle.connect(d.socket)
+        self.assertTrue(raw(b"version\n").startswith(b"OK\n"))
+        idle.close()
+        st = d.status()
+        self.assertGreaterEqual(st["control"]["errors"], 5)
+
+    def test_credentials(self):
+        nobody = ["--reuid=65534", "--regid=65534", "--clear-groups"]
+        d = self.start()
+        rc, _, err = d.ctl("status", user=nobody)
+        self.assertEqual(rc, 3, err)  # socket is 0600: cannot even connect
+        try:
+            gid = grp.getgrnam("vmmpt-ctl").gr_gid
+        except KeyError:
+            subprocess.run(["groupadd", "--system", "vmmpt-ctl"], check=True)
+            gid = grp.getgrnam("vmmpt-ctl").gr_gid
+        d2 = self.start({"Daemon": {"ControlGroup": "vmmpt-ctl"}})
+        member = ["--reuid=65534", "--regid=65534", "--groups=%d" % gid]
+        rc, out, err = d2.ctl("status", user=member)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("vmmpowerd", out)
+        rc, _, err = d2.ctl("reload", user=member)
+        self.assertEqual(rc, 1)
+        self.assertIn("EPERM", err)
+        rc, _, err = d2.ctl("notify", "started", "x", user=member)
+        self.assertEqual(rc, 1)
+        self.assertIn("EPERM", err)
+        rc, _, err = d2.ctl("status", user=nobody)
+        self.assertNotEqual(rc, 0)
+        self.assertEqual(d2.status()["control"]["denied"], 2)
+
+    def test_sigterm_and_once(self):
+        d = Daemon()
+        d.start()
+        self.assertEqual(d.stop(), 0)
+        self.assertFalse(os.path.exists(d.socket), "control socket left behind")
+        p = subprocess.run([VMMPOWERD, "--once", "--config", d.config], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, universal_newlines=True, timeout=30)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("VCPU", p.stdout)
+        self.assertIn("BUSY%", p.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
