@@ -309,8 +309,16 @@ static int source_state_build(const struct vm_info *vms, size_t n, struct source
                 copy[m].name[sizeof(copy[m].name) - 1] = '\0';
                 copy[m].uuid[sizeof(copy[m].uuid) - 1] = '\0';
                 copy[m].qmp_socket[sizeof(copy[m].qmp_socket) - 1] = '\0';
-                if (copy[m].n_vcpus > 1)
-                        qsort(copy[m].vcpus, copy[m].n_vcpus, sizeof(*copy[m].vcpus), cmp_vcpu_index);
+                if (copy[m].n_vcpus > 1) {
+                        struct vcpu_info *v = copy[m].vcpus;
+                        unsigned w = 1;
+
+                        qsort(v, copy[m].n_vcpus, sizeof(*v), cmp_vcpu_index);
+                        for (unsigned j = 1; j < copy[m].n_vcpus; j++)
+                                if (v[j].index != v[w - 1].index)
+                                        v[w++] = v[j]; /* one entry per vCPU index */
+                        copy[m].n_vcpus = w;
+                }
                 m++;
         }
         *ret = (struct source_state) { .vms = copy, .n = m };
@@ -394,7 +402,8 @@ static int merge_one(const struct tracker *tr, const struct source_state *srcs, 
                 for (unsigned i = 0; i < n; i++) {
                         struct vcpu_info vi = info.vcpus[i];
                         ssize_t k = old ? vcpu_find(&old->load, vi.index) : -1;
-                        bool same = k >= 0 && old->load.vcpus[k].tid == vi.tid;
+                        /* (a source listing one tid twice must not share an fd) */
+                        bool same = k >= 0 && old->load.vcpus[k].tid == vi.tid && !old->priv[k].carried;
                         struct vcpu_load *v = &e->load.vcpus[w];
                         struct vcpu_priv *p = &e->priv[w];
 

@@ -301,6 +301,14 @@ static void test_merge(void **state)
         assert_string_equal(tracker_vm(tr, 0)->info.name, "first"); /* QMP wins over proc */
         assert_int_equal(tracker_vm(tr, 0)->info.sources, VM_SOURCE_QMP | VM_SOURCE_PROC);
 
+        /* one vCPU index twice in a snapshot: kept once */
+        static const struct vcpu_info twice[] = { { 0, 201 }, { 0, 201 } };
+        struct vm_info tw = mkvm(200, "twice", twice, 2);
+        assert_int_equal(tracker_set_source(tr, VM_SOURCE_QMP, &tw, 1, 14 * S), 0);
+        assert_int_equal(tracker_find_vm(tr, 200)->n_vcpus, 1);
+        assert_int_equal(tracker_n_threads(tr), 1);
+        assert_string_equal(tracker_vm(tr, 0)->info.name, "twice");
+
         /* a VM whose threads do not exist (stale report): not added */
         static const struct vcpu_info ghost[] = { { 0, 9991 }, { 1, 9992 } };
         struct vm_info g = mkvm(999, "ghost", ghost, 2);
@@ -325,6 +333,7 @@ static void test_merge(void **state)
 extern void *__libc_malloc(size_t n);
 extern void *__libc_calloc(size_t n, size_t m);
 extern void *__libc_realloc(void *p, size_t n);
+/* (valgrind replaces malloc in the executable: this test fails under valgrind by design) */
 static int fail_countdown; /* the fail_countdown-th allocation from now fails; 0: off */
 
 static bool fail_now(void)
