@@ -1,0 +1,1065 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Energy model: parameters of a host type, the model file parser, defaults
+ * derived from sysfs, and the evaluation of a load on a concrete topology.
+ *
+ * The modelled average power of a load (docs/energy-model.md, "Equations"):
+ *
+ *   For every core c (threads t, level L = highest level of the threads'
+ *   frequency domains, capacity C_L):
+ *     b_t     = min(1, work_t * 1024 / C_L)        busy fraction of a thread
+ *     busy_c  = 1 - Π_t (1 - b_t)                   threads run independently
+ *     s_c     = deepest core idle state with exit latency <= every thread's
+ *               limit and, if the core hosts work, target residency <=
+ *               ActiveIdleIntervalUs (a CPU running a guest wakes that often)
+ *     P_c     = busy_c * P_active(L) + (1 - busy_c) * P_idle(s_c)
+ *     deep_c  = (1 - busy_c) if s_c is the deepest state, else 0
+ *   For every idle domain d (LLC/CCX, package) over its cores:
+ *     q_d     = Π_c deep_c                          all cores in deepest state
+ *     a_d     = q_d if the domain's deep state is allowed (exit latency within
+ *               every CPU's limit, residency within the active idle interval
+ *               when a core below hosts work), else 0; with
+ *               PackageIdleAllPackages the package term uses the product over
+ *               *all* cores of the host instead of q_d
+ *     P_d     = (1 - q_d) * P_awake + (q_d - a_d) * P_quiet + a_d * P_asleep
+ *   P = Σ_c P_c + Σ_d P_d; energy over a period T is P * T.
+ *
+ * This is the design's "Σ freq domains busy × P_active + Σ CPUs idle ×
+ * P_idle + Σ idle domains (awake, asleep)" with the per-CPU idle term taken
+ * per core: on x86 no idle state saves power per thread while its sibling
+ * runs, so a thread's idle time costs nothing beyond its busy sibling's core.
+ *
+ * The model file parser follows config.c: strict line grammar, exact keys,
+ * FILE:LINE errors, whole-model validation at the end; nothing is returned
+ * unless all of it is valid.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "energy_model.h"
+#include "util.h"
+
+static inline bool streq_(const char *a, const char *b)
+{
+        return strcmp(a, b) == 0;
+}
+
+#define MODEL_FILE_MAX (256 * 1024)
+#define MODEL_LINE_MAX 1024
+
+/*
+ * Assumptions used by energy_model_from_topology() where the kernel publishes
+ * no watts.  They describe "a generic x86 server core"; a model file for the
+ * host type replaces all of them.
+ */
+#define DEFAULT_CORE_MAX_MW 4000           /* assumption: busy core at the top level */
+#define DEFAULT_STATIC_PERMILLE 150        /* assumption: leakage share of that at any level */
+#define DEFAULT_SHALLOW_IDLE_PERMILLE 200  /* assumption: clock-gated idle = 20% of the lowest level */
+#define DEFAULT_DEEP_IDLE_PERMILLE 20      /* assumption: power-gated idle (residency >= 100us) = 2% of max */
+#define DEFAULT_DEEP_RESIDENCY_US 100
+#define DEFAULT_LLC_AWAKE_MW 2000          /* assumption: L3 slice + fabric port of a CCX */
+#define DEFAULT_LLC_ASLEEP_MW 300
+#define DEFAULT_PKG_AWAKE_MW 30000         /* assumption: uncore (mesh/IOD, memory controllers) */
+#define DEFAULT_PKG_QUIET_MW 20000
+#define DEFAULT_PKG_ASLEEP_MW 10000
+#define DEFAULT_SMT_GAIN_PERMILLE 1250     /* assumption: SMT adds ~25% throughput */
+#define DEFAULT_MIGRATION_COST_UJ 50       /* assumption: ~25us of cache refill at ~2W */
+#define DEFAULT_ACTIVE_IDLE_INTERVAL_US 1000 /* assumption: a guest's CPU wakes about every 1ms */
+
+const char *em_freq_scope_to_string(enum em_freq_scope s)
+{
+        switch (s) {
+        case EM_FREQ_POLICY: return "policy";
+        case EM_FREQ_CORE: return "core";
+        case EM_FREQ_PACKAGE: return "package";
+        }
+        return "?";
+}
+
+static const char *const domain_scope_names[_EM_DOMAIN_MAX] = {
+        [EM_DOMAIN_LLC] = "llc",
+        [EM_DOMAIN_PACKAGE] = "package",
+};
+
+/* ---- validation ----------------------------------------------------------- */
+
+static int verr(struct em_error *err, unsigned line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int verr(struct em_error *err, unsigned line, const char *fmt, ...)
+{
+        va_list ap;
+
+        if (err) {
+                err->line = line;
+                va_start(ap, fmt);
+                vsnprintf(err->message, sizeof(err->message), fmt, ap);
+                va_end(ap);
+        }
+        return -EINVAL;
+}
+
+int energy_model_validate(const struct energy_model *m, struct em_error *err)
+{
+        if (m->n_levels == 0)
+                return verr(err, 0, "no [PerfLevel] section (at least one is required)");
+        if (m->n_idle == 0)
+                return verr(err, 0, "no [IdleState] section (at least one is required)");
+        for (unsigned i = 0; i < m->n_levels; i++) {
+                const struct em_perf_level *l = &m->levels[i];
+
+                if (l->capacity == 0 || l->capacity > EM_CAPACITY_SCALE)
+                        return verr(err, 0, "PerfLevel %u: Capacity %u outside 1..%d", i + 1, l->capacity,
+                                    EM_CAPACITY_SCALE);
+                if (l->freq_khz == 0 && m->n_levels > 1)
+                        return verr(err, 0, "PerfLevel %u: FrequencyKHz 0 (unknown) is only allowed with one level",
+                                    i + 1);
+                if (i > 0) {
+                        const struct em_perf_level *p = &m->levels[i - 1];
+                        if (l->freq_khz <= p->freq_khz)
+                                return verr(err, 0, "PerfLevel %u: frequencies must increase (%u after %u kHz)",
+                                            i + 1, l->freq_khz, p->freq_khz);
+                        if (l->capacity <= p->capacity)
+                                return verr(err, 0, "PerfLevel %u: capacities must increase (%u after %u)",
+                                            i + 1, l->capacity, p->capacity);
+                        if (l->active_mw < p->active_mw)
+                                return verr(err, 0, "PerfLevel %u: ActivePowerMW must not decrease (%u after %u)",
+                                            i + 1, l->active_mw, p->active_mw);
+                }
+        }
+        if (m->levels[m->n_levels - 1].capacity != EM_CAPACITY_SCALE)
+                return verr(err, 0, "the last PerfLevel must have Capacity %d (it is %u)", EM_CAPACITY_SCALE,
+                            m->levels[m->n_levels - 1].capacity);
+        for (unsigned i = 0; i < m->n_idle; i++) {
+                const struct em_idle_state *s = &m->idle[i];
+
+                if (s->target_residency_us < s->exit_latency_us)
+                        return verr(err, 0, "IdleState %s: TargetResidencyUs %u < ExitLatencyUs %u", s->name,
+                                    s->target_residency_us, s->exit_latency_us);
+                if (s->power_mw > m->levels[0].active_mw)
+                        return verr(err, 0, "IdleState %s: PowerMW %u above the lowest level's ActivePowerMW %u",
+                                    s->name, s->power_mw, m->levels[0].active_mw);
+                for (unsigned j = 0; j < i; j++)
+                        if (strcmp(m->idle[j].name, s->name) == 0)
+                                return verr(err, 0, "IdleState %s defined twice", s->name);
+                if (i > 0) {
+                        const struct em_idle_state *p = &m->idle[i - 1];
+                        if (s->exit_latency_us < p->exit_latency_us ||
+                            s->target_residency_us < p->target_residency_us)
+                                return verr(err, 0, "IdleState %s: states must be listed shallow to deep "
+                                            "(latency and residency not below %s's)", s->name, p->name);
+                        if (s->power_mw > p->power_mw)
+                                return verr(err, 0, "IdleState %s: PowerMW %u above the shallower %s's %u",
+                                            s->name, s->power_mw, p->name, p->power_mw);
+                }
+        }
+        for (unsigned d = 0; d < _EM_DOMAIN_MAX; d++) {
+                const struct em_idle_domain *x = &m->domain[d];
+                if (!x->present)
+                        continue;
+                if (!(x->asleep_mw <= x->quiet_mw && x->quiet_mw <= x->awake_mw))
+                        return verr(err, 0, "IdleDomain %s: need AsleepPowerMW <= QuietPowerMW <= AwakePowerMW "
+                                    "(%u, %u, %u)", domain_scope_names[d], x->asleep_mw, x->quiet_mw,
+                                    x->awake_mw);
+                if (x->target_residency_us < x->exit_latency_us)
+                        return verr(err, 0, "IdleDomain %s: TargetResidencyUs %u < ExitLatencyUs %u",
+                                    domain_scope_names[d], x->target_residency_us, x->exit_latency_us);
+        }
+        if (m->smt_gain_permille < 1000 || m->smt_gain_permille > 2000)
+                return verr(err, 0, "SmtGain must be within 1.0..2.0");
+        if (m->package_idle_all_packages && !m->domain[EM_DOMAIN_PACKAGE].present)
+                return verr(err, 0, "PackageIdleAllPackages = yes needs an [IdleDomain] with Scope = package");
+        return 0;
+}
+
+/* ---- parser --------------------------------------------------------------- */
+
+enum section { SEC_NONE, SEC_MODEL, SEC_LEVEL, SEC_IDLE, SEC_DOMAIN };
+
+struct key {
+        enum section sec;
+        const char *name;
+        bool required;
+};
+
+enum {
+        K_NAME, K_FREQ_SCOPE, K_SMT_GAIN, K_MIGRATION, K_ACTIVE_INTERVAL, K_PKG_ALL,
+        K_L_FREQ, K_L_CAP, K_L_POWER,
+        K_I_NAME, K_I_LAT, K_I_RES, K_I_POWER,
+        K_D_SCOPE, K_D_AWAKE, K_D_QUIET, K_D_ASLEEP, K_D_LAT, K_D_RES,
+        _K_MAX,
+};
+
+static const struct key keys[_K_MAX] = {
+        [K_NAME] = { SEC_MODEL, "Name", true },
+        [K_FREQ_SCOPE] = { SEC_MODEL, "FrequencyScope", false },
+        [K_SMT_GAIN] = { SEC_MODEL, "SmtGain", false },
+        [K_MIGRATION] = { SEC_MODEL, "MigrationCostUJ", false },
+        [K_ACTIVE_INTERVAL] = { SEC_MODEL, "ActiveIdleIntervalUs", false },
+        [K_PKG_ALL] = { SEC_MODEL, "PackageIdleAllPackages", false },
+        [K_L_FREQ] = { SEC_LEVEL, "FrequencyKHz", true },
+        [K_L_CAP] = { SEC_LEVEL, "Capacity", true },
+        [K_L_POWER] = { SEC_LEVEL, "ActivePowerMW", true },
+        [K_I_NAME] = { SEC_IDLE, "Name", true },
+        [K_I_LAT] = { SEC_IDLE, "ExitLatencyUs", true },
+        [K_I_RES] = { SEC_IDLE, "TargetResidencyUs", true },
+        [K_I_POWER] = { SEC_IDLE, "PowerMW", true },
+        [K_D_SCOPE] = { SEC_DOMAIN, "Scope", true },
+        [K_D_AWAKE] = { SEC_DOMAIN, "AwakePowerMW", true },
+        [K_D_QUIET] = { SEC_DOMAIN, "QuietPowerMW", false },
+        [K_D_ASLEEP] = { SEC_DOMAIN, "AsleepPowerMW", true },
+        [K_D_LAT] = { SEC_DOMAIN, "ExitLatencyUs", true },
+        [K_D_RES] = { SEC_DOMAIN, "TargetResidencyUs", true },
+};
+
+struct mparser {
+        struct energy_model m;
+        struct em_error *err;
+        const char *name;
+        unsigned line;
+        enum section sec;
+        unsigned sec_line;
+        bool seen[_K_MAX];
+        unsigned seen_line[_K_MAX];
+        bool model_seen;
+        struct em_idle_domain dom;   /* the [IdleDomain] being read */
+        int dom_scope;
+};
+
+static int pfail(struct mparser *p, unsigned line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int pfail(struct mparser *p, unsigned line, const char *fmt, ...)
+{
+        va_list ap;
+
+        if (p->err) {
+                memset(p->err, 0, sizeof(*p->err));
+                snprintf(p->err->file, sizeof(p->err->file), "%s", p->name);
+                p->err->line = line;
+                va_start(ap, fmt);
+                vsnprintf(p->err->message, sizeof(p->err->message), fmt, ap);
+                va_end(ap);
+        }
+        return -EINVAL;
+}
+
+static const char *section_name(enum section s)
+{
+        switch (s) {
+        case SEC_MODEL: return "Model";
+        case SEC_LEVEL: return "PerfLevel";
+        case SEC_IDLE: return "IdleState";
+        case SEC_DOMAIN: return "IdleDomain";
+        default: return "";
+        }
+}
+
+/* "1.25" -> 1250.  At most 3 decimals, no sign, no exponent. */
+static int parse_permille(const char *s, uint32_t *ret)
+{
+        uint64_t v = 0;
+        unsigned decimals = 0;
+        bool dot = false, digit = false;
+
+        for (; *s; s++) {
+                if (*s == '.' && !dot && digit) {
+                        dot = true;
+                        continue;
+                }
+                if (*s < '0' || *s > '9')
+                        return -EINVAL;
+                if (dot && ++decimals > 3)
+                        return -EINVAL;
+                v = v * 10 + (uint64_t) (*s - '0');
+                if (v > UINT32_MAX)
+                        return -ERANGE;
+                digit = true;
+        }
+        if (!digit || (dot && decimals == 0))
+                return -EINVAL;
+        for (; decimals < 3; decimals++)
+                v *= 10;
+        if (v > UINT32_MAX)
+                return -ERANGE;
+        *ret = (uint32_t) v;
+        return 0;
+}
+
+/* Close the current section: required keys, then commit it into the model. */
+static int end_section(struct mparser *p)
+{
+        for (unsigned k = 0; k < _K_MAX; k++)
+                if (keys[k].sec == p->sec && keys[k].required && !p->seen[k])
+                        return pfail(p, p->sec_line, "section [%s] lacks the required key %s",
+                                     section_name(p->sec), keys[k].name);
+        if (p->sec == SEC_DOMAIN) {
+                if (p->m.domain[p->dom_scope].present)
+                        return pfail(p, p->sec_line, "second [IdleDomain] with Scope = %s",
+                                     domain_scope_names[p->dom_scope]);
+                if (!p->seen[K_D_QUIET])
+                        p->dom.quiet_mw = p->dom.awake_mw;
+                p->dom.present = true;
+                p->m.domain[p->dom_scope] = p->dom;
+        }
+        return 0;
+}
+
+static int begin_section(struct mparser *p, const char *name)
+{
+        enum section s;
+        int r;
+
+        if (streq_(name, "Model"))
+                s = SEC_MODEL;
+        else if (streq_(name, "PerfLevel"))
+                s = SEC_LEVEL;
+        else if (streq_(name, "IdleState"))
+                s = SEC_IDLE;
+        else if (streq_(name, "IdleDomain"))
+                s = SEC_DOMAIN;
+        else
+                return pfail(p, p->line, "unknown section [%s]", name);
+
+        if (p->sec != SEC_NONE) {
+                r = end_section(p);
+                if (r < 0)
+                        return r;
+        }
+        if (s == SEC_MODEL) {
+                if (p->model_seen)
+                        return pfail(p, p->line, "second [Model] section");
+                p->model_seen = true;
+        } else if (s == SEC_LEVEL) {
+                if (p->m.n_levels >= EM_MAX_LEVELS)
+                        return pfail(p, p->line, "too many [PerfLevel] sections (at most %d)", EM_MAX_LEVELS);
+                p->m.n_levels++;
+        } else if (s == SEC_IDLE) {
+                if (p->m.n_idle >= EM_MAX_IDLE_STATES)
+                        return pfail(p, p->line, "too many [IdleState] sections (at most %d)",
+                                     EM_MAX_IDLE_STATES);
+                p->m.n_idle++;
+        } else {
+                memset(&p->dom, 0, sizeof(p->dom));
+                p->dom_scope = -1;
+        }
+        p->sec = s;
+        p->sec_line = p->line;
+        memset(p->seen, 0, sizeof(p->seen));
+        return 0;
+}
+
+static int set_key(struct mparser *p, unsigned k, const char *v)
+{
+        struct em_perf_level *lvl = &p->m.levels[p->m.n_levels ? p->m.n_levels - 1 : 0];
+        struct em_idle_state *st = &p->m.idle[p->m.n_idle ? p->m.n_idle - 1 : 0];
+        uint32_t *u32 = NULL;
+        char shown[80];
+        int r;
+
+        escape_bytes(v, strlen(v), shown, sizeof(shown));
+        switch (k) {
+        case K_NAME:
+        case K_I_NAME: {
+                char *dst = k == K_NAME ? p->m.name : st->name;
+                size_t max = k == K_NAME ? sizeof(p->m.name) : sizeof(st->name);
+                size_t n = strlen(v);
+                if (n == 0 || n >= max)
+                        return pfail(p, p->line, "%s must be 1..%zu characters", keys[k].name, max - 1);
+                for (size_t i = 0; i < n; i++) {
+                        char c = v[i];
+                        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                              c == '-' || c == '_' || c == '.'))
+                                return pfail(p, p->line, "invalid %s '%s' (letters, digits, '-', '_', '.')",
+                                             keys[k].name, shown);
+                }
+                memcpy(dst, v, n + 1);
+                return 0;
+        }
+        case K_FREQ_SCOPE:
+                if (streq_(v, "policy"))
+                        p->m.freq_scope = EM_FREQ_POLICY;
+                else if (streq_(v, "core"))
+                        p->m.freq_scope = EM_FREQ_CORE;
+                else if (streq_(v, "package"))
+                        p->m.freq_scope = EM_FREQ_PACKAGE;
+                else
+                        return pfail(p, p->line, "invalid FrequencyScope '%s' (expected policy, core or package)",
+                                     shown);
+                return 0;
+        case K_SMT_GAIN:
+                r = parse_permille(v, &p->m.smt_gain_permille);
+                if (r < 0 || p->m.smt_gain_permille < 1000 || p->m.smt_gain_permille > 2000)
+                        return pfail(p, p->line, "invalid SmtGain '%s' (expected a decimal within 1.0..2.0)",
+                                     shown);
+                return 0;
+        case K_PKG_ALL:
+                if (parse_bool(v, &p->m.package_idle_all_packages) < 0)
+                        return pfail(p, p->line, "invalid PackageIdleAllPackages '%s' (expected yes or no)",
+                                     shown);
+                return 0;
+        case K_D_SCOPE:
+                for (int d = 0; d < _EM_DOMAIN_MAX; d++)
+                        if (streq_(v, domain_scope_names[d])) {
+                                p->dom_scope = d;
+                                return 0;
+                        }
+                return pfail(p, p->line, "invalid Scope '%s' (expected llc or package)", shown);
+        case K_MIGRATION: u32 = &p->m.migration_cost_uj; break;
+        case K_ACTIVE_INTERVAL: u32 = &p->m.active_idle_interval_us; break;
+        case K_L_FREQ: u32 = &lvl->freq_khz; break;
+        case K_L_CAP: u32 = &lvl->capacity; break;
+        case K_L_POWER: u32 = &lvl->active_mw; break;
+        case K_I_LAT: u32 = &st->exit_latency_us; break;
+        case K_I_RES: u32 = &st->target_residency_us; break;
+        case K_I_POWER: u32 = &st->power_mw; break;
+        case K_D_AWAKE: u32 = &p->dom.awake_mw; break;
+        case K_D_QUIET: u32 = &p->dom.quiet_mw; break;
+        case K_D_ASLEEP: u32 = &p->dom.asleep_mw; break;
+        case K_D_LAT: u32 = &p->dom.exit_latency_us; break;
+        case K_D_RES: u32 = &p->dom.target_residency_us; break;
+        }
+        if (!u32 || parse_u32(v, u32) < 0)
+                return pfail(p, p->line, "invalid value for %s: '%s' (expected a non-negative integer)",
+                             keys[k].name, shown);
+        if (k == K_L_CAP && (*u32 == 0 || *u32 > EM_CAPACITY_SCALE))
+                return pfail(p, p->line, "Capacity %u outside 1..%d", *u32, EM_CAPACITY_SCALE);
+        return 0;
+}
+
+static bool is_space(char c)
+{
+        return c == ' ' || c == '\t';
+}
+
+static int parse_line(struct mparser *p, char *s)
+{
+        char *e, *key, *val;
+        size_t n;
+
+        while (is_space(*s))
+                s++;
+        n = strlen(s);
+        while (n > 0 && is_space(s[n - 1]))
+                s[--n] = '\0';
+        if (n == 0 || s[0] == '#')
+                return 0;
+        if (s[0] == '[') {
+                if (s[n - 1] != ']' || n < 3)
+                        return pfail(p, p->line, "malformed section header (expected [Name])");
+                s[n - 1] = '\0';
+                return begin_section(p, s + 1);
+        }
+        key = s;
+        for (e = s; (*e >= 'A' && *e <= 'Z') || (*e >= 'a' && *e <= 'z') || (*e >= '0' && *e <= '9'); e++)
+                ;
+        if (e == s)
+                return pfail(p, p->line, "expected 'Key = Value'");
+        val = e;
+        while (is_space(*val))
+                val++;
+        if (*val != '=')
+                return pfail(p, p->line, "missing '=' after key '%.*s'", (int) (e - s), s);
+        *e = '\0';
+        val++;
+        while (is_space(*val))
+                val++;
+        /* A comment after the value: '#' preceded by whitespace. */
+        for (char *c = val; *c; c++)
+                if (*c == '#' && c > val && is_space(c[-1])) {
+                        *c = '\0';
+                        break;
+                }
+        n = strlen(val);
+        while (n > 0 && is_space(val[n - 1]))
+                val[--n] = '\0';
+        if (p->sec == SEC_NONE)
+                return pfail(p, p->line, "key '%s' outside of any section", key);
+        for (unsigned k = 0; k < _K_MAX; k++) {
+                if (keys[k].sec != p->sec || !streq_(keys[k].name, key))
+                        continue;
+                if (p->seen[k])
+                        return pfail(p, p->line, "duplicate key '%s' in [%s] (first set on line %u)", key,
+                                     section_name(p->sec), p->seen_line[k]);
+                p->seen[k] = true;
+                p->seen_line[k] = p->line;
+                if (val[0] == '\0')
+                        return pfail(p, p->line, "empty value for %s", key);
+                return set_key(p, k, val);
+        }
+        return pfail(p, p->line, "unknown key '%s' in section [%s]", key, section_name(p->sec));
+}
+
+static void model_init_defaults(struct energy_model *m)
+{
+        memset(m, 0, sizeof(*m));
+        m->freq_scope = EM_FREQ_CORE;
+        m->smt_gain_permille = DEFAULT_SMT_GAIN_PERMILLE;
+        m->migration_cost_uj = DEFAULT_MIGRATION_COST_UJ;
+        m->active_idle_interval_us = DEFAULT_ACTIVE_IDLE_INTERVAL_US;
+}
+
+int energy_model_parse_string(const char *text, const char *name, struct energy_model *ret, struct em_error *err)
+{
+        struct mparser *p;
+        const char *c = text;
+        int r = 0;
+
+        p = calloc(1, sizeof(*p));
+        if (!p)
+                return -ENOMEM;
+        model_init_defaults(&p->m);
+        p->err = err;
+        p->name = name ? name : "";
+
+        while (*c && r >= 0) {
+                char line[MODEL_LINE_MAX + 1];
+                size_t n = 0;
+
+                p->line++;
+                for (; *c && *c != '\n'; c++) {
+                        unsigned char ch = (unsigned char) *c;
+                        bool cr_eol = ch == '\r' && (c[1] == '\n' || c[1] == '\0');
+                        if (cr_eol)
+                                continue;
+                        if ((ch < 0x20 && ch != '\t') || ch == 0x7f) {
+                                r = pfail(p, p->line, "invalid control character 0x%02x", ch);
+                                break;
+                        }
+                        if (n >= MODEL_LINE_MAX) {
+                                r = pfail(p, p->line, "line too long (more than %d bytes)", MODEL_LINE_MAX);
+                                break;
+                        }
+                        line[n++] = (char) ch;
+                }
+                if (r < 0)
+                        break;
+                if (*c == '\n')
+                        c++;
+                line[n] = '\0';
+                r = parse_line(p, line);
+        }
+        if (r >= 0 && p->sec != SEC_NONE)
+                r = end_section(p);
+        if (r >= 0 && !p->model_seen)
+                r = pfail(p, 0, "no [Model] section");
+        if (r >= 0) {
+                struct em_error verr_buf = {};
+                r = energy_model_validate(&p->m, &verr_buf);
+                if (r < 0)
+                        r = pfail(p, 0, "%s", verr_buf.message);
+        }
+        if (r >= 0)
+                *ret = p->m;
+        free(p);
+        return r;
+}
+
+int energy_model_parse_file(const char *path, struct energy_model *ret, struct em_error *err)
+{
+        _cleanup_free_ char *buf = NULL;
+        ssize_t n;
+
+        buf = malloc(MODEL_FILE_MAX);
+        if (!buf)
+                return -ENOMEM;
+        n = read_small_file(path, buf, MODEL_FILE_MAX);
+        if (n < 0) {
+                if (err) {
+                        memset(err, 0, sizeof(*err));
+                        snprintf(err->file, sizeof(err->file), "%s", path);
+                        snprintf(err->message, sizeof(err->message), "cannot read: %s", strerror((int) -n));
+                }
+                return (int) n;
+        }
+        if (memchr(buf, '\0', (size_t) n)) {
+                if (err) {
+                        memset(err, 0, sizeof(*err));
+                        snprintf(err->file, sizeof(err->file), "%s", path);
+                        snprintf(err->message, sizeof(err->message), "NUL byte in file (not a text file?)");
+                }
+                return -EINVAL;
+        }
+        return energy_model_parse_string(buf, path, ret, err);
+}
+
+void energy_model_write(const struct energy_model *m, FILE *f)
+{
+        fprintf(f, "# vmmpower energy model\n[Model]\nName = %s\nFrequencyScope = %s\n", m->name,
+                em_freq_scope_to_string(m->freq_scope));
+        fprintf(f, "SmtGain = %u.%03u\nMigrationCostUJ = %u\nActiveIdleIntervalUs = %u\nPackageIdleAllPackages = %s\n",
+                m->smt_gain_permille / 1000, m->smt_gain_permille % 1000, m->migration_cost_uj,
+                m->active_idle_interval_us, m->package_idle_all_packages ? "yes" : "no");
+        for (unsigned i = 0; i < m->n_levels; i++)
+                fprintf(f, "\n[PerfLevel]\nFrequencyKHz = %u\nCapacity = %u\nActivePowerMW = %u\n",
+                        m->levels[i].freq_khz, m->levels[i].capacity, m->levels[i].active_mw);
+        for (unsigned i = 0; i < m->n_idle; i++)
+                fprintf(f, "\n[IdleState]\nName = %s\nExitLatencyUs = %u\nTargetResidencyUs = %u\nPowerMW = %u\n",
+                        m->idle[i].name, m->idle[i].exit_latency_us, m->idle[i].target_residency_us,
+                        m->idle[i].power_mw);
+        for (unsigned d = 0; d < _EM_DOMAIN_MAX; d++) {
+                const struct em_idle_domain *x = &m->domain[d];
+                if (!x->present)
+                        continue;
+                fprintf(f, "\n[IdleDomain]\nScope = %s\nAwakePowerMW = %u\nQuietPowerMW = %u\nAsleepPowerMW = %u\n"
+                        "ExitLatencyUs = %u\nTargetResidencyUs = %u\n", domain_scope_names[d], x->awake_mw,
+                        x->quiet_mw, x->asleep_mw, x->exit_latency_us, x->target_residency_us);
+        }
+}
+
+/* ---- defaults from a topology --------------------------------------------- */
+
+static uint32_t default_active_mw(uint32_t f_khz, uint32_t fmax_khz)
+{
+        /* assumption: P(f) = Pmax * (static + (1 - static) * (f/fmax)^3), dynamic power ~ f * V^2 with V ~ f */
+        double x = fmax_khz ? (double) f_khz / fmax_khz : 1.0;
+        double s = DEFAULT_STATIC_PERMILLE / 1000.0;
+        return (uint32_t) lround(DEFAULT_CORE_MAX_MW * (s + (1.0 - s) * x * x * x));
+}
+
+int energy_model_from_topology(const struct topology *t, struct energy_model *ret)
+{
+        struct energy_model m;
+        const struct topo_cpu *c0 = NULL;
+        uint32_t freqs[EM_MAX_LEVELS];
+        unsigned nf = 0;
+
+        model_init_defaults(&m);
+        snprintf(m.name, sizeof(m.name), "defaults");
+        for (unsigned i = 0; i < t->n_cpus; i++)
+                if (t->cpus[i].present && t->cpus[i].online) {
+                        c0 = &t->cpus[i];
+                        break;
+                }
+        if (!c0)
+                return -ENODEV;
+
+        /* Perf levels: the cpufreq table, else min..max in 7 steps plus base_frequency. */
+        if (c0->policy >= 0 && (unsigned) c0->policy < t->n_policies) {
+                const struct topo_cpufreq_policy *p = &t->policies[c0->policy];
+                if (p->n_freqs > 0) {
+                        for (unsigned i = 0; i < p->n_freqs && nf < EM_MAX_LEVELS; i++)
+                                if (nf == 0 || p->freqs_khz[i] > freqs[nf - 1])
+                                        freqs[nf++] = p->freqs_khz[i];
+                } else if (p->cpuinfo_max_khz > 0) {
+                        uint32_t lo = p->cpuinfo_min_khz ? p->cpuinfo_min_khz : p->cpuinfo_max_khz;
+                        for (unsigned i = 0; i <= 6; i++) {
+                                uint32_t f = lo + (uint32_t) ((uint64_t) (p->cpuinfo_max_khz - lo) * i / 6);
+                                if (i > 0 && i < 6)
+                                        f = (f + 50000) / 100000 * 100000;
+                                if (p->base_khz > 0 && (nf == 0 || freqs[nf - 1] < p->base_khz) && f > p->base_khz)
+                                        freqs[nf++] = p->base_khz;
+                                if (nf == 0 || f > freqs[nf - 1])
+                                        freqs[nf++] = f;
+                        }
+                }
+        }
+        if (nf == 0) {
+                m.n_levels = 1;
+                m.levels[0] = (struct em_perf_level) { 0, EM_CAPACITY_SCALE, DEFAULT_CORE_MAX_MW };
+        } else {
+                uint32_t fmax = freqs[nf - 1];
+                unsigned n = 0;
+                for (unsigned i = 0; i < nf; i++) {
+                        uint32_t cap = (uint32_t) (((uint64_t) freqs[i] * EM_CAPACITY_SCALE + fmax / 2) / fmax);
+                        if (cap == 0)
+                                cap = 1;
+                        if (n > 0 && cap <= m.levels[n - 1].capacity)
+                                continue;
+                        m.levels[n++] = (struct em_perf_level) { freqs[i], cap, default_active_mw(freqs[i], fmax) };
+                }
+                m.n_levels = n;
+        }
+
+        /* Idle states: cpuidle of the first online CPU without POLL (a busy loop, not a power state). */
+        uint32_t shallow_mw = (uint32_t) ((uint64_t) m.levels[0].active_mw * DEFAULT_SHALLOW_IDLE_PERMILLE / 1000);
+        uint32_t deep_mw = DEFAULT_CORE_MAX_MW * DEFAULT_DEEP_IDLE_PERMILLE / 1000;
+        for (unsigned i = 0; i < c0->n_idle_states && m.n_idle < EM_MAX_IDLE_STATES; i++) {
+                const struct topo_idle_state *s = &c0->idle[i];
+                struct em_idle_state *d = &m.idle[m.n_idle];
+                if (streq_(s->name, "POLL"))
+                        continue;
+                snprintf(d->name, sizeof(d->name), "%s", s->name);
+                for (char *x = d->name; *x; x++)
+                        if (!((*x >= 'a' && *x <= 'z') || (*x >= 'A' && *x <= 'Z') || (*x >= '0' && *x <= '9') ||
+                              *x == '-' || *x == '.'))
+                                *x = '_';
+                d->exit_latency_us = s->exit_latency_us;
+                d->target_residency_us = MAX(s->target_residency_us, s->exit_latency_us);
+                if (m.n_idle > 0) {
+                        /* keep the model's ordering rule even if the kernel table is odd */
+                        d->exit_latency_us = MAX(d->exit_latency_us, m.idle[m.n_idle - 1].exit_latency_us);
+                        d->target_residency_us = MAX(d->target_residency_us,
+                                                     m.idle[m.n_idle - 1].target_residency_us);
+                }
+                d->power_mw = d->target_residency_us >= DEFAULT_DEEP_RESIDENCY_US ? deep_mw : shallow_mw;
+                if (s->has_power && s->power_mw <= m.levels[0].active_mw)
+                        d->power_mw = s->power_mw; /* the kernel's number, when it publishes one */
+                if (m.n_idle > 0 && d->power_mw > m.idle[m.n_idle - 1].power_mw)
+                        d->power_mw = m.idle[m.n_idle - 1].power_mw;
+                m.n_idle++;
+        }
+        /* Interpolate shallow states between the first and a deep last state (geometric). */
+        if (m.n_idle >= 3 && m.idle[m.n_idle - 1].power_mw < m.idle[0].power_mw) {
+                double a = m.idle[0].power_mw, z = m.idle[m.n_idle - 1].power_mw;
+                for (unsigned i = 1; i + 1 < m.n_idle; i++)
+                        if (m.idle[i].power_mw == m.idle[0].power_mw)
+                                m.idle[i].power_mw = (uint32_t) lround(a * pow(z / a, 0.5 * i / (m.n_idle - 1)));
+        }
+        if (m.n_idle == 0) {
+                /* assumption: HLT (C1) exists on every x86 CPU */
+                m.idle[0] = (struct em_idle_state) { "C1", 1, 1, shallow_mw };
+                m.n_idle = 1;
+        }
+
+        /* Idle domains: LLC when it is smaller than the package (CCX), and the package. */
+        const struct em_idle_state *deep = &m.idle[m.n_idle - 1];
+        if (t->n_llcs > t->n_packages && t->n_llcs < t->n_cores)
+                m.domain[EM_DOMAIN_LLC] = (struct em_idle_domain) {
+                        true, DEFAULT_LLC_AWAKE_MW, DEFAULT_LLC_AWAKE_MW, DEFAULT_LLC_ASLEEP_MW,
+                        deep->exit_latency_us + deep->exit_latency_us / 2,
+                        2 * deep->target_residency_us };
+        m.domain[EM_DOMAIN_PACKAGE] = (struct em_idle_domain) {
+                true, DEFAULT_PKG_AWAKE_MW, DEFAULT_PKG_QUIET_MW, DEFAULT_PKG_ASLEEP_MW,
+                2 * deep->exit_latency_us, 4 * deep->target_residency_us };
+        /* Intel Xeon up to Emerald Rapids: PC6 only when every socket's cores are in CC6. */
+        m.package_idle_all_packages = streq_(t->cpuidle_driver, "intel_idle") && t->n_packages > 1;
+
+        if (energy_model_validate(&m, NULL) < 0)
+                return -EINVAL;
+        *ret = m;
+        return 0;
+}
+
+/* ---- the model bound to a topology ---------------------------------------- */
+
+void em_host_free(struct em_host *h)
+{
+        if (!h)
+                return;
+        free(h->cpu_core);
+        free(h->cpu_thread);
+        free(h->cpu_fdom);
+        free(h->cores);
+        free(h->llcs);
+        free(h->pkgs);
+        free(h->order_smt_first);
+        free(h->order_cores_first);
+        free(h);
+}
+
+static unsigned uf_find(unsigned *parent, unsigned x)
+{
+        while (parent[x] != x) {
+                parent[x] = parent[parent[x]];
+                x = parent[x];
+        }
+        return x;
+}
+
+static void uf_union(unsigned *parent, unsigned a, unsigned b)
+{
+        a = uf_find(parent, a);
+        b = uf_find(parent, b);
+        if (a != b)
+                parent[MAX(a, b)] = MIN(a, b);
+}
+
+struct core_key {
+        int pkg, llc, core_id, first_cpu;
+};
+
+static int cmp_core_key(const void *a, const void *b)
+{
+        const struct core_key *x = a, *y = b;
+        if (x->pkg != y->pkg)
+                return x->pkg < y->pkg ? -1 : 1;
+        if (x->llc != y->llc)
+                return x->llc < y->llc ? -1 : 1;
+        if (x->core_id != y->core_id)
+                return x->core_id < y->core_id ? -1 : 1;
+        return x->first_cpu < y->first_cpu ? -1 : x->first_cpu > y->first_cpu;
+}
+
+int em_host_new(const struct topology *t, const struct energy_model *m, struct em_host **ret)
+{
+        struct em_host *h;
+        _cleanup_free_ struct core_key *keys_ = NULL;
+        _cleanup_free_ unsigned *parent = NULL;
+        _cleanup_free_ int *fdom_of_root = NULL;
+        unsigned n = t->n_cpus, nc = 0;
+        int r = -ENOMEM;
+
+        if (energy_model_validate(m, NULL) < 0)
+                return -EINVAL;
+        h = calloc(1, sizeof(*h));
+        if (!h)
+                return -ENOMEM;
+        h->model = *m;
+        h->n_cpus = n;
+        h->cpu_core = malloc(sizeof(int) * (n ? n : 1));
+        h->cpu_thread = calloc(n ? n : 1, sizeof(int));
+        h->cpu_fdom = calloc(n ? n : 1, sizeof(unsigned));
+        keys_ = calloc(n ? n : 1, sizeof(*keys_));
+        parent = malloc(sizeof(unsigned) * (n ? n : 1));
+        fdom_of_root = malloc(sizeof(int) * (n ? n : 1));
+        if (!h->cpu_core || !h->cpu_thread || !h->cpu_fdom || !keys_ || !parent || !fdom_of_root)
+                goto fail;
+
+        /* Cores: the first online CPU of each SMT sibling set stands for the core. */
+        for (unsigned i = 0; i < n; i++)
+                h->cpu_core[i] = -1;
+        for (unsigned i = 0; i < n; i++) {
+                const struct topo_cpu *c = &t->cpus[i];
+                int first = -1;
+                if (!c->present || !c->online)
+                        continue;
+                h->n_online++;
+                CPUSET_FOREACH(s, &c->smt_siblings)
+                        if ((unsigned) s < n && t->cpus[s].online) {
+                                first = s;
+                                break;
+                        }
+                if (first != (int) i)
+                        continue;
+                keys_[nc++] = (struct core_key) { c->package_id, c->llc_id, c->core_id, (int) i };
+        }
+        if (nc == 0) {
+                r = -ENODEV;
+                goto fail;
+        }
+        qsort(keys_, nc, sizeof(*keys_), cmp_core_key);
+        h->cores = calloc(nc, sizeof(*h->cores));
+        h->llcs = calloc(nc, sizeof(*h->llcs));
+        h->pkgs = calloc(nc, sizeof(*h->pkgs));
+        h->order_smt_first = malloc(sizeof(int) * h->n_online);
+        h->order_cores_first = malloc(sizeof(int) * h->n_online);
+        if (!h->cores || !h->llcs || !h->pkgs || !h->order_smt_first || !h->order_cores_first)
+                goto fail;
+        h->n_cores = nc;
+        for (unsigned k = 0; k < nc; k++) {
+                struct em_core *core = &h->cores[k];
+                const struct topo_cpu *c = &t->cpus[keys_[k].first_cpu];
+                bool new_pkg = k == 0 || keys_[k].pkg != keys_[k - 1].pkg;
+                bool new_llc = new_pkg || keys_[k].llc != keys_[k - 1].llc;
+
+                if (new_pkg) {
+                        if (h->n_pkgs > 0)
+                                h->pkgs[h->n_pkgs - 1].end = k;
+                        h->pkgs[h->n_pkgs++].first = k;
+                }
+                if (new_llc) {
+                        if (h->n_llcs > 0)
+                                h->llcs[h->n_llcs - 1].end = k;
+                        h->llcs[h->n_llcs++].first = k;
+                }
+                core->pkg = h->n_pkgs - 1;
+                core->llc = h->n_llcs - 1;
+                core->cpu[0] = core->cpu[1] = -1;
+                CPUSET_FOREACH(s, &c->smt_siblings) {
+                        if ((unsigned) s >= n || !t->cpus[s].online || core->n_threads >= 2)
+                                continue;
+                        core->cpu[core->n_threads] = s;
+                        h->cpu_core[s] = (int) k;
+                        h->cpu_thread[s] = core->n_threads;
+                        core->n_threads++;
+                }
+        }
+        h->pkgs[h->n_pkgs - 1].end = nc;
+        h->llcs[h->n_llcs - 1].end = nc;
+        /* Online CPUs outside every core (a third SMT thread): not modelled. */
+        for (unsigned i = 0; i < n; i++)
+                if (t->cpus[i].present && t->cpus[i].online && h->cpu_core[i] < 0)
+                        h->n_online--;
+
+        /* Frequency domains: union of related_cpus, SMT siblings (core scope), packages (package scope). */
+        for (unsigned i = 0; i < n; i++)
+                parent[i] = i;
+        for (unsigned i = 0; i < n; i++) {
+                const struct topo_cpu *c = &t->cpus[i];
+                if (h->cpu_core[i] < 0)
+                        continue;
+                if (c->policy >= 0 && (unsigned) c->policy < t->n_policies)
+                        CPUSET_FOREACH(s, &t->policies[c->policy].related_cpus)
+                                if ((unsigned) s < n && h->cpu_core[s] >= 0)
+                                        uf_union(parent, i, (unsigned) s);
+                if (m->freq_scope >= EM_FREQ_CORE) {
+                        const struct em_core *core = &h->cores[h->cpu_core[i]];
+                        uf_union(parent, i, (unsigned) core->cpu[0]);
+                }
+                if (m->freq_scope == EM_FREQ_PACKAGE) {
+                        const struct em_core *core = &h->cores[h->cpu_core[i]];
+                        uf_union(parent, i, (unsigned) h->cores[h->pkgs[core->pkg].first].cpu[0]);
+                }
+        }
+        for (unsigned i = 0; i < n; i++)
+                fdom_of_root[i] = -1;
+        /* Number domains in core order so that output is stable and readable. */
+        for (unsigned k = 0; k < nc; k++)
+                for (unsigned th = 0; th < h->cores[k].n_threads; th++) {
+                        unsigned cpu = (unsigned) h->cores[k].cpu[th], root = uf_find(parent, cpu);
+                        if (fdom_of_root[root] < 0)
+                                fdom_of_root[root] = (int) h->n_fdoms++;
+                        h->cpu_fdom[cpu] = (unsigned) fdom_of_root[root];
+                }
+        for (unsigned k = 0; k < nc; k++)
+                h->cores[k].fdom = h->cpu_fdom[h->cores[k].cpu[0]];
+
+        /* Wake orders (static topology preference; the planner still evaluates the model). */
+        unsigned a = 0, b = 0;
+        for (unsigned k = 0; k < nc; k++)
+                for (unsigned th = 0; th < h->cores[k].n_threads; th++)
+                        h->order_smt_first[a++] = h->cores[k].cpu[th];
+        for (unsigned l = 0; l < h->n_llcs; l++)
+                for (unsigned th = 0; th < 2; th++)
+                        for (unsigned k = h->llcs[l].first; k < h->llcs[l].end; k++)
+                                if (th < h->cores[k].n_threads)
+                                        h->order_cores_first[b++] = h->cores[k].cpu[th];
+        *ret = h;
+        return 0;
+fail:
+        em_host_free(h);
+        return r;
+}
+
+int em_deepest_idle(const struct energy_model *m, uint32_t max_latency_us, uint32_t max_residency_us)
+{
+        int best = -1;
+        for (unsigned i = 0; i < m->n_idle; i++)
+                if (m->idle[i].exit_latency_us <= max_latency_us &&
+                    m->idle[i].target_residency_us <= max_residency_us)
+                        best = (int) i;
+        return best;
+}
+
+struct core_eval {
+        double power_mw, active_mw, idle_mw;
+        double busy, deep;     /* busy fraction; fraction of time in the deepest state */
+        bool active;
+        uint32_t min_latency_us;
+};
+
+static void eval_core_at(const struct em_host *h, const struct em_load *l, unsigned k, int level_override,
+                         struct core_eval *e)
+{
+        const struct energy_model *m = &h->model;
+        const struct em_core *c = &h->cores[k];
+        unsigned level = 0;
+        double idle_prod = 1.0, cap, p_idle;
+        int s;
+
+        e->active = false;
+        e->min_latency_us = EM_LATENCY_ANY;
+        for (unsigned t = 0; t < c->n_threads; t++) {
+                unsigned lv = l->fdom_level[h->cpu_fdom[c->cpu[t]]];
+                level = MAX(level, lv);
+        }
+        if (level_override >= 0)
+                level = (unsigned) level_override;
+        if (level >= m->n_levels)
+                level = m->n_levels - 1;
+        cap = m->levels[level].capacity;
+        for (unsigned t = 0; t < c->n_threads; t++) {
+                int cpu = c->cpu[t];
+                double b = l->cpu_work[cpu] * EM_CAPACITY_SCALE / cap;
+                if (b > 1.0)
+                        b = 1.0;
+                if (b < 0.0)
+                        b = 0.0;
+                idle_prod *= 1.0 - b;
+                e->active |= l->cpu_active[cpu] != 0;
+                e->min_latency_us = MIN(e->min_latency_us, l->cpu_max_latency_us[cpu]);
+        }
+        e->busy = 1.0 - idle_prod;
+        s = em_deepest_idle(m, e->min_latency_us, e->active ? m->active_idle_interval_us : UINT32_MAX);
+        /* No state allowed: the CPU polls, at the lowest level's power. */
+        p_idle = s >= 0 ? m->idle[s].power_mw : m->levels[0].active_mw;
+        e->active_mw = e->busy * m->levels[level].active_mw;
+        e->idle_mw = idle_prod * p_idle;
+        e->power_mw = e->active_mw + e->idle_mw;
+        e->deep = s == (int) m->n_idle - 1 ? idle_prod : 0.0;
+}
+
+static void eval_core(const struct em_host *h, const struct em_load *l, unsigned k, struct core_eval *e)
+{
+        eval_core_at(h, l, k, -1, e);
+}
+
+double em_core_power_at(const struct em_host *h, const struct em_load *l, unsigned core, unsigned level)
+{
+        struct core_eval e;
+        eval_core_at(h, l, core, (int) level, &e);
+        return e.power_mw;
+}
+
+static double domain_power(const struct em_idle_domain *d, double q, double a)
+{
+        return (1.0 - q) * d->awake_mw + (q - a) * d->quiet_mw + a * d->asleep_mw;
+}
+
+double em_host_power(const struct em_host *h, const struct em_load *l, struct em_breakdown *b)
+{
+        const struct energy_model *m = &h->model;
+        struct em_breakdown sum = {};
+        const struct em_idle_domain *dl = &m->domain[EM_DOMAIN_LLC], *dp = &m->domain[EM_DOMAIN_PACKAGE];
+        double q_sys = 1.0;
+        bool active_sys = false;
+        uint32_t lat_sys = EM_LATENCY_ANY;
+
+        if (m->package_idle_all_packages && dp->present)
+                for (unsigned k = 0; k < h->n_cores; k++) {
+                        struct core_eval e;
+                        eval_core(h, l, k, &e);
+                        q_sys *= e.deep;
+                        active_sys |= e.active;
+                        lat_sys = MIN(lat_sys, e.min_latency_us);
+                }
+
+        for (unsigned p = 0; p < h->n_pkgs; p++) {
+                double q_pkg = 1.0;
+                bool active_pkg = false;
+                uint32_t lat_pkg = EM_LATENCY_ANY;
+                unsigned k = h->pkgs[p].first;
+
+                while (k < h->pkgs[p].end) {
+                        unsigned llc = h->cores[k].llc, end = h->llcs[llc].end;
+                        double q_llc = 1.0;
+                        bool active_llc = false;
+                        uint32_t lat_llc = EM_LATENCY_ANY;
+
+                        for (; k < end; k++) {
+                                struct core_eval e;
+                                eval_core(h, l, k, &e);
+                                sum.active_mw += e.active_mw;
+                                sum.idle_mw += e.idle_mw;
+                                q_llc *= e.deep;
+                                active_llc |= e.active;
+                                lat_llc = MIN(lat_llc, e.min_latency_us);
+                        }
+                        if (dl->present) {
+                                bool ok = dl->exit_latency_us <= lat_llc &&
+                                          !(active_llc && dl->target_residency_us > m->active_idle_interval_us);
+                                sum.domain_mw += domain_power(dl, q_llc, ok ? q_llc : 0.0);
+                        }
+                        q_pkg *= q_llc;
+                        active_pkg |= active_llc;
+                        lat_pkg = MIN(lat_pkg, lat_llc);
+                }
+                if (dp->present) {
+                        double a;
+                        if (m->package_idle_all_packages) {
+                                bool ok = dp->exit_latency_us <= lat_sys &&
+                                          !(active_sys && dp->target_residency_us > m->active_idle_interval_us);
+                                a = ok ? q_sys : 0.0;
+                        } else {
+                                bool ok = dp->exit_latency_us <= lat_pkg &&
+                                          !(active_pkg && dp->target_residency_us > m->active_idle_interval_us);
+                                a = ok ? q_pkg : 0.0;
+                        }
+                        sum.domain_mw += domain_power(dp, q_pkg, a);
+                }
+        }
+        sum.total_mw = sum.active_mw + sum.idle_mw + sum.domain_mw;
+        if (b)
+                *b = sum;
+        return sum.total_mw;
+}

@@ -1,0 +1,165 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "topology.h"
+
+/*
+ * Energy model of a host (docs/energy-model.md has the equations, the file
+ * format and the assumptions).
+ *
+ * Two layers:
+ *  - struct energy_model: the parameters of a host *type* (perf levels with
+ *    capacity and per-core active power, core idle states, idle domains,
+ *    SMT gain, migration cost).  Read from a model file
+ *    (config/models/NAME.model) or derived from a struct topology with
+ *    documented assumptions where the kernel publishes no watts.
+ *  - struct em_host: the model bound to one topology (cores, frequency
+ *    domains, LLC and package idle domains, wake orders).  em_host_power()
+ *    evaluates the modelled average power of a load; it is pure arithmetic
+ *    (no I/O, no allocation) and is what the planner minimises.
+ */
+
+#define EM_MAX_LEVELS 32
+#define EM_MAX_IDLE_STATES 8
+#define EM_NAME_MAX 32
+#define EM_CAPACITY_SCALE 1024   /* capacity of the fastest level, as the kernel's SCHED_CAPACITY_SCALE */
+#define EM_LATENCY_ANY UINT32_MAX
+
+enum em_freq_scope {
+        EM_FREQ_POLICY,   /* cpufreq related_cpus as published */
+        EM_FREQ_CORE,     /* related_cpus joined with SMT siblings (threads share the core clock) */
+        EM_FREQ_PACKAGE,  /* one level per package */
+};
+
+enum em_domain_scope {
+        EM_DOMAIN_LLC,
+        EM_DOMAIN_PACKAGE,
+        _EM_DOMAIN_MAX,
+};
+
+struct em_perf_level {
+        uint32_t freq_khz;     /* 0 only when the model has one level and the frequency is unknown */
+        uint32_t capacity;     /* 1..1024, strictly increasing, last == 1024 */
+        uint32_t active_mw;    /* power of one busy core at this level */
+};
+
+/* Core idle states, shallow to deep.  Power is per core, reached when every thread of the core is idle. */
+struct em_idle_state {
+        char name[EM_NAME_MAX];
+        uint32_t exit_latency_us;
+        uint32_t target_residency_us;
+        uint32_t power_mw;
+};
+
+/*
+ * An idle domain above the core (LLC/CCX or package).  awake: some core below
+ * is not in the deepest core state; quiet: all cores below are in the deepest
+ * core state but the domain's own deep state is not reached (e.g. SPR: the
+ * other socket is busy); asleep: the domain's deep state (CCX off, PC6).
+ */
+struct em_idle_domain {
+        bool present;
+        uint32_t awake_mw, quiet_mw, asleep_mw;
+        uint32_t exit_latency_us, target_residency_us;
+};
+
+struct energy_model {
+        char name[64];
+        enum em_freq_scope freq_scope;
+        uint32_t smt_gain_permille;        /* throughput of 2 busy threads vs 1, 1000..2000 */
+        uint32_t migration_cost_uj;        /* energy cost of moving one vCPU */
+        uint32_t active_idle_interval_us;  /* typical idle interval of a CPU that hosts vCPUs */
+        bool package_idle_all_packages;    /* package deep state only when every package is idle */
+        unsigned n_levels;
+        struct em_perf_level levels[EM_MAX_LEVELS];
+        unsigned n_idle;
+        struct em_idle_state idle[EM_MAX_IDLE_STATES];
+        struct em_idle_domain domain[_EM_DOMAIN_MAX];
+};
+
+struct em_error {
+        char file[256];
+        unsigned line;          /* 0: about the whole model */
+        char message[256];
+};
+
+/* Parse a model file / text.  -EINVAL with err filled on any error; ret written only on success. */
+int energy_model_parse_file(const char *path, struct energy_model *ret, struct em_error *err);
+int energy_model_parse_string(const char *text, const char *name_for_errors, struct energy_model *ret,
+                              struct em_error *err);
+/* Whole-model rules (also run by the parser).  0 or -EINVAL with err->message. */
+int energy_model_validate(const struct energy_model *m, struct em_error *err);
+/* Defaults from sysfs facts plus documented assumptions (energy_model.c, docs). */
+int energy_model_from_topology(const struct topology *t, struct energy_model *ret);
+/* Write in the model file format (parses back to the same model). */
+void energy_model_write(const struct energy_model *m, FILE *f);
+const char *em_freq_scope_to_string(enum em_freq_scope s);
+
+/* ---- the model bound to a topology ---------------------------------------- */
+
+struct em_core {
+        uint8_t n_threads;
+        int cpu[2];            /* CPU ids of the threads (cpu[1] == -1 without SMT) */
+        unsigned llc, pkg;     /* indices into em_host.llcs / pkgs */
+        unsigned fdom;         /* frequency domain of thread 0 */
+};
+
+struct em_group {                /* contiguous range of cores [first, end) */
+        unsigned first, end;
+};
+
+struct em_host {
+        struct energy_model model;
+        unsigned n_cpus;         /* topology n_cpus (ids 0..n_cpus-1) */
+        unsigned n_cores, n_llcs, n_pkgs, n_fdoms;
+        int *cpu_core;           /* [n_cpus] core index, -1 offline */
+        int *cpu_thread;         /* [n_cpus] 0/1 */
+        unsigned *cpu_fdom;      /* [n_cpus] */
+        struct em_core *cores;   /* sorted by package, LLC, core id */
+        struct em_group *llcs;   /* cores of each LLC */
+        struct em_group *pkgs;   /* cores of each package (LLCs of a package are contiguous) */
+        unsigned n_online;
+        int *order_smt_first;    /* [n_online] CPUs: per package, LLC, core: thread 0, thread 1 */
+        int *order_cores_first;  /* [n_online] per package, LLC: thread 0 of every core, then thread 1s */
+};
+
+int em_host_new(const struct topology *t, const struct energy_model *m, struct em_host **ret);
+void em_host_free(struct em_host *h);
+
+/*
+ * A load to evaluate: per CPU the work (utilisation in units of one CPU at
+ * the fastest level, so 0.5 = 512 capacity units) and the deepest idle exit
+ * latency allowed (EM_LATENCY_ANY = no limit), whether the CPU hosts work
+ * (active), and the perf level of each frequency domain.
+ */
+struct em_load {
+        const double *cpu_work;           /* [n_cpus] */
+        const uint8_t *cpu_active;        /* [n_cpus] */
+        const uint32_t *cpu_max_latency_us; /* [n_cpus] */
+        const uint8_t *fdom_level;        /* [n_fdoms] */
+};
+
+struct em_breakdown {
+        double active_mw;      /* Σ cores busy × P_active(level) */
+        double idle_mw;        /* Σ cores idle × P(idle state reached) */
+        double domain_mw;      /* Σ domains awake/quiet/asleep */
+        double total_mw;
+};
+
+/* Average modelled power of the load (energy over a period = power × period). */
+double em_host_power(const struct em_host *h, const struct em_load *l, struct em_breakdown *b);
+
+/* Power of one core (active + idle terms, no domain terms) with its level forced: used to choose levels. */
+double em_core_power_at(const struct em_host *h, const struct em_load *l, unsigned core, unsigned level);
+
+/* Deepest model idle state with exit latency <= lat (and residency <= max_res); -1 if none. */
+int em_deepest_idle(const struct energy_model *m, uint32_t max_latency_us, uint32_t max_residency_us);
+/* Capacity of one CPU at level (1024 scale). */
+static inline uint32_t em_capacity(const struct energy_model *m, unsigned level)
+{
+        return m->levels[level].capacity;
+}

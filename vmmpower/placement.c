@@ -1,0 +1,1068 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The planner (placement.h): which pCPUs are active, which vCPU runs where,
+ * the perf level of each frequency domain and the idle limit of each pCPU.
+ *
+ * Algorithm, per control period (all of it pure arithmetic on the inputs):
+ *
+ *  1. Demand of a vCPU d = max(util, hint floor), plus its wait_ratio when
+ *     that is over the budget (a vCPU that waited wanted to run: it needs the
+ *     time it got plus the time it waited), clamped to 0..1.
+ *  2. Target search.  Candidates are built by first-fit decreasing (by d,
+ *     ties by key) onto the CPUs in a topology-aware wake order, with every
+ *     CPU's room = headroom x capacity at a candidate level L (and, once both
+ *     SMT threads of a core hold work, headroom x capacity x SmtGain for the
+ *     core).  Two wake orders (SMT sibling right after its core; all cores of
+ *     an LLC before their siblings) times up to 8 levels give up to 16
+ *     candidates, from densest (top level: fewest CPUs) to sparsest; plus the
+ *     spread baseline.  Dedicated vCPUs take whole free cores first, spread
+ *     vCPUs one free core each (round-robin over packages and LLCs), excluded
+ *     vCPUs stay where they are as background load.  For every candidate each
+ *     frequency domain gets the lowest level that satisfies the headroom of
+ *     all its CPUs (the most demanding CPU sets it), raised further only if
+ *     the model says a higher level costs less energy (race to idle).  The
+ *     modelled power (energy_model.c) picks the candidate.  FFD runs on a
+ *     segment tree of room per CPU: O(V log P) per candidate, O(P x levels)
+ *     for the levels, so a plan is O(16 (V log P + P L)).
+ *  3. Hysteresis against the previous plan (re-evaluated under the current
+ *     load, new vCPUs placed first-fit into it):
+ *     - grow at once: when a CPU is over headroom at the top level or a vCPU
+ *       waits more than the budget, its vCPUs move (wait offenders first,
+ *       then the largest) to their target CPU if it has room, else to an
+ *       active CPU with room, else to the best CPU to wake; the pending
+ *       shrink is cancelled;
+ *     - shrink (any move made only to save energy) once the target has been
+ *       predicted cheaper for shrink_dwell_ns in a row *and* the saving over
+ *       the dwell exceeds MigrationCostUJ x moves;
+ *     - at most max_moves vCPU moves per period (the rest is deferred and,
+ *       for a shrink, continued in the next periods without a new dwell).
+ *     Levels and idle limits follow the load every period: they are not moves.
+ *  4. Idle limits: CPUs hosting vCPUs are limited to states whose exit
+ *     latency is within policy.active_max_latency_us; inactive CPUs may use
+ *     every state.
+ *
+ * Determinism: no clock, no randomness, every tie broken by key or CPU
+ * order, and the output arrays are fully written (memcmp-able).
+ */
+#include <errno.h>
+#include <float.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "placement.h"
+
+#define EPS 1e-9
+#define ROOM_EMPTY_CORE 4.0      /* room of an empty core: any single vCPU fits */
+#define ROOM_NONE (-1.0)
+#define MAX_LEVEL_CANDIDATES 8
+#define WAKE_PROBE_WORK 0.1      /* load used to compare CPUs to wake: 10% of a CPU */
+
+const char *place_mode_to_string(enum place_mode m)
+{
+        static const char *const n[_PLACE_MODE_MAX] = { "pack", "spread", "dedicated", "exclude" };
+        return m < _PLACE_MODE_MAX ? n[m] : "?";
+}
+
+const char *plan_decision_to_string(enum plan_decision d)
+{
+        static const char *const n[_PLAN_DECISION_MAX] = { "initial", "keep", "grow", "shrink-pending",
+                                                           "shrink" };
+        return d < _PLAN_DECISION_MAX ? n[d] : "?";
+}
+
+void plan_policy_defaults(struct plan_policy *p)
+{
+        p->headroom_pct = 80;
+        p->wait_budget = 0.05;
+        p->shrink_dwell_ns = 10 * NSEC_PER_SEC;
+        p->period_ns = NSEC_PER_SEC;
+        p->max_moves = 16;
+        p->active_max_latency_us = EM_LATENCY_ANY;
+}
+
+/* ---- workspace ----------------------------------------------------------- */
+
+struct ws {
+        const struct em_host *h;
+        const struct plan_policy *pol;
+        const struct plan_vcpu *v;
+        size_t nv;
+        double hfrac, gain;
+        double *dem;            /* [nv] */
+        uint8_t *boost;         /* [nv] */
+        unsigned *sorted;       /* [nv] by demand desc, key asc */
+        int *sib;               /* [n_cpus] SMT sibling or -1 */
+        /* state */
+        double *work, *base_work;     /* [n_cpus] */
+        unsigned *nvc, *base_nvc;     /* [n_cpus] */
+        uint8_t *resv;          /* [n_cpus] 0 free, 1 one vCPU only (spread), 2 dedicated core */
+        uint8_t *cpu_boost;     /* [n_cpus] */
+        int *assign;            /* [nv] */
+        /* evaluation */
+        uint8_t *active;        /* [n_cpus] */
+        uint32_t *lat;          /* [n_cpus] */
+        uint8_t *level;         /* [n_fdoms] */
+        unsigned *fdom_start, *fdom_cores; /* CSR: cores of each fdom */
+        unsigned *spread_cores; /* [n_cores] */
+        /* FFD */
+        double *seg;
+        unsigned segn;
+        int *cpu_pos;           /* [n_cpus] */
+};
+
+static void ws_free(struct ws *w)
+{
+        free(w->dem);
+        free(w->boost);
+        free(w->sorted);
+        free(w->sib);
+        free(w->work);
+        free(w->base_work);
+        free(w->nvc);
+        free(w->base_nvc);
+        free(w->resv);
+        free(w->cpu_boost);
+        free(w->assign);
+        free(w->active);
+        free(w->lat);
+        free(w->level);
+        free(w->fdom_start);
+        free(w->fdom_cores);
+        free(w->spread_cores);
+        free(w->seg);
+        free(w->cpu_pos);
+}
+
+static int cmp_demand(const void *a, const void *b, void *ctx)
+{
+        unsigned i = *(const unsigned *) a, j = *(const unsigned *) b;
+        const struct ws *w = ctx;
+        if (w->dem[i] != w->dem[j])
+                return w->dem[i] > w->dem[j] ? -1 : 1;
+        if (w->v[i].key != w->v[j].key)
+                return w->v[i].key < w->v[j].key ? -1 : 1;
+        return i < j ? -1 : (i > j);
+}
+
+struct spread_key {
+        unsigned pos_in_llc, llc_in_pkg, pkg, core;
+};
+
+static int cmp_spread(const void *a, const void *b)
+{
+        const struct spread_key *x = a, *y = b;
+        if (x->pos_in_llc != y->pos_in_llc)
+                return x->pos_in_llc < y->pos_in_llc ? -1 : 1;
+        if (x->llc_in_pkg != y->llc_in_pkg)
+                return x->llc_in_pkg < y->llc_in_pkg ? -1 : 1;
+        if (x->pkg != y->pkg)
+                return x->pkg < y->pkg ? -1 : 1;
+        return x->core < y->core ? -1 : (x->core > y->core);
+}
+
+static bool cpu_ok(const struct em_host *h, int cpu)
+{
+        return cpu >= 0 && (unsigned) cpu < h->n_cpus && h->cpu_core[cpu] >= 0;
+}
+
+static int ws_init(struct ws *w, const struct em_host *h, const struct plan_policy *pol, const struct plan_vcpu *v,
+                   size_t nv, const struct plan_hint *hints, size_t n_hints)
+{
+        unsigned n = h->n_cpus;
+        size_t nv1 = nv ? nv : 1;
+
+        memset(w, 0, sizeof(*w));
+        w->h = h;
+        w->pol = pol;
+        w->v = v;
+        w->nv = nv;
+        w->hfrac = pol->headroom_pct / 100.0;
+        w->gain = h->model.smt_gain_permille / 1000.0;
+        w->dem = calloc(nv1, sizeof(double));
+        w->boost = calloc(nv1, 1);
+        w->sorted = calloc(nv1, sizeof(unsigned));
+        w->assign = calloc(nv1, sizeof(int));
+        w->sib = malloc(n * sizeof(int));
+        w->work = calloc(n, sizeof(double));
+        w->base_work = calloc(n, sizeof(double));
+        w->nvc = calloc(n, sizeof(unsigned));
+        w->base_nvc = calloc(n, sizeof(unsigned));
+        w->resv = calloc(n, 1);
+        w->cpu_boost = calloc(n, 1);
+        w->active = calloc(n, 1);
+        w->lat = calloc(n, sizeof(uint32_t));
+        w->level = calloc(h->n_fdoms, 1);
+        w->fdom_start = calloc(h->n_fdoms + 1, sizeof(unsigned));
+        w->fdom_cores = calloc(h->n_cores, sizeof(unsigned));
+        w->spread_cores = calloc(h->n_cores, sizeof(unsigned));
+        for (w->segn = 1; w->segn < h->n_online; w->segn <<= 1)
+                ;
+        w->seg = malloc(2 * w->segn * sizeof(double));
+        w->cpu_pos = malloc(n * sizeof(int));
+        if (!w->dem || !w->boost || !w->sorted || !w->assign || !w->sib || !w->work || !w->base_work || !w->nvc ||
+            !w->base_nvc || !w->resv || !w->cpu_boost || !w->active || !w->lat || !w->level || !w->fdom_start ||
+            !w->fdom_cores || !w->spread_cores || !w->seg || !w->cpu_pos)
+                return -ENOMEM;
+
+        for (unsigned c = 0; c < n; c++) {
+                int k = h->cpu_core[c];
+                w->sib[c] = -1;
+                if (k >= 0 && h->cores[k].n_threads == 2)
+                        w->sib[c] = h->cores[k].cpu[h->cores[k].cpu[0] == (int) c ? 1 : 0];
+        }
+        /* Demand (step 1). */
+        for (size_t i = 0; i < nv; i++) {
+                double d = v[i].util;
+                if (!(d >= 0.0))   /* also NaN */
+                        d = 0.0;
+                for (size_t j = 0; j < n_hints; j++)
+                        if (hints[j].key == v[i].key) {
+                                if (hints[j].util_floor > d)
+                                        d = hints[j].util_floor;
+                                w->boost[i] |= hints[j].boost;
+                        }
+                if (v[i].wait_ratio > pol->wait_budget)
+                        d += v[i].wait_ratio;
+                w->dem[i] = d > 1.0 ? 1.0 : d;
+                w->sorted[i] = (unsigned) i;
+        }
+        qsort_r(w->sorted, nv, sizeof(unsigned), cmp_demand, w);
+        /* Excluded vCPUs: background load where they run. */
+        for (size_t i = 0; i < nv; i++)
+                if (v[i].mode == PLACE_EXCLUDE && cpu_ok(h, v[i].cur_cpu)) {
+                        w->base_work[v[i].cur_cpu] += w->dem[i];
+                        w->base_nvc[v[i].cur_cpu]++;
+                }
+        /* Cores of each frequency domain (a core belongs to its thread 0's domain). */
+        for (unsigned k = 0; k < h->n_cores; k++)
+                w->fdom_start[h->cores[k].fdom + 1]++;
+        for (unsigned f = 0; f < h->n_fdoms; f++)
+                w->fdom_start[f + 1] += w->fdom_start[f];
+        {
+                _cleanup_free_ unsigned *fill = calloc(h->n_fdoms ? h->n_fdoms : 1, sizeof(unsigned));
+                _cleanup_free_ struct spread_key *sk = calloc(h->n_cores, sizeof(*sk));
+                if (!fill || !sk)
+                        return -ENOMEM;
+                for (unsigned k = 0; k < h->n_cores; k++) {
+                        unsigned f = h->cores[k].fdom;
+                        w->fdom_cores[w->fdom_start[f] + fill[f]++] = k;
+                        unsigned llc = h->cores[k].llc, pkg = h->cores[k].pkg;
+                        sk[k] = (struct spread_key) { k - h->llcs[llc].first,
+                                                      llc - h->cores[h->pkgs[pkg].first].llc, pkg, k };
+                }
+                qsort(sk, h->n_cores, sizeof(*sk), cmp_spread);
+                for (unsigned k = 0; k < h->n_cores; k++)
+                        w->spread_cores[k] = sk[k].core;
+        }
+        return 0;
+}
+
+static void state_reset(struct ws *w)
+{
+        unsigned n = w->h->n_cpus;
+        memcpy(w->work, w->base_work, n * sizeof(double));
+        memcpy(w->nvc, w->base_nvc, n * sizeof(unsigned));
+        memset(w->resv, 0, n);
+        for (size_t i = 0; i < w->nv; i++)
+                w->assign[i] = w->v[i].mode == PLACE_EXCLUDE && cpu_ok(w->h, w->v[i].cur_cpu) ? w->v[i].cur_cpu
+                                                                                            : -1;
+}
+
+static void cpu_put(struct ws *w, size_t i, int cpu)
+{
+        w->assign[i] = cpu;
+        w->work[cpu] += w->dem[i];
+        w->nvc[cpu]++;
+        if (w->v[i].mode == PLACE_DEDICATED) {
+                w->resv[cpu] = 2;
+                if (w->sib[cpu] >= 0)
+                        w->resv[w->sib[cpu]] = 2;
+        } else if (w->v[i].mode == PLACE_SPREAD)
+                w->resv[cpu] = 1;
+}
+
+static void cpu_take(struct ws *w, size_t i)
+{
+        int cpu = w->assign[i];
+        if (cpu < 0)
+                return;
+        w->work[cpu] -= w->dem[i];
+        if (w->work[cpu] < EPS)
+                w->work[cpu] = 0.0;
+        w->nvc[cpu]--;
+        if (w->v[i].mode == PLACE_DEDICATED) {
+                w->resv[cpu] = 0;
+                if (w->sib[cpu] >= 0)
+                        w->resv[w->sib[cpu]] = 0;
+        } else if (w->v[i].mode == PLACE_SPREAD)
+                w->resv[cpu] = 0;
+        w->assign[i] = -1;
+}
+
+static bool cpu_empty(const struct ws *w, int cpu)
+{
+        return w->nvc[cpu] == 0 && w->work[cpu] <= 0.0;
+}
+
+/* Room for a pack vCPU on cpu with headroom capacity hc (utilisation units). */
+static double room(const struct ws *w, int cpu, double hc)
+{
+        int s = w->sib[cpu];
+        double r;
+
+        if (w->resv[cpu])
+                return ROOM_NONE;
+        if (cpu_empty(w, cpu) && (s < 0 || cpu_empty(w, s)))
+                return ROOM_EMPTY_CORE;
+        r = hc - w->work[cpu];
+        if (s >= 0 && !cpu_empty(w, s))
+                r = MIN(r, hc * w->gain - w->work[cpu] - w->work[s]);
+        return r;
+}
+
+static void seg_set(struct ws *w, unsigned pos, double val)
+{
+        unsigned i = pos + w->segn;
+        w->seg[i] = val;
+        for (i >>= 1; i >= 1; i >>= 1)
+                w->seg[i] = MAX(w->seg[2 * i], w->seg[2 * i + 1]);
+}
+
+/* Leftmost position with room >= x, or -1. */
+static int seg_find(const struct ws *w, double x)
+{
+        unsigned i = 1;
+        if (w->seg[1] < x - EPS)
+                return -1;
+        while (i < w->segn)
+                i = w->seg[2 * i] >= x - EPS ? 2 * i : 2 * i + 1;
+        return (int) (i - w->segn);
+}
+
+static void seg_build(struct ws *w, const int *order, double hc)
+{
+        for (unsigned p = 0; p < w->segn; p++)
+                w->seg[w->segn + p] = p < w->h->n_online ? room(w, order[p], hc) : ROOM_NONE - 1.0;
+        for (unsigned i = w->segn - 1; i >= 1; i--)
+                w->seg[i] = MAX(w->seg[2 * i], w->seg[2 * i + 1]);
+        for (unsigned p = 0; p < w->h->n_online; p++)
+                w->cpu_pos[order[p]] = (int) p;
+}
+
+/* First-fit decreasing of the still unassigned pack vCPUs (and any mode whose reservation failed). */
+static void place_pack(struct ws *w, const int *order, double hc)
+{
+        seg_build(w, order, hc);
+        for (size_t s = 0; s < w->nv; s++) {
+                unsigned i = w->sorted[s];
+                int pos, cpu;
+
+                if (w->assign[i] >= 0 || w->v[i].mode == PLACE_EXCLUDE)
+                        continue;
+                pos = seg_find(w, w->dem[i]);
+                if (pos < 0)
+                        pos = seg_find(w, w->seg[1]); /* everything full: the CPU with most room */
+                if (pos < 0)
+                        pos = 0;
+                cpu = order[pos];
+                /* Mode fallbacks (no free core left) land here as pack vCPUs. */
+                w->assign[i] = cpu;
+                w->work[cpu] += w->dem[i];
+                w->nvc[cpu]++;
+                seg_set(w, (unsigned) pos, room(w, cpu, hc));
+                if (w->sib[cpu] >= 0)
+                        seg_set(w, (unsigned) w->cpu_pos[w->sib[cpu]], room(w, w->sib[cpu], hc));
+        }
+}
+
+static bool core_free(const struct ws *w, unsigned k)
+{
+        const struct em_core *c = &w->h->cores[k];
+        for (unsigned t = 0; t < c->n_threads; t++)
+                if (w->resv[c->cpu[t]] || !cpu_empty(w, c->cpu[t]))
+                        return false;
+        return true;
+}
+
+static void place_reserved(struct ws *w)
+{
+        const struct em_host *h = w->h;
+        for (size_t s = 0; s < w->nv; s++) {
+                unsigned i = w->sorted[s];
+                if (w->assign[i] >= 0 || w->v[i].mode != PLACE_DEDICATED)
+                        continue;
+                for (unsigned k = 0; k < h->n_cores; k++)
+                        if (core_free(w, k)) {
+                                cpu_put(w, i, h->cores[k].cpu[0]);
+                                break;
+                        }
+        }
+        for (size_t s = 0; s < w->nv; s++) {
+                unsigned i = w->sorted[s];
+                if (w->assign[i] >= 0 || w->v[i].mode != PLACE_SPREAD)
+                        continue;
+                for (unsigned j = 0; j < h->n_cores; j++) {
+                        unsigned k = w->spread_cores[j];
+                        if (core_free(w, k)) {
+                                cpu_put(w, i, h->cores[k].cpu[0]);
+                                break;
+                        }
+                }
+        }
+}
+
+/* Spread baseline: one vCPU per core round-robin over packages/LLCs, then siblings, then wrap. */
+static void place_spread_all(struct ws *w)
+{
+        const struct em_host *h = w->h;
+        size_t j = 0;
+        for (size_t s = 0; s < w->nv; s++) {
+                unsigned i = w->sorted[s];
+                size_t slot;
+                unsigned k, t;
+                int cpu;
+
+                if (w->v[i].mode == PLACE_EXCLUDE)
+                        continue;
+                slot = j++ % (2 * (size_t) h->n_cores);
+                k = w->spread_cores[slot % h->n_cores];
+                t = slot < h->n_cores ? 0 : 1;
+                if (t >= h->cores[k].n_threads)
+                        t = 0;
+                cpu = h->cores[k].cpu[t];
+                w->assign[i] = cpu;
+                w->work[cpu] += w->dem[i];
+                w->nvc[cpu]++;
+        }
+}
+
+static bool level_fits(const struct ws *w, unsigned k, double hc, bool top)
+{
+        const struct em_core *c = &w->h->cores[k];
+        double sum = 0.0;
+        unsigned busy_threads = 0;
+
+        for (unsigned t = 0; t < c->n_threads; t++) {
+                int cpu = c->cpu[t];
+                if (cpu_empty(w, cpu))
+                        continue;
+                busy_threads++;
+                sum += w->work[cpu];
+                if (w->work[cpu] > hc + EPS && !(top && w->nvc[cpu] <= 1))
+                        return false;
+        }
+        if (busy_threads == 2 && sum > hc * w->gain + EPS) {
+                /* A core with one vCPU per thread is as good as it gets at the top level. */
+                if (!(top && w->nvc[c->cpu[0]] <= 1 && w->nvc[c->cpu[1]] <= 1))
+                        return false;
+        }
+        return true;
+}
+
+/* Levels, idle limits and power of the current state. */
+static double finalize(struct ws *w, struct em_breakdown *b)
+{
+        const struct em_host *h = w->h;
+        const struct energy_model *m = &h->model;
+        struct em_load l = { w->work, w->active, w->lat, w->level };
+        unsigned top = m->n_levels - 1;
+
+        memset(w->cpu_boost, 0, h->n_cpus);
+        for (size_t i = 0; i < w->nv; i++)
+                if (w->boost[i] && w->assign[i] >= 0)
+                        w->cpu_boost[w->assign[i]] = 1;
+        for (unsigned c = 0; c < h->n_cpus; c++) {
+                w->active[c] = !cpu_empty(w, c);
+                w->lat[c] = w->active[c] ? w->pol->active_max_latency_us : EM_LATENCY_ANY;
+        }
+        for (unsigned f = 0; f < h->n_fdoms; f++) {
+                unsigned req = top, best;
+                bool any = false, boost = false;
+                double best_p = DBL_MAX;
+
+                for (unsigned x = w->fdom_start[f]; x < w->fdom_start[f + 1]; x++) {
+                        const struct em_core *c = &h->cores[w->fdom_cores[x]];
+                        for (unsigned t = 0; t < c->n_threads; t++) {
+                                any |= w->active[c->cpu[t]];
+                                boost |= w->cpu_boost[c->cpu[t]];
+                        }
+                }
+                if (!any) {
+                        w->level[f] = 0;
+                        continue;
+                }
+                if (!boost)
+                        for (unsigned L = 0; L < top; L++) {
+                                double hc = w->hfrac * m->levels[L].capacity / EM_CAPACITY_SCALE;
+                                bool ok = true;
+                                for (unsigned x = w->fdom_start[f]; ok && x < w->fdom_start[f + 1]; x++)
+                                        ok = level_fits(w, w->fdom_cores[x], hc, false);
+                                if (ok) {
+                                        req = L;
+                                        break;
+                                }
+                        }
+                best = req;
+                for (unsigned L = req; L <= top; L++) {
+                        double p = 0.0;
+                        for (unsigned x = w->fdom_start[f]; x < w->fdom_start[f + 1]; x++)
+                                p += em_core_power_at(h, &l, w->fdom_cores[x], L);
+                        if (p < best_p - EPS) {
+                                best_p = p;
+                                best = L;
+                        }
+                }
+                w->level[f] = (uint8_t) best;
+        }
+        return em_host_power(h, &l, b);
+}
+
+/* Any CPU over its headroom at the top level (a lone vCPU is never "over"). */
+static bool cpu_overloaded(const struct ws *w, int cpu)
+{
+        const struct em_host *h = w->h;
+        double hc = w->hfrac;
+        unsigned k;
+        if (cpu_empty(w, cpu))
+                return false;
+        k = (unsigned) h->cpu_core[cpu];
+        return !level_fits(w, k, hc, true);
+}
+
+/* Would vCPU i fit on cpu at the top level (respecting reservations)? */
+static bool fits(const struct ws *w, size_t i, int cpu)
+{
+        int s = w->sib[cpu];
+        double hc = w->hfrac, d = w->dem[i];
+
+        if (w->resv[cpu])
+                return false;
+        switch (w->v[i].mode) {
+        case PLACE_DEDICATED:
+                return cpu_empty(w, cpu) && (s < 0 || (cpu_empty(w, s) && !w->resv[s]));
+        case PLACE_SPREAD:
+                return cpu_empty(w, cpu) && (s < 0 || w->resv[s] != 2);
+        default:
+                break;
+        }
+        if (s >= 0 && w->resv[s] == 2)
+                return false;
+        if (cpu_empty(w, cpu) && (s < 0 || cpu_empty(w, s)))
+                return true;
+        if (w->work[cpu] + d > hc + EPS)
+                return false;
+        if (s >= 0 && !cpu_empty(w, s) && w->work[cpu] + w->work[s] + d > hc * w->gain + EPS)
+                return false;
+        return true;
+}
+
+/* Inactive CPU with the least marginal power for a probe load (state as in w). */
+static int ws_best_wake(struct ws *w, size_t i_for_fit)
+{
+        const struct em_host *h = w->h;
+        int best = -1;
+        double base, best_d = DBL_MAX;
+
+        base = finalize(w, NULL);
+        for (unsigned p = 0; p < h->n_online; p++) {
+                int cpu = h->order_smt_first[p];
+                double d;
+                if (!cpu_empty(w, cpu) || w->resv[cpu])
+                        continue;
+                if (i_for_fit != SIZE_MAX && !fits(w, i_for_fit, cpu))
+                        continue;
+                w->work[cpu] = WAKE_PROBE_WORK;
+                w->nvc[cpu]++;
+                d = finalize(w, NULL) - base;
+                w->nvc[cpu]--;
+                w->work[cpu] = 0.0;
+                if (d < best_d - EPS) {
+                        best_d = d;
+                        best = cpu;
+                }
+        }
+        return best;
+}
+
+/* ---- plan object ----------------------------------------------------------- */
+
+void plan_free(struct plan *p)
+{
+        if (!p)
+                return;
+        free(p->vcpu_key);
+        free(p->vcpu_cpu);
+        free(p->fdom_level);
+        free(p->cpu_idle_state);
+        free(p->cpu_max_latency_us);
+        free(p->cpu_work);
+        free(p);
+}
+
+static struct plan *plan_alloc(const struct em_host *h, size_t nv)
+{
+        struct plan *p = calloc(1, sizeof(*p));
+        size_t nv1 = nv ? nv : 1;
+        if (!p)
+                return NULL;
+        p->n_cpus = h->n_cpus;
+        p->n_fdoms = h->n_fdoms;
+        p->n_vcpus = (unsigned) nv;
+        p->vcpu_key = calloc(nv1, sizeof(uint64_t));
+        p->vcpu_cpu = calloc(nv1, sizeof(int));
+        p->fdom_level = calloc(h->n_fdoms ? h->n_fdoms : 1, 1);
+        p->cpu_idle_state = calloc(h->n_cpus, 1);
+        p->cpu_max_latency_us = calloc(h->n_cpus, sizeof(uint32_t));
+        p->cpu_work = calloc(h->n_cpus, sizeof(double));
+        if (!p->vcpu_key || !p->vcpu_cpu || !p->fdom_level || !p->cpu_idle_state || !p->cpu_max_latency_us ||
+            !p->cpu_work) {
+                plan_free(p);
+                return NULL;
+        }
+        return p;
+}
+
+bool plan_equal(const struct plan *a, const struct plan *b)
+{
+        if (a->n_cpus != b->n_cpus || a->n_fdoms != b->n_fdoms || a->n_vcpus != b->n_vcpus)
+                return false;
+        return cpuset_equal(&a->active, &b->active) &&
+               memcmp(a->vcpu_key, b->vcpu_key, a->n_vcpus * sizeof(uint64_t)) == 0 &&
+               memcmp(a->vcpu_cpu, b->vcpu_cpu, a->n_vcpus * sizeof(int)) == 0 &&
+               memcmp(a->fdom_level, b->fdom_level, a->n_fdoms) == 0 &&
+               memcmp(a->cpu_idle_state, b->cpu_idle_state, a->n_cpus) == 0 &&
+               memcmp(a->cpu_max_latency_us, b->cpu_max_latency_us, a->n_cpus * sizeof(uint32_t)) == 0 &&
+               memcmp(a->cpu_work, b->cpu_work, a->n_cpus * sizeof(double)) == 0 &&
+               a->shrink_pending_since_ns == b->shrink_pending_since_ns && a->now_ns == b->now_ns &&
+               memcmp(&a->why, &b->why, sizeof(a->why)) == 0;
+}
+
+double plan_power(const struct em_host *h, const struct plan *p, struct em_breakdown *b)
+{
+        _cleanup_free_ uint8_t *act = calloc(h->n_cpus, 1);
+        struct em_load l;
+        if (!act)
+                return -1.0;
+        for (unsigned c = 0; c < h->n_cpus; c++)
+                act[c] = cpuset_isset(&p->active, c);
+        l = (struct em_load) { p->cpu_work, act, p->cpu_max_latency_us, p->fdom_level };
+        return em_host_power(h, &l, b);
+}
+
+/* Evaluate a plan's load with one CPU changed (helper for wake/sleep choice). */
+struct probe {
+        double *work;
+        uint8_t *act;
+};
+
+static int probe_init(const struct em_host *h, const struct plan *p, struct probe *pr)
+{
+        pr->work = malloc(h->n_cpus * sizeof(double));
+        pr->act = calloc(h->n_cpus, 1);
+        if (!pr->work || !pr->act) {
+                free(pr->work);
+                free(pr->act);
+                return -ENOMEM;
+        }
+        memcpy(pr->work, p->cpu_work, h->n_cpus * sizeof(double));
+        for (unsigned c = 0; c < h->n_cpus; c++)
+                pr->act[c] = cpuset_isset(&p->active, c);
+        return 0;
+}
+
+static double probe_power(const struct em_host *h, const struct plan *p, const struct probe *pr,
+                          uint32_t *lat_scratch, uint8_t *lvl_scratch)
+{
+        struct em_load l = { pr->work, pr->act, lat_scratch, lvl_scratch };
+        for (unsigned c = 0; c < h->n_cpus; c++)
+                lat_scratch[c] = pr->act[c] ? p->cpu_max_latency_us[c] == EM_LATENCY_ANY
+                                                      ? EM_LATENCY_ANY : p->cpu_max_latency_us[c]
+                                            : EM_LATENCY_ANY;
+        /* Levels: the plan's; a domain that was idle runs the probe at the lowest level that fits it. */
+        for (unsigned f = 0; f < h->n_fdoms; f++)
+                lvl_scratch[f] = p->fdom_level[f];
+        for (unsigned c = 0; c < h->n_cpus; c++) {
+                if (h->cpu_core[c] < 0 || !pr->act[c])
+                        continue;
+                unsigned f = h->cpu_fdom[c];
+                while (lvl_scratch[f] + 1u < h->model.n_levels &&
+                       pr->work[c] * EM_CAPACITY_SCALE > h->model.levels[lvl_scratch[f]].capacity)
+                        lvl_scratch[f]++;
+        }
+        return em_host_power(h, &l, NULL);
+}
+
+int plan_best_wake_cpu(const struct em_host *h, const struct plan *p)
+{
+        struct probe pr;
+        _cleanup_free_ uint32_t *lat = malloc(h->n_cpus * sizeof(uint32_t));
+        _cleanup_free_ uint8_t *lvl = malloc(h->n_fdoms ? h->n_fdoms : 1);
+        double base, best_d = DBL_MAX;
+        int best = -1;
+
+        if (!lat || !lvl || probe_init(h, p, &pr) < 0)
+                return -ENOMEM;
+        base = probe_power(h, p, &pr, lat, lvl);
+        for (unsigned pos = 0; pos < h->n_online; pos++) {
+                int cpu = h->order_smt_first[pos];
+                double d;
+                if (pr.act[cpu])
+                        continue;
+                pr.act[cpu] = 1;
+                pr.work[cpu] = WAKE_PROBE_WORK;
+                d = probe_power(h, p, &pr, lat, lvl) - base;
+                pr.act[cpu] = 0;
+                pr.work[cpu] = p->cpu_work[cpu];
+                if (d < best_d - EPS) {
+                        best_d = d;
+                        best = cpu;
+                }
+        }
+        free(pr.work);
+        free(pr.act);
+        return best;
+}
+
+int plan_best_sleep_cpu(const struct em_host *h, const struct plan *p)
+{
+        struct probe pr;
+        _cleanup_free_ uint32_t *lat = malloc(h->n_cpus * sizeof(uint32_t));
+        _cleanup_free_ uint8_t *lvl = malloc(h->n_fdoms ? h->n_fdoms : 1);
+        double base, best_s = -DBL_MAX;
+        int best = -1;
+
+        if (!lat || !lvl || probe_init(h, p, &pr) < 0)
+                return -ENOMEM;
+        if (cpuset_count(&p->active) < 2)
+                goto out;
+        base = probe_power(h, p, &pr, lat, lvl);
+        for (unsigned pos = 0; pos < h->n_online; pos++) {
+                int cpu = h->order_smt_first[pos], dst = -1;
+                double s;
+                if (!pr.act[cpu])
+                        continue;
+                /* Destination: the least loaded other active CPU (first in wake order on ties). */
+                for (unsigned q = 0; q < h->n_online; q++) {
+                        int c2 = h->order_smt_first[q];
+                        if (c2 != cpu && pr.act[c2] && (dst < 0 || pr.work[c2] < pr.work[dst] - EPS))
+                                dst = c2;
+                }
+                pr.work[dst] += pr.work[cpu];
+                pr.work[cpu] = 0.0;
+                pr.act[cpu] = 0;
+                s = base - probe_power(h, p, &pr, lat, lvl);
+                pr.act[cpu] = 1;
+                pr.work[cpu] = p->cpu_work[cpu];
+                pr.work[dst] = p->cpu_work[dst];
+                if (s > best_s + EPS) {
+                        best_s = s;
+                        best = cpu;
+                }
+        }
+out:
+        free(pr.work);
+        free(pr.act);
+        return best;
+}
+
+/* ---- plan_compute ---------------------------------------------------------- */
+
+static void load_assignment(struct ws *w, const int *a)
+{
+        state_reset(w);
+        for (size_t i = 0; i < w->nv; i++)
+                if (w->v[i].mode != PLACE_EXCLUDE && a[i] >= 0)
+                        cpu_put(w, i, a[i]);
+}
+
+static int cmp_key_idx(const void *a, const void *b, void *ctx)
+{
+        const uint64_t *key = ctx;
+        uint64_t x = key[*(const unsigned *) a], y = key[*(const unsigned *) b];
+        return x < y ? -1 : (x > y);
+}
+
+/* Previous CPU of each current vCPU (by key), -1 if new or its CPU went offline. */
+static int map_previous(const struct ws *w, const struct plan *prev, int *out)
+{
+        _cleanup_free_ unsigned *idx = NULL;
+        unsigned n = prev->n_vcpus;
+
+        idx = malloc((n ? n : 1) * sizeof(unsigned));
+        if (!idx)
+                return -ENOMEM;
+        for (unsigned j = 0; j < n; j++)
+                idx[j] = j;
+        qsort_r(idx, n, sizeof(unsigned), cmp_key_idx, prev->vcpu_key);
+        for (size_t i = 0; i < w->nv; i++) {
+                unsigned lo = 0, hi = n;
+                out[i] = -1;
+                if (w->v[i].mode == PLACE_EXCLUDE)
+                        continue;
+                while (lo < hi) {
+                        unsigned mid = (lo + hi) / 2;
+                        if (prev->vcpu_key[idx[mid]] < w->v[i].key)
+                                lo = mid + 1;
+                        else
+                                hi = mid;
+                }
+                if (lo < n && prev->vcpu_key[idx[lo]] == w->v[i].key && cpu_ok(w->h, prev->vcpu_cpu[idx[lo]]))
+                        out[i] = prev->vcpu_cpu[idx[lo]];
+        }
+        return 0;
+}
+
+static void fill_plan(struct ws *w, struct plan *p, nsec_t now)
+{
+        const struct em_host *h = w->h;
+        cpuset_zero(&p->active);
+        for (size_t i = 0; i < w->nv; i++) {
+                p->vcpu_key[i] = w->v[i].key;
+                p->vcpu_cpu[i] = w->assign[i];
+        }
+        memcpy(p->fdom_level, w->level, h->n_fdoms);
+        for (unsigned c = 0; c < h->n_cpus; c++) {
+                p->cpu_work[c] = w->work[c];
+                if (h->cpu_core[c] < 0) {
+                        p->cpu_idle_state[c] = -1;
+                        p->cpu_max_latency_us[c] = 0;
+                        continue;
+                }
+                if (w->active[c])
+                        cpuset_set(&p->active, c);
+                p->cpu_max_latency_us[c] = w->lat[c];
+                p->cpu_idle_state[c] = (int8_t) em_deepest_idle(&h->model, w->lat[c], UINT32_MAX);
+        }
+        p->now_ns = now;
+        p->why.n_active = cpuset_count(&p->active);
+}
+
+int plan_compute(const struct em_host *h, const struct plan_policy *pol, const struct plan_vcpu *v, size_t n_v,
+                 const struct plan_hint *hints, size_t n_hints, const struct plan *prev, nsec_t now,
+                 struct plan **ret)
+{
+        struct ws w;
+        struct plan *p = NULL;
+        _cleanup_free_ int *best = NULL, *keep = NULL, *from = NULL;
+        _cleanup_free_ unsigned *prio = NULL;
+        const struct energy_model *m = &h->model;
+        double best_mw = DBL_MAX, spread_mw, keep_mw;
+        unsigned lv[MAX_LEVEL_CANDIDATES], n_lv = 0, moves = 0, deferred = 0, n_ded = 0;
+        size_t nv1 = n_v ? n_v : 1;
+        int r;
+
+        if (pol->headroom_pct == 0 || pol->headroom_pct > 100)
+                return -EINVAL;
+        r = ws_init(&w, h, pol, v, n_v, hints, n_hints);
+        if (r < 0)
+                goto out;
+        r = -ENOMEM;
+        best = malloc(nv1 * sizeof(int));
+        keep = malloc(nv1 * sizeof(int));
+        from = malloc(nv1 * sizeof(int));
+        prio = malloc(nv1 * sizeof(unsigned));
+        p = plan_alloc(h, n_v);
+        if (!best || !keep || !from || !prio || !p)
+                goto out;
+        for (size_t i = 0; i < n_v; i++)
+                n_ded += v[i].mode == PLACE_DEDICATED;
+
+        /* Spread baseline (for the reasons, and a candidate when it respects the modes). */
+        state_reset(&w);
+        place_spread_all(&w);
+        spread_mw = finalize(&w, NULL);
+        if (n_ded == 0 || n_v <= h->n_cores) {
+                best_mw = spread_mw;
+                memcpy(best, w.assign, n_v * sizeof(int));
+        }
+
+        /* Target search (step 2). */
+        if (m->n_levels <= MAX_LEVEL_CANDIDATES)
+                for (unsigned L = 0; L < m->n_levels; L++)
+                        lv[n_lv++] = L;
+        else
+                for (unsigned j = 0; j < MAX_LEVEL_CANDIDATES; j++)
+                        lv[n_lv++] = (m->n_levels - 1) * j / (MAX_LEVEL_CANDIDATES - 1);
+        for (unsigned o = 0; o < 2; o++)
+                for (unsigned j = n_lv; j-- > 0;) {
+                        const int *order = o == 0 ? h->order_smt_first : h->order_cores_first;
+                        double hc = w.hfrac * m->levels[lv[j]].capacity / EM_CAPACITY_SCALE, mw;
+                        state_reset(&w);
+                        place_reserved(&w);
+                        place_pack(&w, order, hc);
+                        mw = finalize(&w, NULL);
+                        if (mw < best_mw - EPS) {
+                                best_mw = mw;
+                                memcpy(best, w.assign, n_v * sizeof(int));
+                        }
+                }
+
+        p->shrink_pending_since_ns = -1;
+        p->why.forced_wake_cpu = -1;
+        p->why.spread_mw = spread_mw;
+        p->why.target_mw = best_mw;
+
+        if (!prev || prev->n_cpus != h->n_cpus || prev->n_fdoms != h->n_fdoms) {
+                load_assignment(&w, best);
+                p->why.decision = PLAN_INITIAL;
+                p->why.prev_mw = best_mw;
+                goto done;
+        }
+
+        /* Step 3: the previous placement under the current load; new vCPUs first-fit into it. */
+        r = map_previous(&w, prev, keep);
+        if (r < 0)
+                goto out;
+        r = -ENOMEM;
+        memcpy(from, keep, n_v * sizeof(int));
+        load_assignment(&w, keep);
+        place_reserved(&w);
+        place_pack(&w, h->order_smt_first, w.hfrac);
+        memcpy(keep, w.assign, n_v * sizeof(int));
+        keep_mw = finalize(&w, NULL);
+        p->why.prev_mw = keep_mw;
+
+        /* Overload? */
+        {
+                size_t np = 0;
+                bool over = false;
+                for (size_t s = 0; s < n_v; s++) {
+                        unsigned i = w.sorted[s];
+                        int c = w.assign[i];
+                        if (v[i].mode == PLACE_EXCLUDE || c < 0)
+                                continue;
+                        if (v[i].wait_ratio > pol->wait_budget || cpu_overloaded(&w, c))
+                                over = true;
+                }
+                if (over) {
+                        /* Wait offenders first, then by demand (largest first): w.sorted order. */
+                        for (unsigned pass = 0; pass < 2; pass++)
+                                for (size_t s = 0; s < n_v; s++) {
+                                        unsigned i = w.sorted[s];
+                                        bool waits = v[i].wait_ratio > pol->wait_budget;
+                                        if (v[i].mode == PLACE_EXCLUDE || w.assign[i] < 0)
+                                                continue;
+                                        if ((pass == 0) != waits)
+                                                continue;
+                                        if (!waits && !cpu_overloaded(&w, w.assign[i]))
+                                                continue;
+                                        prio[np++] = i;
+                                }
+                        for (size_t s = 0; s < np; s++) {
+                                unsigned i = prio[s];
+                                int src = w.assign[i], dst = -1;
+                                bool waits = v[i].wait_ratio > pol->wait_budget;
+                                if (!waits && !cpu_overloaded(&w, src))
+                                        continue; /* relieved by earlier moves */
+                                if (pol->max_moves && moves >= pol->max_moves) {
+                                        deferred++;
+                                        continue;
+                                }
+                                cpu_take(&w, i);
+                                if (best[i] >= 0 && best[i] != src && fits(&w, i, best[i]))
+                                        dst = best[i];
+                                for (unsigned q = 0; dst < 0 && q < h->n_online; q++) {
+                                        int c = h->order_smt_first[q];
+                                        /* an awake CPU with room; a waiting vCPU needs one without vCPUs */
+                                        if (c != src && !cpu_empty(&w, c) && fits(&w, i, c) && !waits)
+                                                dst = c;
+                                }
+                                if (dst < 0) {
+                                        dst = ws_best_wake(&w, i);
+                                        if (dst >= 0 && p->why.forced_wake_cpu < 0) {
+                                                p->why.forced_wake_cpu = dst;
+                                                p->why.forced_by_key = v[i].key;
+                                        }
+                                }
+                                if (dst < 0) {
+                                        cpu_put(&w, i, src);
+                                        deferred++;
+                                        continue;
+                                }
+                                if (p->why.forced_wake_cpu < 0 && p->why.forced_by_key == 0)
+                                        p->why.forced_by_key = v[i].key;
+                                cpu_put(&w, i, dst);
+                                moves++;
+                        }
+                        p->why.decision = PLAN_GROW;
+                        goto done;
+                }
+        }
+
+        /* Energy-motivated change: dwell and move cost. */
+        {
+                unsigned want = 0;
+                double saving_mw = keep_mw - best_mw;
+                double dwell_s = (double) pol->shrink_dwell_ns / NSEC_PER_SEC;
+                double benefit_uj = saving_mw * dwell_s * 1000.0;
+
+                for (size_t i = 0; i < n_v; i++)
+                        if (v[i].mode != PLACE_EXCLUDE && keep[i] != best[i])
+                                want++;
+                if (want == 0 || saving_mw <= EPS || benefit_uj <= (double) want * m->migration_cost_uj) {
+                        p->why.decision = PLAN_KEEP;
+                        goto done;
+                }
+                p->shrink_pending_since_ns = prev->shrink_pending_since_ns >= 0 ? prev->shrink_pending_since_ns
+                                                                                 : now;
+                if (now - p->shrink_pending_since_ns < pol->shrink_dwell_ns) {
+                        p->why.decision = PLAN_SHRINK_PENDING;
+                        p->why.moves_deferred = want;
+                        goto done;
+                }
+                /* Apply, vacating CPUs last in the wake order first, within the cap. */
+                size_t np = 0;
+                for (unsigned q = h->n_online; q-- > 0;) {
+                        int c = h->order_smt_first[q];
+                        for (size_t s = 0; s < n_v; s++) {
+                                unsigned i = w.sorted[s];
+                                if (v[i].mode != PLACE_EXCLUDE && keep[i] == c && best[i] != c)
+                                        prio[np++] = i;
+                        }
+                }
+                for (size_t s = 0; s < np; s++) {
+                        unsigned i = prio[s];
+                        int src = w.assign[i];
+                        if (pol->max_moves && moves >= pol->max_moves) {
+                                deferred++;
+                                continue;
+                        }
+                        cpu_take(&w, i);
+                        if (best[i] < 0 || !fits(&w, i, best[i])) {
+                                cpu_put(&w, i, src);
+                                deferred++;
+                                continue;
+                        }
+                        cpu_put(&w, i, best[i]);
+                        moves++;
+                }
+                p->why.decision = PLAN_SHRINK;
+                if (deferred == 0)
+                        p->shrink_pending_since_ns = -1;
+        }
+
+done:
+        /* moves counted against the previous plan (new vCPUs are placements, not moves) */
+        if (prev && p->why.decision != PLAN_INITIAL) {
+                moves = 0;
+                for (size_t i = 0; i < n_v; i++)
+                        if (from[i] >= 0 && w.assign[i] != from[i])
+                                moves++;
+        }
+        p->why.plan_mw = finalize(&w, NULL);
+        p->why.moves = moves;
+        if (p->why.decision != PLAN_SHRINK_PENDING)
+                p->why.moves_deferred = deferred;
+        fill_plan(&w, p, now);
+        snprintf(p->why.text, sizeof(p->why.text),
+                 "%s: plan %.0f mW, spread %.0f mW, previous %.0f mW, target %.0f mW; %u active CPUs, %u moves, %u deferred",
+                 plan_decision_to_string(p->why.decision), p->why.plan_mw, p->why.spread_mw, p->why.prev_mw,
+                 p->why.target_mw, p->why.n_active, p->why.moves, p->why.moves_deferred);
+        *ret = p;
+        p = NULL;
+        r = 0;
+out:
+        plan_free(p);
+        ws_free(&w);
+        return r;
+}

@@ -1,0 +1,117 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cpuset.h"
+#include "energy_model.h"
+#include "util.h"
+
+/*
+ * The planner: a pure, deterministic function
+ *
+ *   plan = f(host (topology + energy model), policy, samples, hints,
+ *            previous plan, now)
+ *
+ * No clock reads, no I/O; the same inputs give a byte-identical plan (every
+ * array of the plan can be memcmp'ed).  The daemon calls plan_compute() once
+ * per control period, the simulator and the tests call the same function.
+ * The algorithm and its constants are explained at the top of placement.c.
+ */
+
+enum place_mode {
+        PLACE_PACK,       /* default: packed with others to save energy */
+        PLACE_SPREAD,     /* each vCPU alone on a CPU, one per core, spread over packages/LLCs */
+        PLACE_DEDICATED,  /* each vCPU owns a whole core (sibling kept free) */
+        PLACE_EXCLUDE,    /* never moved; its load counts on cur_cpu */
+        _PLACE_MODE_MAX,
+};
+const char *place_mode_to_string(enum place_mode m);
+
+struct plan_vcpu {
+        uint64_t key;          /* stable unique identity chosen by the caller (e.g. pid << 16 | index) */
+        uint32_t vm;           /* VM identity */
+        enum place_mode mode;
+        double util;           /* frequency-invariant utilisation, 1.0 = one CPU at the top level */
+        double wait_ratio;     /* run-queue wait / wall time in the last period */
+        int cur_cpu;           /* where it runs now if known, else -1 */
+};
+
+/* Guest hints, already validated and bounded by host policy. */
+struct plan_hint {
+        uint64_t key;          /* vCPU */
+        double util_floor;     /* plan for at least this utilisation (go_faster) */
+        bool boost;            /* run its frequency domain at the top level */
+};
+
+struct plan_policy {
+        uint32_t headroom_pct;          /* utilisation of an active CPU <= this % of its capacity (80) */
+        double wait_budget;             /* wait_ratio above this forces growth at once (0.05) */
+        nsec_t shrink_dwell_ns;         /* a saving must be predicted this long before moving (10 s) */
+        nsec_t period_ns;               /* control period (1 s) */
+        unsigned max_moves;             /* vCPU moves per period, 0 = unlimited (16) */
+        uint32_t active_max_latency_us; /* idle exit latency allowed on CPUs hosting vCPUs */
+};
+void plan_policy_defaults(struct plan_policy *p);
+
+enum plan_decision {
+        PLAN_INITIAL,          /* no previous plan: the target is applied */
+        PLAN_KEEP,             /* placement kept (levels and idle limits recomputed) */
+        PLAN_GROW,             /* overload or wait over budget: moved at once */
+        PLAN_SHRINK_PENDING,   /* a saving is predicted, dwell not over yet */
+        PLAN_SHRINK,           /* the saving held for the dwell and beats the move cost: moved */
+        _PLAN_DECISION_MAX,
+};
+const char *plan_decision_to_string(enum plan_decision d);
+
+struct plan_reasons {
+        enum plan_decision decision;
+        double plan_mw;        /* modelled power of this plan */
+        double spread_mw;      /* ... of spreading the same vCPUs one per core */
+        double prev_mw;        /* ... of keeping the previous placement under the current load */
+        double target_mw;      /* ... of the best placement found (applied or not) */
+        unsigned n_active;
+        unsigned moves;        /* vCPUs moved by this plan */
+        unsigned moves_deferred; /* wanted but over the per-period cap */
+        int forced_wake_cpu;   /* CPU woken because of forced_by_key, -1 if none */
+        uint64_t forced_by_key;
+        char text[192];
+};
+
+struct plan {
+        unsigned n_cpus, n_fdoms, n_vcpus;
+        cpuset_t active;             /* CPUs hosting vCPUs (including excluded ones' CPUs) */
+        uint64_t *vcpu_key;          /* [n_vcpus], in input order */
+        int *vcpu_cpu;               /* [n_vcpus], -1 = not placed (exclude with unknown CPU) */
+        uint8_t *fdom_level;         /* [n_fdoms] perf level index */
+        int8_t *cpu_idle_state;      /* [n_cpus] deepest allowed model idle state, -1 = none (offline: -1) */
+        uint32_t *cpu_max_latency_us;/* [n_cpus] the same as an exit latency limit */
+        double *cpu_work;            /* [n_cpus] planned utilisation (1.0 = a CPU at the top level) */
+        nsec_t shrink_pending_since_ns; /* -1 when no shrink is pending */
+        nsec_t now_ns;
+        struct plan_reasons why;
+};
+
+int plan_compute(const struct em_host *h, const struct plan_policy *pol, const struct plan_vcpu *v, size_t n_v,
+                 const struct plan_hint *hints, size_t n_hints, const struct plan *prev, nsec_t now,
+                 struct plan **ret);
+void plan_free(struct plan *p);
+/* Contents equal (every array and field). */
+bool plan_equal(const struct plan *a, const struct plan *b);
+
+/* Modelled power of a plan's load. */
+double plan_power(const struct em_host *h, const struct plan *p, struct em_breakdown *b);
+
+/*
+ * Inactive online CPU with the least marginal modelled power for a small
+ * extra load (10% of a CPU), ties broken by the SMT-first wake order; -1 if
+ * every CPU is active.
+ */
+int plan_best_wake_cpu(const struct em_host *h, const struct plan *p);
+/*
+ * Active CPU whose release saves the most modelled power once its work moves
+ * to the least loaded other active CPU (the last busy CPU of a domain that
+ * can then sleep); -1 if fewer than two CPUs are active.
+ */
+int plan_best_sleep_cpu(const struct em_host *h, const struct plan *p);
