@@ -425,6 +425,36 @@ static void test_too_many_cpus(void **state)
         assert_int_equal(topology_load("/nonexistent-vmmpower-root", &t), -ENOENT);
 }
 
+/* tools/record-sysfs-topology.sh must copy everything the reader uses:
+ * a recording of the live /sys dumps exactly like the live /sys. */
+static void test_record_script(void **state)
+{
+        const char *src = getenv("VMMPOWER_SOURCE_DIR");
+        char tmpl[] = "/tmp/vmmpower-rec-XXXXXX", cmd[1024], root[256];
+        struct topology *live = NULL, *rec = NULL;
+        _cleanup_free_ char *a = NULL, *b = NULL;
+        char *dir = mkdtemp(tmpl);
+
+        assert_non_null(dir);
+        if (!src)
+                src = TEST_DATA_DIR "/../..";
+        assert_true(path_printf(cmd, sizeof(cmd), "sh '%s/tools/record-sysfs-topology.sh' '%s/host' >/dev/null",
+                                src, dir) > 0);
+        assert_int_equal(system(cmd), 0);
+        assert_true(path_printf(root, sizeof(root), "%s/host/sys", dir) > 0);
+        assert_int_equal(topology_load(NULL, &live), 0);
+        assert_int_equal(topology_load(root, &rec), 0);
+        a = dump_string(live);
+        b = dump_string(rec);
+        if (strcmp(a, b) != 0) {
+                report_mismatch("recording of /sys", a, b);
+                fail();
+        }
+        topology_free(live);
+        topology_free(rec);
+        rm_rf(dir);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -436,6 +466,7 @@ int main(void)
                 cmocka_unit_test(test_missing_defaults),
                 cmocka_unit_test(test_unparsable),
                 cmocka_unit_test(test_too_many_cpus),
+                cmocka_unit_test(test_record_script),
         };
 
         log_set_max_level(LOG_LEVEL_ERR);
