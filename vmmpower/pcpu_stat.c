@@ -31,7 +31,8 @@
  * A counter that goes backwards (CPU re-onlined, driver reloaded) makes that
  * CPU's load invalid for one period instead of producing a huge delta.  A
  * CPU whose "cpuN" line is missing (offline) has no load.  An idle-state file
- * that cannot be opened is left out (its counters read as 0).
+ * that does not exist is left out (its counters read as 0); any other open
+ * failure (EMFILE: 1 + 2 x CPUs x states fds are kept) fails pcpu_stat_new().
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -157,6 +158,18 @@ void pcpu_stat_free(struct pcpu_stat *ps)
         free(ps);
 }
 
+/* Any error but ENOENT (state gone: left out) is fatal; EMFILE is the likely one
+ * on big hosts: 1 + 2 x CPUs x idle states fds are kept open. */
+static int open_failed(const char *path)
+{
+        int err = errno;
+
+        if (err == EMFILE || err == ENFILE)
+                return log_error_errno(err, "Failed to open %s: %m (pcpu_stat keeps 2 fds per CPU and "
+                                       "idle state open; raise RLIMIT_NOFILE)", path);
+        return log_error_errno(err, "Failed to open %s: %m", path);
+}
+
 int pcpu_stat_new(const struct topology *t, const char *procfs_root, const char *sysfs_root,
                   struct pcpu_stat **ret)
 {
@@ -208,15 +221,19 @@ int pcpu_stat_new(const struct topology *t, const char *procfs_root, const char 
                         if (r < 0)
                                 goto fail;
                         c->time_fd[k] = open(path, O_RDONLY | O_CLOEXEC);
-                        if (c->time_fd[k] < 0 && errno != ENOENT)
-                                log_warning_errno(errno, "Failed to open %s, ignoring: %m", path);
+                        if (c->time_fd[k] < 0 && errno != ENOENT) {
+                                r = open_failed(path);
+                                goto fail;
+                        }
                         r = path_printf(path, sizeof(path), "%s/devices/system/cpu/cpu%u/cpuidle/state%u/usage",
                                         sysfs_root, i, k);
                         if (r < 0)
                                 goto fail;
                         c->usage_fd[k] = open(path, O_RDONLY | O_CLOEXEC);
-                        if (c->usage_fd[k] < 0 && errno != ENOENT)
-                                log_warning_errno(errno, "Failed to open %s, ignoring: %m", path);
+                        if (c->usage_fd[k] < 0 && errno != ENOENT) {
+                                r = open_failed(path);
+                                goto fail;
+                        }
                 }
         }
         *ret = ps;

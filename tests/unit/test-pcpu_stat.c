@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -341,6 +342,33 @@ static void test_missing_stat(void **state)
         topology_free(t);
 }
 
+/* 2 fds per CPU and state: a low RLIMIT_NOFILE is a clear -EMFILE, no leak. */
+static void test_emfile(void **state)
+{
+        struct topology *t = NULL;
+        struct pcpu_stat *ps = NULL;
+        struct rlimit old, low;
+        char root[512];
+        int fd;
+
+        snprintf(root, sizeof(root), "%s/topology/xeon-spr-2s/sys", TEST_DATA_DIR);
+        assert_int_equal(topology_load(root, &t), 0);
+        assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
+        low = old;
+        low.rlim_cur = 64; /* xeon-spr-2s needs 1 + 2 x 32 x 4 = 257 */
+        assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+        assert_int_equal(pcpu_stat_new(t, "/proc", root, &ps), -EMFILE);
+        assert_null(ps);
+        /* every fd it opened was closed again: a new one gets a low number */
+        fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        assert_true(fd >= 0 && fd < 16);
+        close(fd);
+        assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
+        assert_int_equal(pcpu_stat_new(t, "/proc", root, &ps), 0);
+        pcpu_stat_free(ps);
+        topology_free(t);
+}
+
 /* The live host: sanity of ratios while this thread spins on one CPU. */
 static void test_real_host(void **state)
 {
@@ -395,6 +423,7 @@ int main(void)
                 cmocka_unit_test(test_fixtures),
                 cmocka_unit_test(test_raw_and_edge_cases),
                 cmocka_unit_test(test_missing_stat),
+                cmocka_unit_test(test_emfile),
                 cmocka_unit_test(test_real_host),
         };
 

@@ -295,6 +295,9 @@ static void test_missing_defaults(void **state)
         tree_rm(dir, "devices/system/cpu/cpufreq/policy3/energy_performance_preference");
         tree_rm(dir, "devices/system/cpu/cpufreq/policy3/base_frequency");
         tree_write(dir, "devices/system/cpu/cpu9/online", "0\n");
+        /* like a real offline CPU: no topology/ and cache/ */
+        tree_rm(dir, "devices/system/cpu/cpu9/topology");
+        tree_rm(dir, "devices/system/cpu/cpu9/cache");
 
         assert_int_equal(load_tree(dir, &t), 0);
         /* possible/present default to the cpuN dirs; online to cpuN/online != 0 */
@@ -305,6 +308,8 @@ static void test_missing_defaults(void **state)
         assert_true(cpuset_equal(&t->online, &s));
         assert_false(t->cpus[9].online);
         assert_true(t->cpus[9].present);
+        assert_int_equal(t->cpus[9].package_id, -1);
+        assert_int_equal(t->cpus[9].llc_id, -1);
         /* governor falls back to current_governor_ro */
         assert_string_equal(t->cpuidle_governor, "menu");
         /* smt/active absent: derived from siblings */
@@ -342,7 +347,8 @@ static void test_missing_defaults(void **state)
         assert_true(cpuset_equal(&t->policies[3].affected_cpus, &s));
         assert_false(t->policies[3].has_epp);
         assert_int_equal(t->policies[3].base_khz, 0);
-        /* counts over online CPUs: cpu5 is now its own package (-1) and core */
+        /* counts over online CPUs: cpu5 is now its own package (-1) and core;
+         * offline cpu9 (also package -1, core 9) is not counted */
         assert_int_equal(t->n_packages, 3);
         /* cores: the 16 real ones (pkg0 core5 still has cpu21, pkg1 core1 still has cpu25
          * while cpu9 is offline) plus cpu5's defaulted (-1, 0, 5) */
