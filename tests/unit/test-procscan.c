@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <dirent.h>
 
 #include "procscan.h"
 #include "util.h"
@@ -310,6 +311,22 @@ static void test_real_proc(void **state)
                 pthread_cond_wait(&cv, &mu);
         pthread_mutex_unlock(&mu);
         assert_int_equal(pthread_setname_np(t, "CPU 3/TCG"), 0);
+
+        /* the cheap filter's premise: link count of <pid>/task is 2 + threads */
+        {
+                struct stat st;
+                struct dirent *de;
+                DIR *d = opendir("/proc/self/task");
+                nlink_t entries = 0;
+
+                assert_non_null(d);
+                while ((de = readdir(d)))
+                        entries += de->d_name[0] != '.';
+                closedir(d);
+                assert_int_equal(stat("/proc/self/task", &st), 0);
+                assert_int_equal(entries, 2);
+                assert_int_equal(st.st_nlink, 2 + entries);
+        }
 
         assert_int_equal(procscan_scan("/proc", &vms, &n, NULL), 0);
         v = find(vms, n, getpid());
