@@ -231,7 +231,7 @@ static int fail(struct parser *p, unsigned line, const char *fmt, ...)
 static void parser_init(struct parser *p, const struct vp_config *base, struct config_error *err)
 {
         memset(p, 0, sizeof(*p));
-        p->cfg = *base;
+        memcpy(&p->cfg, base, sizeof(p->cfg));
         p->err = err;
 }
 
@@ -464,7 +464,7 @@ int config_parse_buffer(const char *name, const char *data, size_t len, struct v
         if (r >= 0)
                 r = validate(p);
         if (r >= 0)
-                *c = p->cfg;
+                memcpy(c, &p->cfg, sizeof(*c));
         free(p);
         return r;
 }
@@ -613,7 +613,7 @@ int config_load(const char *path, const char *confd_dir, bool allow_missing, str
         }
         r = validate(p);
         if (r >= 0) {
-                *c = p->cfg;
+                memcpy(c, &p->cfg, sizeof(*c));
                 r = 0;
         }
 out:

@@ -22,6 +22,14 @@
 #define DATA TEST_DATA_DIR "/config"
 #define NO_CONFD DATA "/does-not-exist"
 
+/* The source tree: from meson's environment, else relative to the test data. */
+static const char *source_dir(void)
+{
+        const char *s = getenv("VMMPOWER_SOURCE_DIR");
+
+        return s && *s ? s : TEST_DATA_DIR "/../..";
+}
+
 static void assert_defaults(const struct vp_config *c)
 {
         assert_int_equal(c->period_ns, NSEC_PER_SEC);
@@ -209,7 +217,7 @@ static void test_bad_files(void **state)
 
                 snprintf(path, sizeof(path), DATA "/bad/%s", b->file);
                 sentinel_config(&c);
-                before = c;
+                memcpy(&before, &c, sizeof(c));
                 memset(&err, 0, sizeof(err));
                 int r = config_load(path, NO_CONFD, false, &c, &err);
                 print_message("%s -> %d: %s:%u: %s\n", b->file, r, err.file, err.line, err.message);
@@ -229,7 +237,7 @@ static void test_bad_dropin(void **state)
         struct config_error err;
 
         sentinel_config(&c);
-        before = c;
+        memcpy(&before, &c, sizeof(c));
         assert_int_equal(config_load(DATA "/bad/dropin-bad/vmmpower.conf", NULL, false, &c, &err),
                          -EINVAL);
         assert_string_equal(err.file, DATA "/bad/dropin-bad/conf.d/20-bad.conf");
@@ -363,7 +371,7 @@ static void test_values(void **state)
                 int r;
 
                 config_defaults(&c);
-                before = c;
+                memcpy(&before, &c, sizeof(c));
                 r = parse_str(cases[i].text, &c, &err);
                 print_message("case %zu: r=%d %u %s\n", i, r, err.line, err.message);
                 if (cases[i].ok)
@@ -467,10 +475,69 @@ static void test_error_print(void **state)
         free(s);
 }
 
+static char *slurp(const char *path)
+{
+        FILE *f = fopen(path, "re");
+        char *s = NULL;
+        size_t n = 0;
+
+        assert_non_null(f);
+        assert_true(getdelim(&s, &n, '\0', f) > 0);
+        fclose(f);
+        return s;
+}
+
+/* Every key that config_dump() prints is documented in vmmpower.conf(5) and
+ * appears, commented out with its default value, in the shipped file. */
+static void test_docs_cover_keys(void **state)
+{
+        const char *src = source_dir();
+        char path[512], *man, *shipped, *dump, *save = NULL;
+        struct vp_config c;
+        unsigned n_keys = 0;
+
+        assert_non_null(src);
+        snprintf(path, sizeof(path), "%s/man/vmmpower.conf.5", src);
+        man = slurp(path);
+        snprintf(path, sizeof(path), "%s/config/vmmpower.conf", src);
+        shipped = slurp(path);
+        config_defaults(&c);
+        dump = dump_to_string(&c);
+
+        for (char *line = strtok_r(dump, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+                char want[300], key[64];
+                const char *eq = strstr(line, " =");
+
+                if (line[0] == '[') {
+                        snprintf(want, sizeof(want), ".SH \"%s SECTION\"", line);
+                        if (!strstr(man, want))
+                                fail_msg("section %s not documented in vmmpower.conf.5", line);
+                        continue;
+                }
+                if (!eq)
+                        continue;
+                snprintf(key, sizeof(key), "%.*s", (int) (eq - line), line);
+                snprintf(want, sizeof(want), ".BI %s=", key);
+                if (!strstr(man, want))
+                        fail_msg("key %s not documented in vmmpower.conf.5", key);
+                if (strcmp(key, "QMPSocket") == 0)
+                        continue; /* no default value: shipped file shows an example */
+                /* "#ControlGroup =" for empty defaults, "#LogLevel = info" otherwise */
+                snprintf(want, sizeof(want), "\n#%s\n", line);
+                if (!strstr(shipped, want))
+                        fail_msg("shipped vmmpower.conf lacks '#%s'", line);
+                n_keys++;
+        }
+        assert_int_equal(n_keys, 15); /* 16 keys, QMPSocket skipped */
+        free(man);
+        free(shipped);
+        free(dump);
+}
+
 /* The shipped default config must parse and equal the built-in defaults. */
 static void test_shipped_config(void **state)
 {
-        const char *src = getenv("VMMPOWER_SOURCE_DIR");
+        const char *src = source_dir();
         char path[512];
         struct vp_config c;
         struct config_error err;
@@ -503,6 +570,7 @@ int main(void)
                 cmocka_unit_test(test_world_writable),
                 cmocka_unit_test(test_error_print),
                 cmocka_unit_test(test_shipped_config),
+                cmocka_unit_test(test_docs_cover_keys),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);
