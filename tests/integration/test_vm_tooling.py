@@ -88,7 +88,7 @@ class VmToolingTest(unittest.TestCase):
 
     def test_libvirt_guest(self):
         g = vmlib.define_and_start_domain("tool-lv", 2, test=self)
-        boot = g.wait_booted(60)
+        boot = g.wait_booted()
         log("libvirt guest %s (2 vCPUs) booted in %.2fs, QEMU pid %d, RSS %d KiB"
             % (g.name, boot, g.pid, g.rss_kib()))
         tids = self.check_threads(g)
@@ -106,7 +106,7 @@ class VmToolingTest(unittest.TestCase):
 
     def test_plain_qemu_guest(self):
         g = vmlib.start_plain_qemu("tool-q", 1, qmp=True, busy=[0], test=self)
-        boot = g.wait_booted(60)
+        boot = g.wait_booted()
         log("plain QEMU guest %s (1 vCPU) booted in %.2fs, pid %d, RSS %d KiB"
             % (g.name, boot, g.pid, g.rss_kib()))
         tids = self.check_threads(g)

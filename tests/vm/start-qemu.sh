@@ -6,7 +6,7 @@
 # NAME.hint (virtio-serial port org.vmmpower.hint.0, unix socket server), NAME.log.
 # The QMP socket defaults to RUNDIR/NAME.qmp; pass "none" for no QMP.
 # Environment: VMMPOWER_GUEST_DIR (default /var/cache/vmmpower-test/guest), built if missing;
-# VMMPOWER_GUEST_MEM_MB (default 256); VMMPOWER_GUEST_APPEND (extra kernel cmdline).
+# VMMPOWER_GUEST_MEM_MB (default 128); VMMPOWER_GUEST_APPEND (extra kernel cmdline).
 set -eu
 die() { echo "start-qemu: $*" >&2; exit 1; }
 [ $# -ge 2 ] && [ $# -le 3 ] || die "usage: start-qemu.sh NAME VCPUS [QMP_SOCKET|none]"
@@ -17,7 +17,7 @@ case $VCPUS in ''|*[!0-9]*) die "bad vcpu count '$VCPUS'" ;; esac
 HERE=$(cd "$(dirname "$0")" && pwd)
 RUNDIR=${VMMPOWER_TEST_RUNDIR:-/run/vmmpower-test}
 GUEST=${VMMPOWER_GUEST_DIR:-/var/cache/vmmpower-test/guest}
-MEM=${VMMPOWER_GUEST_MEM_MB:-256}
+MEM=${VMMPOWER_GUEST_MEM_MB:-128}
 QMP=${3:-$RUNDIR/$NAME.qmp}
 "$HERE/build-guest.sh" "$GUEST"
 mkdir -p "$RUNDIR"
