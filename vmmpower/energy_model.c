@@ -9,16 +9,20 @@
  *   frequency domains, capacity C_L):
  *     b_t     = min(1, work_t * 1024 / C_L)        busy fraction of a thread
  *     busy_c  = 1 - Π_t (1 - b_t)                   threads run independently
+ *     n_c     = vCPUs hosted by the core's threads; each wakes its CPU
+ *               about every I = ActiveIdleIntervalUs, independently, so the
+ *               idle gaps of a group hosting n vCPUs last about I / n
  *     s_c     = deepest core idle state with exit latency <= every thread's
- *               limit and, if the core hosts work, target residency <=
- *               ActiveIdleIntervalUs (a CPU running a guest wakes that often)
+ *               limit and, if n_c > 0, target residency <= I / n_c
  *     P_c     = busy_c * P_active(L) + (1 - busy_c) * P_idle(s_c)
  *     deep_c  = (1 - busy_c) if s_c is the deepest state, else 0
  *   For every idle domain d (LLC/CCX, package) over its cores:
- *     q_d     = Π_c deep_c                          all cores in deepest state
+ *     n_d     = vCPUs hosted below d
+ *     q_d     = Π_c deep_c if n_d == 0 or the deepest core state's residency
+ *               <= I / n_d (the gaps in which *all* cores are idle), else 0
  *     a_d     = q_d if the domain's deep state is allowed (exit latency within
- *               every CPU's limit, residency within the active idle interval
- *               when a core below hosts work), else 0; with
+ *               every CPU's limit, and n_d == 0 or its residency <= I / n_d),
+ *               else 0; with
  *               PackageIdleAllPackages the package term uses the product over
  *               *all* cores of the host instead of q_d
  *     P_d     = (1 - q_d) * P_awake + (q_d - a_d) * P_quiet + a_d * P_asleep
@@ -934,9 +938,15 @@ int em_deepest_idle(const struct energy_model *m, uint32_t max_latency_us, uint3
 struct core_eval {
         double power_mw, active_mw, idle_mw;
         double busy, deep;     /* busy fraction; fraction of time in the deepest state */
-        bool active;
+        unsigned vcpus;
         uint32_t min_latency_us;
 };
+
+/* Mean idle gap of a group hosting n vCPUs (each wakes every I us). */
+static uint32_t gap_us(const struct energy_model *m, unsigned n)
+{
+        return n == 0 ? UINT32_MAX : m->active_idle_interval_us / n;
+}
 
 static void eval_core_at(const struct em_host *h, const struct em_load *l, unsigned k, int level_override,
                          struct core_eval *e)
@@ -947,7 +957,7 @@ static void eval_core_at(const struct em_host *h, const struct em_load *l, unsig
         double idle_prod = 1.0, cap, p_idle;
         int s;
 
-        e->active = false;
+        e->vcpus = 0;
         e->min_latency_us = EM_LATENCY_ANY;
         for (unsigned t = 0; t < c->n_threads; t++) {
                 unsigned lv = l->fdom_level[h->cpu_fdom[c->cpu[t]]];
@@ -966,11 +976,11 @@ static void eval_core_at(const struct em_host *h, const struct em_load *l, unsig
                 if (b < 0.0)
                         b = 0.0;
                 idle_prod *= 1.0 - b;
-                e->active |= l->cpu_active[cpu] != 0;
+                e->vcpus += l->cpu_vcpus[cpu];
                 e->min_latency_us = MIN(e->min_latency_us, l->cpu_max_latency_us[cpu]);
         }
         e->busy = 1.0 - idle_prod;
-        s = em_deepest_idle(m, e->min_latency_us, e->active ? m->active_idle_interval_us : UINT32_MAX);
+        s = em_deepest_idle(m, e->min_latency_us, gap_us(m, e->vcpus));
         /* No state allowed: the CPU polls, at the lowest level's power. */
         p_idle = s >= 0 ? m->idle[s].power_mw : m->levels[0].active_mw;
         e->active_mw = e->busy * m->levels[level].active_mw;
@@ -1001,8 +1011,9 @@ double em_host_power(const struct em_host *h, const struct em_load *l, struct em
         const struct energy_model *m = &h->model;
         struct em_breakdown sum = {};
         const struct em_idle_domain *dl = &m->domain[EM_DOMAIN_LLC], *dp = &m->domain[EM_DOMAIN_PACKAGE];
+        const struct em_idle_state *deepest = &m->idle[m->n_idle - 1];
         double q_sys = 1.0;
-        bool active_sys = false;
+        unsigned n_sys = 0;
         uint32_t lat_sys = EM_LATENCY_ANY;
 
         if (m->package_idle_all_packages && dp->present)
@@ -1010,20 +1021,22 @@ double em_host_power(const struct em_host *h, const struct em_load *l, struct em
                         struct core_eval e;
                         eval_core(h, l, k, &e);
                         q_sys *= e.deep;
-                        active_sys |= e.active;
+                        n_sys += e.vcpus;
                         lat_sys = MIN(lat_sys, e.min_latency_us);
                 }
+        if (deepest->target_residency_us > gap_us(m, n_sys))
+                q_sys = 0.0;
 
         for (unsigned p = 0; p < h->n_pkgs; p++) {
                 double q_pkg = 1.0;
-                bool active_pkg = false;
+                unsigned n_pkg = 0;
                 uint32_t lat_pkg = EM_LATENCY_ANY;
                 unsigned k = h->pkgs[p].first;
 
                 while (k < h->pkgs[p].end) {
                         unsigned llc = h->cores[k].llc, end = h->llcs[llc].end;
                         double q_llc = 1.0;
-                        bool active_llc = false;
+                        unsigned n_llc = 0;
                         uint32_t lat_llc = EM_LATENCY_ANY;
 
                         for (; k < end; k++) {
@@ -1032,27 +1045,31 @@ double em_host_power(const struct em_host *h, const struct em_load *l, struct em
                                 sum.active_mw += e.active_mw;
                                 sum.idle_mw += e.idle_mw;
                                 q_llc *= e.deep;
-                                active_llc |= e.active;
+                                n_llc += e.vcpus;
                                 lat_llc = MIN(lat_llc, e.min_latency_us);
                         }
+                        q_pkg *= q_llc;
+                        n_pkg += n_llc;
+                        lat_pkg = MIN(lat_pkg, lat_llc);
+                        if (deepest->target_residency_us > gap_us(m, n_llc))
+                                q_llc = 0.0;
                         if (dl->present) {
                                 bool ok = dl->exit_latency_us <= lat_llc &&
-                                          !(active_llc && dl->target_residency_us > m->active_idle_interval_us);
+                                          dl->target_residency_us <= gap_us(m, n_llc);
                                 sum.domain_mw += domain_power(dl, q_llc, ok ? q_llc : 0.0);
                         }
-                        q_pkg *= q_llc;
-                        active_pkg |= active_llc;
-                        lat_pkg = MIN(lat_pkg, lat_llc);
                 }
+                if (deepest->target_residency_us > gap_us(m, n_pkg))
+                        q_pkg = 0.0;
                 if (dp->present) {
                         double a;
                         if (m->package_idle_all_packages) {
                                 bool ok = dp->exit_latency_us <= lat_sys &&
-                                          !(active_sys && dp->target_residency_us > m->active_idle_interval_us);
-                                a = ok ? q_sys : 0.0;
+                                          dp->target_residency_us <= gap_us(m, n_sys);
+                                a = ok ? MIN(q_sys, q_pkg) : 0.0;
                         } else {
                                 bool ok = dp->exit_latency_us <= lat_pkg &&
-                                          !(active_pkg && dp->target_residency_us > m->active_idle_interval_us);
+                                          dp->target_residency_us <= gap_us(m, n_pkg);
                                 a = ok ? q_pkg : 0.0;
                         }
                         sum.domain_mw += domain_power(dp, q_pkg, a);

@@ -132,13 +132,14 @@ void em_host_free(struct em_host *h);
 
 /*
  * A load to evaluate: per CPU the work (utilisation in units of one CPU at
- * the fastest level, so 0.5 = 512 capacity units) and the deepest idle exit
- * latency allowed (EM_LATENCY_ANY = no limit), whether the CPU hosts work
- * (active), and the perf level of each frequency domain.
+ * the fastest level, so 0.5 = 512 capacity units), the number of vCPUs it
+ * hosts (each one wakes its CPU about every ActiveIdleIntervalUs; 0 =
+ * inactive; saturates at 255), the deepest idle exit latency allowed
+ * (EM_LATENCY_ANY = no limit), and the perf level of each frequency domain.
  */
 struct em_load {
         const double *cpu_work;           /* [n_cpus] */
-        const uint8_t *cpu_active;        /* [n_cpus] */
+        const uint8_t *cpu_vcpus;         /* [n_cpus] */
         const uint32_t *cpu_max_latency_us; /* [n_cpus] */
         const uint8_t *fdom_level;        /* [n_fdoms] */
 };

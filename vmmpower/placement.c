@@ -48,6 +48,7 @@
 #include <float.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
 
 #include "placement.h"
 
@@ -472,7 +473,9 @@ static double finalize(struct ws *w, struct em_breakdown *b)
                 if (w->boost[i] && w->assign[i] >= 0)
                         w->cpu_boost[w->assign[i]] = 1;
         for (unsigned c = 0; c < h->n_cpus; c++) {
-                w->active[c] = !cpu_empty(w, c);
+                w->active[c] = (uint8_t) MIN(w->nvc[c], 255u);
+                if (w->active[c] == 0 && w->work[c] > 0.0)
+                        w->active[c] = 1;
                 w->lat[c] = w->active[c] ? w->pol->active_max_latency_us : EM_LATENCY_ANY;
         }
         for (unsigned f = 0; f < h->n_fdoms; f++) {
@@ -637,14 +640,25 @@ bool plan_equal(const struct plan *a, const struct plan *b)
                memcmp(&a->why, &b->why, sizeof(a->why)) == 0;
 }
 
+/* vCPUs per CPU of a plan (saturating), at least 1 on an active CPU. */
+static void plan_counts(const struct em_host *h, const struct plan *p, uint8_t *act)
+{
+        memset(act, 0, h->n_cpus);
+        for (unsigned i = 0; i < p->n_vcpus; i++)
+                if (p->vcpu_cpu[i] >= 0 && (unsigned) p->vcpu_cpu[i] < h->n_cpus && act[p->vcpu_cpu[i]] < 255)
+                        act[p->vcpu_cpu[i]]++;
+        for (unsigned c = 0; c < h->n_cpus; c++)
+                if (act[c] == 0 && cpuset_isset(&p->active, c))
+                        act[c] = 1;
+}
+
 double plan_power(const struct em_host *h, const struct plan *p, struct em_breakdown *b)
 {
         _cleanup_free_ uint8_t *act = calloc(h->n_cpus, 1);
         struct em_load l;
         if (!act)
                 return -1.0;
-        for (unsigned c = 0; c < h->n_cpus; c++)
-                act[c] = cpuset_isset(&p->active, c);
+        plan_counts(h, p, act);
         l = (struct em_load) { p->cpu_work, act, p->cpu_max_latency_us, p->fdom_level };
         return em_host_power(h, &l, b);
 }
@@ -665,8 +679,7 @@ static int probe_init(const struct em_host *h, const struct plan *p, struct prob
                 return -ENOMEM;
         }
         memcpy(pr->work, p->cpu_work, h->n_cpus * sizeof(double));
-        for (unsigned c = 0; c < h->n_cpus; c++)
-                pr->act[c] = cpuset_isset(&p->active, c);
+        plan_counts(h, p, pr->act);
         return 0;
 }
 
@@ -747,11 +760,14 @@ int plan_best_sleep_cpu(const struct em_host *h, const struct plan *p)
                         if (c2 != cpu && pr.act[c2] && (dst < 0 || pr.work[c2] < pr.work[dst] - EPS))
                                 dst = c2;
                 }
+                uint8_t a_cpu = pr.act[cpu], a_dst = pr.act[dst];
                 pr.work[dst] += pr.work[cpu];
                 pr.work[cpu] = 0.0;
+                pr.act[dst] = (uint8_t) MIN(255u, (unsigned) a_dst + a_cpu);
                 pr.act[cpu] = 0;
                 s = base - probe_power(h, p, &pr, lat, lvl);
-                pr.act[cpu] = 1;
+                pr.act[cpu] = a_cpu;
+                pr.act[dst] = a_dst;
                 pr.work[cpu] = p->cpu_work[cpu];
                 pr.work[dst] = p->cpu_work[dst];
                 if (s > best_s + EPS) {
@@ -891,6 +907,7 @@ int plan_compute(const struct em_host *h, const struct plan_policy *pol, const s
                         place_reserved(&w);
                         place_pack(&w, order, hc);
                         mw = finalize(&w, NULL);
+                        if (getenv("PLAN_DEBUG")) { fprintf(stderr, "cand o=%u L=%u mw=%.1f:", o, lv[j], mw); for (size_t i = 0; i < n_v; i++) fprintf(stderr, " %d", w.assign[i]); fprintf(stderr, "\n"); }
                         if (mw < best_mw - EPS) {
                                 best_mw = mw;
                                 memcpy(best, w.assign, n_v * sizeof(int));
@@ -993,7 +1010,8 @@ int plan_compute(const struct em_host *h, const struct plan_policy *pol, const s
         {
                 unsigned want = 0;
                 double saving_mw = keep_mw - best_mw;
-                double dwell_s = (double) pol->shrink_dwell_ns / NSEC_PER_SEC;
+                /* the saving is earned for at least the dwell (or one period when there is no dwell) */
+                double dwell_s = (double) MAX(pol->shrink_dwell_ns, pol->period_ns) / NSEC_PER_SEC;
                 double benefit_uj = saving_mw * dwell_s * 1000.0;
 
                 for (size_t i = 0; i < n_v; i++)

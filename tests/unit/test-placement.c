@@ -1,0 +1,567 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Planner tests on the fixture topologies (xeon-spr-2s, epyc-genoa-1s) with
+ * the shipped model files (config/models/).
+ *
+ * The seed's question: for task sets with global utilisation below one CPU,
+ * and for sets up to 50% of the host, the plan's modelled energy is below
+ * spreading the same vCPUs one per core, asserted case by case with the
+ * numbers in the failure message.  Random sets come from a fixed-seed LCG
+ * so every run checks the same cases.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "energy_model.h"
+#include "placement.h"
+#include "topology.h"
+#include "util.h"
+
+struct host_fixture {
+        struct topology *t;
+        struct em_host *h;
+};
+
+static void load_host(const char *topo, const char *model, struct host_fixture *f)
+{
+        char path[512];
+        struct energy_model m;
+        struct em_error err = {};
+
+        assert_true(path_printf(path, sizeof(path), "%s/topology/%s/sys", TEST_DATA_DIR, topo) > 0);
+        assert_int_equal(topology_load(path, &f->t), 0);
+        assert_true(path_printf(path, sizeof(path), "%s/../../config/models/%s.model", TEST_DATA_DIR, model) > 0);
+        if (energy_model_parse_file(path, &m, &err) < 0)
+                fail_msg("%s:%u: %s", err.file, err.line, err.message);
+        assert_int_equal(em_host_new(f->t, &m, &f->h), 0);
+}
+
+static void free_host(struct host_fixture *f)
+{
+        em_host_free(f->h);
+        topology_free(f->t);
+}
+
+static uint64_t rng_state;
+static double rnd(void) /* [0, 1) */
+{
+        rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
+        return (double) (rng_state >> 11) / (double) (1ULL << 53);
+}
+
+static void policy(struct plan_policy *p)
+{
+        plan_policy_defaults(p);
+}
+
+/* Every active CPU within headroom at its domain's level, unless it holds a single vCPU at the top level. */
+static void assert_feasible(const struct em_host *h, const struct plan *p, const struct plan_policy *pol)
+{
+        unsigned top = h->model.n_levels - 1;
+        _cleanup_free_ unsigned *cnt = calloc(h->n_cpus, sizeof(unsigned));
+        assert_non_null(cnt);
+        for (unsigned i = 0; i < p->n_vcpus; i++)
+                if (p->vcpu_cpu[i] >= 0)
+                        cnt[p->vcpu_cpu[i]]++;
+        for (unsigned c = 0; c < h->n_cpus; c++) {
+                unsigned lvl;
+                double hc;
+                if (!cpuset_isset(&p->active, c))
+                        continue;
+                lvl = p->fdom_level[h->cpu_fdom[c]];
+                hc = pol->headroom_pct / 100.0 * h->model.levels[lvl].capacity / EM_CAPACITY_SCALE;
+                if (p->cpu_work[c] > hc + 1e-9 && !(lvl == top && cnt[c] <= 1))
+                        fail_msg("cpu %u work %.3f over headroom %.3f at level %u (%u vCPUs)", c, p->cpu_work[c], hc,
+                                 lvl, cnt[c]);
+        }
+}
+
+static unsigned n_active_cpus(const struct plan *p)
+{
+        return cpuset_count(&p->active);
+}
+
+/* ---- the seed's question ----------------------------------------------------- */
+
+static void check_random_sets(const char *topo, const char *model, uint64_t seed, unsigned n_cases, bool half_host)
+{
+        struct host_fixture f;
+        struct plan_policy pol;
+        double sum_ratio = 0.0, worst_ratio = 0.0;
+
+        load_host(topo, model, &f);
+        policy(&pol);
+        rng_state = seed;
+        for (unsigned c = 0; c < n_cases; c++) {
+                unsigned n_cpus = f.h->n_online, nv;
+                double target, total = 0.0;
+                struct plan_vcpu v[256];
+                struct plan *p = NULL;
+
+                if (!half_host) {
+                        /* Σ util < 1: below the capacity of one CPU at its top level; 2..16 vCPUs. */
+                        nv = 2 + (unsigned) (rnd() * 15);
+                        target = 0.05 + 0.9 * rnd();
+                } else {
+                        /*
+                         * Σ util up to half the host: half of its physical cores at the top
+                         * level (SMT gain not counted); 2..2 x CPUs vCPUs, each <= 1.
+                         */
+                        nv = 2 + (unsigned) (rnd() * MIN(2 * n_cpus - 1, 255u));
+                        target = MIN((double) nv * 0.9, (0.02 + 0.48 * rnd()) * f.h->n_cores);
+                }
+                for (unsigned i = 0; i < nv; i++) {
+                        v[i] = (struct plan_vcpu) { .key = 1000 + i, .vm = i / 4, .mode = PLACE_PACK,
+                                                    .util = 0.05 + rnd(), .wait_ratio = 0.0, .cur_cpu = -1 };
+                        total += v[i].util;
+                }
+                for (unsigned i = 0; i < nv; i++) {
+                        v[i].util *= target / total;
+                        if (v[i].util > 1.0)
+                                v[i].util = 1.0;
+                }
+                assert_int_equal(plan_compute(f.h, &pol, v, nv, NULL, 0, NULL, 0, &p), 0);
+                if (!(p->why.plan_mw < p->why.spread_mw))
+                        fail_msg("%s case %u (seed %llu): %u vCPUs, total util %.3f: plan %.1f mW is not below "
+                                 "spread %.1f mW (%u active CPUs)", topo, c, (unsigned long long) seed, nv, target,
+                                 p->why.plan_mw, p->why.spread_mw, n_active_cpus(p));
+                assert_feasible(f.h, p, &pol);
+                /* the reported number is the model's number for the plan's load */
+                double again = plan_power(f.h, p, NULL);
+                if (again < p->why.plan_mw - 1e-6 || again > p->why.plan_mw + 1e-6)
+                        fail_msg("plan_power %.6f != reported %.6f", again, p->why.plan_mw);
+                sum_ratio += p->why.plan_mw / p->why.spread_mw;
+                worst_ratio = MAX(worst_ratio, p->why.plan_mw / p->why.spread_mw);
+                plan_free(p);
+        }
+        printf("# %s %s: %u cases, plan/spread energy mean %.3f, worst %.3f\n", topo,
+               half_host ? "up to 50% of host" : "total util < 1 CPU", n_cases, sum_ratio / n_cases, worst_ratio);
+        free_host(&f);
+}
+
+static void test_below_one_cpu_spr(void **state)
+{
+        check_random_sets("xeon-spr-2s", "xeon-spr-2s", 42, 200, false);
+}
+
+static void test_below_one_cpu_genoa(void **state)
+{
+        check_random_sets("epyc-genoa-1s", "epyc-genoa", 43, 200, false);
+}
+
+static void test_half_host_spr(void **state)
+{
+        check_random_sets("xeon-spr-2s", "xeon-spr-2s", 44, 200, true);
+}
+
+static void test_half_host_genoa(void **state)
+{
+        check_random_sets("epyc-genoa-1s", "epyc-genoa", 45, 200, true);
+}
+
+/* A worked example (also in docs/energy-model.md): 4 vCPUs at 10% on the SPR fixture. */
+static void test_worked_example(void **state)
+{
+        struct host_fixture f;
+        struct plan_policy pol;
+        struct plan_vcpu v[4];
+        struct plan *p = NULL;
+
+        load_host("xeon-spr-2s", "xeon-spr-2s", &f);
+        policy(&pol);
+        for (unsigned i = 0; i < 4; i++)
+                v[i] = (struct plan_vcpu) { .key = i + 1, .vm = 1, .util = 0.10, .cur_cpu = -1 };
+        assert_int_equal(plan_compute(f.h, &pol, v, 4, NULL, 0, NULL, 0, &p), 0);
+        printf("# worked example: %s\n", p->why.text);
+        /* packed on one package: package 1 has no active CPU */
+        for (unsigned c = 0; c < f.t->n_cpus; c++)
+                if (cpuset_isset(&p->active, c))
+                        assert_int_equal(f.t->cpus[c].package_id, 0);
+        assert_true(p->why.plan_mw < p->why.spread_mw);
+        plan_free(p);
+        free_host(&f);
+}
+
+/* ---- best wake / best sleep -------------------------------------------------- */
+
+/* Plan whose only load is excluded vCPUs at the given CPUs (they are never moved). */
+static struct plan *plan_with_load(const struct em_host *h, const int *cpus, const double *util, unsigned n)
+{
+        struct plan_policy pol;
+        struct plan_vcpu v[16];
+        struct plan *p = NULL;
+
+        policy(&pol);
+        for (unsigned i = 0; i < n; i++)
+                v[i] = (struct plan_vcpu) { .key = 100 + i, .vm = 9, .mode = PLACE_EXCLUDE, .util = util[i],
+                                            .cur_cpu = cpus[i] };
+        assert_int_equal(plan_compute(h, &pol, v, n, NULL, 0, NULL, 0, &p), 0);
+        for (unsigned i = 0; i < n; i++)
+                assert_int_equal(p->vcpu_cpu[i], cpus[i]);
+        return p;
+}
+
+static void test_best_wake(void **state)
+{
+        struct host_fixture f;
+        struct plan *p;
+
+        load_host("xeon-spr-2s", "xeon-spr-2s", &f);
+        /* one busy CPU: its idle SMT sibling is cheapest */
+        p = plan_with_load(f.h, (int[]) { 0 }, (double[]) { 0.3 }, 1);
+        assert_int_equal(plan_best_wake_cpu(f.h, p), 16);
+        plan_free(p);
+        /* both threads of core 0 busy: a core in the awake package 0, not in package 1 */
+        p = plan_with_load(f.h, (int[]) { 0, 16 }, (double[]) { 0.3, 0.3 }, 2);
+        int c = plan_best_wake_cpu(f.h, p);
+        assert_true(c >= 0);
+        assert_int_equal(f.t->cpus[c].package_id, 0);
+        plan_free(p);
+        /* package 1 busy instead: stay in package 1 */
+        p = plan_with_load(f.h, (int[]) { 9, 25 }, (double[]) { 0.3, 0.3 }, 2);
+        c = plan_best_wake_cpu(f.h, p);
+        assert_true(c >= 0);
+        assert_int_equal(f.t->cpus[c].package_id, 1);
+        plan_free(p);
+        free_host(&f);
+
+        load_host("epyc-genoa-1s", "epyc-genoa", &f);
+        /* core 10 (CCX 1) full: next in the awake CCX 1, not a sleeping CCX */
+        p = plan_with_load(f.h, (int[]) { 10, 42 }, (double[]) { 0.3, 0.3 }, 2);
+        c = plan_best_wake_cpu(f.h, p);
+        assert_true(c >= 0);
+        assert_int_equal(f.t->cpus[c].llc_id, 8);
+        plan_free(p);
+        /* one busy CPU: its sibling or another core of the same (awake) CCX */
+        p = plan_with_load(f.h, (int[]) { 10 }, (double[]) { 0.3 }, 1);
+        c = plan_best_wake_cpu(f.h, p);
+        assert_true(c >= 0);
+        assert_int_equal(f.t->cpus[c].llc_id, 8);
+        plan_free(p);
+        free_host(&f);
+}
+
+static void test_best_sleep(void **state)
+{
+        struct host_fixture f;
+        struct plan *p;
+
+        load_host("xeon-spr-2s", "xeon-spr-2s", &f);
+        /* CPUs 0, 1 busy in package 0, CPU 12 alone in package 1: releasing 12 lets package 1 go quiet */
+        p = plan_with_load(f.h, (int[]) { 0, 1, 12 }, (double[]) { 0.2, 0.2, 0.2 }, 3);
+        assert_int_equal(plan_best_sleep_cpu(f.h, p), 12);
+        plan_free(p);
+        free_host(&f);
+
+        load_host("epyc-genoa-1s", "epyc-genoa", &f);
+        /* CCX 0 has 0, 1, 2; CCX 2 only 17: releasing 17 lets CCX 2 sleep */
+        p = plan_with_load(f.h, (int[]) { 0, 1, 2, 17 }, (double[]) { 0.2, 0.2, 0.2, 0.2 }, 4);
+        assert_int_equal(plan_best_sleep_cpu(f.h, p), 17);
+        plan_free(p);
+        free_host(&f);
+}
+
+/* ---- hysteresis ---------------------------------------------------------------- */
+
+static void set_util(struct plan_vcpu *v, unsigned n, double u)
+{
+        for (unsigned i = 0; i < n; i++)
+                v[i].util = u;
+}
+
+static void test_hysteresis(void **state)
+{
+        struct host_fixture f;
+        struct plan_policy pol;
+        struct plan_vcpu v[12];
+        struct plan *p0 = NULL, *p1 = NULL, *p2 = NULL, *p3 = NULL, *p4 = NULL, *p5 = NULL;
+        const nsec_t S = NSEC_PER_SEC;
+
+        load_host("epyc-genoa-1s", "epyc-genoa", &f);
+        policy(&pol);
+        pol.max_moves = 0; /* unlimited here; the cap has its own test */
+        for (unsigned i = 0; i < 12; i++)
+                v[i] = (struct plan_vcpu) { .key = 500 + i, .vm = 1 + i / 4, .util = 0.7, .cur_cpu = -1 };
+        assert_int_equal(plan_compute(f.h, &pol, v, 12, NULL, 0, NULL, 0, &p0), 0);
+        assert_int_equal(p0->why.decision, PLAN_INITIAL);
+        unsigned big = n_active_cpus(p0);
+        assert_true(big >= 12);
+
+        /* load drops: a saving is predicted, but nothing moves before the dwell */
+        set_util(v, 12, 0.05);
+        assert_int_equal(plan_compute(f.h, &pol, v, 12, NULL, 0, p0, 1 * S, &p1), 0);
+        assert_int_equal(p1->why.decision, PLAN_SHRINK_PENDING);
+        assert_memory_equal(p1->vcpu_cpu, p0->vcpu_cpu, 12 * sizeof(int));
+        assert_true(p1->why.target_mw < p1->why.prev_mw);
+        assert_int_equal(p1->shrink_pending_since_ns, 1 * S);
+        assert_int_equal(plan_compute(f.h, &pol, v, 12, NULL, 0, p1, 6 * S, &p2), 0);
+        assert_int_equal(p2->why.decision, PLAN_SHRINK_PENDING);
+        assert_memory_equal(p2->vcpu_cpu, p0->vcpu_cpu, 12 * sizeof(int));
+        /* dwell over: shrink */
+        assert_int_equal(plan_compute(f.h, &pol, v, 12, NULL, 0, p2, 11 * S, &p3), 0);
+        assert_int_equal(p3->why.decision, PLAN_SHRINK);
+        assert_true(p3->why.moves > 0);
+        assert_true(n_active_cpus(p3) < big);
+        assert_true(p3->why.plan_mw < p3->why.prev_mw);
+        assert_int_equal(p3->shrink_pending_since_ns, -1);
+
+        /* one vCPU waits over budget: grow at once, without any dwell */
+        v[3].wait_ratio = 0.2;
+        assert_int_equal(plan_compute(f.h, &pol, v, 12, NULL, 0, p3, 11 * S + 1, &p4), 0);
+        assert_int_equal(p4->why.decision, PLAN_GROW);
+        assert_int_not_equal(p4->vcpu_cpu[3], p3->vcpu_cpu[3]);
+        for (unsigned i = 0; i < 12; i++)
+                if (i != 3)
+                        assert_int_not_equal(p4->vcpu_cpu[i], p4->vcpu_cpu[3]); /* it got a CPU of its own */
+        assert_int_equal(p4->why.forced_by_key, 503);
+
+        /* everything overloads: grow at once, nothing over headroom afterwards */
+        v[3].wait_ratio = 0.0;
+        set_util(v, 12, 0.75);
+        assert_int_equal(plan_compute(f.h, &pol, v, 12, NULL, 0, p4, 11 * S + 2, &p5), 0);
+        assert_int_equal(p5->why.decision, PLAN_GROW);
+        assert_feasible(f.h, p5, &pol);
+        assert_true(n_active_cpus(p5) >= 12);
+
+        plan_free(p0);
+        plan_free(p1);
+        plan_free(p2);
+        plan_free(p3);
+        plan_free(p4);
+        plan_free(p5);
+        free_host(&f);
+}
+
+/* A saving smaller than the move cost over the dwell is not worth moving for. */
+static void test_move_cost(void **state)
+{
+        struct host_fixture f;
+        struct plan_policy pol;
+        struct plan_vcpu v[2];
+        struct plan *p0 = NULL, *p1 = NULL;
+
+        load_host("epyc-genoa-1s", "epyc-genoa", &f);
+        policy(&pol);
+        f.h->model.migration_cost_uj = UINT32_MAX; /* moving is never worth it */
+        v[0] = (struct plan_vcpu) { .key = 1, .util = 0.7, .cur_cpu = -1 };
+        v[1] = (struct plan_vcpu) { .key = 2, .util = 0.7, .cur_cpu = -1 };
+        assert_int_equal(plan_compute(f.h, &pol, v, 2, NULL, 0, NULL, 0, &p0), 0);
+        v[0].util = v[1].util = 0.01;
+        assert_int_equal(plan_compute(f.h, &pol, v, 2, NULL, 0, p0, 100 * NSEC_PER_SEC, &p1), 0);
+        assert_int_equal(p1->why.decision, PLAN_KEEP);
+        assert_memory_equal(p1->vcpu_cpu, p0->vcpu_cpu, 2 * sizeof(int));
+        plan_free(p0);
+        plan_free(p1);
+        free_host(&f);
+}
+
+static void test_move_cap(void **state)
+{
+        struct host_fixture f;
+        struct plan_policy pol;
+        struct plan_vcpu v[16];
+        struct plan *p0 = NULL, *p1 = NULL, *p2 = NULL, *p3 = NULL;
+
+        load_host("xeon-spr-2s", "xeon-spr-2s", &f);
+        policy(&pol);
+        pol.shrink_dwell_ns = 0; /* isolate the cap */
+        pol.max_moves = 2;
+        for (unsigned i = 0; i < 16; i++)
+                v[i] = (struct plan_vcpu) { .key = 70 + i, .util = 0.7, .cur_cpu = -1 };
+        assert_int_equal(plan_compute(f.h, &pol, v, 16, NULL, 0, NULL, 0, &p0), 0);
+        set_util(v, 16, 0.02);
+        assert_int_equal(plan_compute(f.h, &pol, v, 16, NULL, 0, p0, NSEC_PER_SEC, &p1), 0);
+        assert_int_equal(p1->why.decision, PLAN_SHRINK);
+        assert_int_equal(p1->why.moves, 2);
+        assert_true(p1->why.moves_deferred > 0);
+        assert_true(p1->shrink_pending_since_ns >= 0); /* continues next period */
+        unsigned moved = 0;
+        for (unsigned i = 0; i < 16; i++)
+                moved += p1->vcpu_cpu[i] != p0->vcpu_cpu[i];
+        assert_int_equal(moved, 2);
+        assert_int_equal(plan_compute(f.h, &pol, v, 16, NULL, 0, p1, 2 * NSEC_PER_SEC, &p2), 0);
+        assert_int_equal(p2->why.decision, PLAN_SHRINK);
+        assert_true(p2->why.moves <= 2 && p2->why.moves > 0);
+        assert_true(p2->why.plan_mw < p1->why.plan_mw);
+        /* grow is capped too */
+        set_util(v, 16, 0.9);
+        assert_int_equal(plan_compute(f.h, &pol, v, 16, NULL, 0, p2, 3 * NSEC_PER_SEC, &p3), 0);
+        assert_int_equal(p3->why.decision, PLAN_GROW);
+        assert_true(p3->why.moves <= 2);
+        plan_free(p0);
+        plan_free(p1);
+        plan_free(p2);
+        plan_free(p3);
+        free_host(&f);
+}
+
+/* ---- determinism and modes -------------------------------------------------------- */
+
+static void test_determinism(void **state)
+{
+        struct host_fixture f;
+        struct plan_policy pol;
+        struct plan_vcpu v[100];
+        struct plan *a = NULL, *b = NULL, *a2 = NULL, *b2 = NULL;
+
+        load_host("epyc-genoa-1s", "epyc-genoa", &f);
+        policy(&pol);
+        rng_state = 7;
+        for (unsigned i = 0; i < 100; i++)
+                v[i] = (struct plan_vcpu) { .key = 1 + i * 7919 % 1000, .vm = i / 5, .util = rnd() * 0.5,
+                                            .wait_ratio = rnd() * 0.02, .cur_cpu = -1 };
+        v[10].util = v[11].util = v[12].util; /* ties broken by key */
+        assert_int_equal(plan_compute(f.h, &pol, v, 100, NULL, 0, NULL, 5, &a), 0);
+        assert_int_equal(plan_compute(f.h, &pol, v, 100, NULL, 0, NULL, 5, &b), 0);
+        assert_true(plan_equal(a, b));
+        assert_memory_equal(a->vcpu_cpu, b->vcpu_cpu, 100 * sizeof(int));
+        assert_memory_equal(a->fdom_level, b->fdom_level, a->n_fdoms);
+        assert_memory_equal(a->cpu_work, b->cpu_work, a->n_cpus * sizeof(double));
+        assert_memory_equal(&a->why, &b->why, sizeof(a->why));
+        /* and with a previous plan */
+        for (unsigned i = 0; i < 100; i++)
+                v[i].util *= 0.3;
+        assert_int_equal(plan_compute(f.h, &pol, v, 100, NULL, 0, a, 20 * NSEC_PER_SEC, &a2), 0);
+        assert_int_equal(plan_compute(f.h, &pol, v, 100, NULL, 0, b, 20 * NSEC_PER_SEC, &b2), 0);
+        assert_true(plan_equal(a2, b2));
+        assert_false(plan_equal(a, a2));
+        plan_free(a);
+        plan_free(b);
+        plan_free(a2);
+        plan_free(b2);
+        free_host(&f);
+}
+
+static void test_modes(void **state)
+{
+        struct host_fixture f;
+        struct plan_policy pol;
+        struct plan_vcpu v[12];
+        struct plan *p = NULL, *p2 = NULL;
+        unsigned n = 0;
+
+        load_host("xeon-spr-2s", "xeon-spr-2s", &f);
+        policy(&pol);
+        pol.shrink_dwell_ns = 0;
+        /* VM 1 dedicated (2 vCPUs), VM 2 spread (4), VM 3 excluded on CPU 5, VM 4 packed (5) */
+        for (unsigned i = 0; i < 2; i++)
+                v[n++] = (struct plan_vcpu) { .key = 10 + i, .vm = 1, .mode = PLACE_DEDICATED, .util = 0.1, .cur_cpu = -1 };
+        for (unsigned i = 0; i < 4; i++)
+                v[n++] = (struct plan_vcpu) { .key = 20 + i, .vm = 2, .mode = PLACE_SPREAD, .util = 0.1, .cur_cpu = -1 };
+        v[n++] = (struct plan_vcpu) { .key = 30, .vm = 3, .mode = PLACE_EXCLUDE, .util = 0.3, .cur_cpu = 5 };
+        for (unsigned i = 0; i < 5; i++)
+                v[n++] = (struct plan_vcpu) { .key = 40 + i, .vm = 4, .mode = PLACE_PACK, .util = 0.05, .cur_cpu = -1 };
+        assert_int_equal(plan_compute(f.h, &pol, v, n, NULL, 0, NULL, 0, &p), 0);
+
+        /* dedicated: own core, nobody on either thread */
+        for (unsigned i = 0; i < 2; i++) {
+                int c = p->vcpu_cpu[i], k = f.h->cpu_core[c];
+                for (unsigned j = 0; j < n; j++)
+                        if (j != i && p->vcpu_cpu[j] >= 0)
+                                assert_int_not_equal(f.h->cpu_core[p->vcpu_cpu[j]], k);
+        }
+        /* spread: distinct cores, alone on their CPU, over both packages */
+        unsigned pk[2] = { 0, 0 };
+        for (unsigned i = 2; i < 6; i++) {
+                int c = p->vcpu_cpu[i];
+                for (unsigned j = 0; j < n; j++)
+                        if (j != i && p->vcpu_cpu[j] >= 0)
+                                assert_int_not_equal(p->vcpu_cpu[j], c);
+                for (unsigned j = 2; j < 6; j++)
+                        if (j != i)
+                                assert_int_not_equal(f.h->cpu_core[p->vcpu_cpu[j]], f.h->cpu_core[c]);
+                pk[f.t->cpus[c].package_id]++;
+        }
+        assert_true(pk[0] >= 1);
+        assert_true(pk[1] >= 1);
+        /* exclude: untouched, its CPU counted active */
+        assert_int_equal(p->vcpu_cpu[6], 5);
+        assert_true(cpuset_isset(&p->active, 5));
+        /* packed: few CPUs */
+        unsigned distinct = 0;
+        for (unsigned i = 7; i < n; i++) {
+                bool seen = false;
+                for (unsigned j = 7; j < i; j++)
+                        seen |= p->vcpu_cpu[j] == p->vcpu_cpu[i];
+                distinct += !seen;
+        }
+        assert_true(distinct <= 2);
+
+        /* later periods: the excluded vCPU is never moved, even when it waits */
+        v[6].wait_ratio = 0.5;
+        v[6].cur_cpu = 5;
+        assert_int_equal(plan_compute(f.h, &pol, v, n, NULL, 0, p, NSEC_PER_SEC, &p2), 0);
+        assert_int_equal(p2->vcpu_cpu[6], 5);
+        plan_free(p);
+        plan_free(p2);
+        free_host(&f);
+}
+
+static void test_hints(void **state)
+{
+        struct host_fixture f;
+        struct plan_policy pol;
+        struct plan_vcpu v[1] = { { .key = 1, .util = 0.05, .cur_cpu = -1 } };
+        struct plan_hint hint = { .key = 1, .util_floor = 0.0, .boost = true };
+        struct plan *p = NULL, *q = NULL;
+
+        load_host("xeon-spr-2s", "xeon-spr-2s", &f);
+        policy(&pol);
+        assert_int_equal(plan_compute(f.h, &pol, v, 1, NULL, 0, NULL, 0, &p), 0);
+        assert_int_equal(plan_compute(f.h, &pol, v, 1, &hint, 1, NULL, 0, &q), 0);
+        unsigned fd = f.h->cpu_fdom[q->vcpu_cpu[0]];
+        assert_int_equal(q->fdom_level[fd], f.h->model.n_levels - 1);
+        assert_true(p->fdom_level[f.h->cpu_fdom[p->vcpu_cpu[0]]] < f.h->model.n_levels - 1);
+        plan_free(p);
+        plan_free(q);
+        free_host(&f);
+}
+
+static void test_idle_limits(void **state)
+{
+        struct host_fixture f;
+        struct plan_policy pol;
+        struct plan_vcpu v[1] = { { .key = 1, .util = 0.2, .cur_cpu = -1 } };
+        struct plan *p = NULL;
+
+        load_host("xeon-spr-2s", "xeon-spr-2s", &f);
+        policy(&pol);
+        pol.active_max_latency_us = 10; /* C6 (290 us) not allowed where guests run */
+        assert_int_equal(plan_compute(f.h, &pol, v, 1, NULL, 0, NULL, 0, &p), 0);
+        for (unsigned c = 0; c < f.h->n_cpus; c++) {
+                if (cpuset_isset(&p->active, c))
+                        assert_string_equal(f.h->model.idle[p->cpu_idle_state[c]].name, "C1E");
+                else
+                        assert_string_equal(f.h->model.idle[p->cpu_idle_state[c]].name, "C6");
+        }
+        plan_free(p);
+        free_host(&f);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_below_one_cpu_spr),
+                cmocka_unit_test(test_below_one_cpu_genoa),
+                cmocka_unit_test(test_half_host_spr),
+                cmocka_unit_test(test_half_host_genoa),
+                cmocka_unit_test(test_worked_example),
+                cmocka_unit_test(test_best_wake),
+                cmocka_unit_test(test_best_sleep),
+                cmocka_unit_test(test_hysteresis),
+                cmocka_unit_test(test_move_cost),
+                cmocka_unit_test(test_move_cap),
+                cmocka_unit_test(test_determinism),
+                cmocka_unit_test(test_modes),
+                cmocka_unit_test(test_hints),
+                cmocka_unit_test(test_idle_limits),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
