@@ -1,0 +1,127 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <string.h>
+
+#include "hostmsg.h"
+
+static int parse(const char *s, struct hostmsg *m)
+{
+        return hostmsg_parse(s, strlen(s), m);
+}
+
+static void test_good(void **state)
+{
+        struct hostmsg m;
+
+        assert_int_equal(parse("WELCOME 1 vcpus=4 max_level=900 boost_cap_ms=500 rate=10 burst=20 trust=full", &m), 0);
+        assert_int_equal(m.type, HOSTMSG_WELCOME);
+        assert_int_equal(m.version, 1);
+        assert_int_equal(m.vcpus, 4);
+        assert_int_equal(m.max_level, 900);
+        assert_int_equal(m.boost_cap_ms, 500);
+        assert_int_equal(m.rate, 10);
+        assert_int_equal(m.burst, 20);
+        assert_string_equal(m.trust, "full");
+        /* unknown keys from a newer host are skipped; max_level defaults to 1024 */
+        assert_int_equal(parse("WELCOME 1 color=blue vcpus=2", &m), 0);
+        assert_int_equal(m.max_level, 1024);
+        assert_int_equal(m.vcpus, 2);
+
+        assert_int_equal(parse("GRANT 3 768", &m), 0);
+        assert_int_equal(m.type, HOSTMSG_GRANT);
+        assert_int_equal(m.vcpu, 3);
+        assert_int_equal(m.level, 768);
+        assert_int_equal(parse("LIMIT 0 128 1024", &m), 0);
+        assert_int_equal(m.type, HOSTMSG_LIMIT);
+        assert_int_equal(m.min_level, 128);
+        assert_int_equal(m.max_level, 1024);
+        assert_int_equal(parse("ERR vcpu no such vcpu", &m), 0);
+        assert_int_equal(m.type, HOSTMSG_ERR);
+        assert_string_equal(m.code, "vcpu");
+        assert_string_equal(m.text, "no such vcpu");
+        assert_int_equal(parse("ERR handshake", &m), 0);
+        assert_string_equal(m.text, "");
+}
+
+static void test_bad(void **state)
+{
+        static const char *const bad[] = {
+                "", "GRANT", "GRANT 1", "GRANT 1 2 3", "GRANT 1 1025", "GRANT -1 5", "GRANT 01 5", "GRANT 1  5",
+                " GRANT 1 5", "GRANT 1 5 ", "grant 1 5", "GRANTS 1 5", "GRANT 4096 5", "GRANT 1 99999999999",
+                "LIMIT 0 600 500", "LIMIT 0 0", "LIMIT 0 0 1025", "WELCOME", "WELCOME x", "WELCOME 1 vcpus=",
+                "WELCOME 1 vcpus=x", "WELCOME 1 max_level=2000", "WELCOME 1 =5", "WELCOME 1 novalue",
+                "WELCOME 1 trust=FULL", "ERR", "ERR ", "ERR Bad text", "ERR  x", "ERR abcdefghijklmnopq x",
+                "GRANT 1 5\r", "HELLO 1 vcpus=1",
+        };
+        struct hostmsg m;
+
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+                if (parse(bad[i], &m) == 0) {
+                        print_error("accepted \"%s\"\n", bad[i]);
+                        fail();
+                }
+        assert_int_equal(hostmsg_parse("GRANT 1 5\0", 10, &m), -EINVAL);
+        assert_int_equal(parse("GRANT 1 1025", &m), -ERANGE);
+}
+
+struct seen {
+        int lines, discards;
+        char last[HOSTMSG_LINE_MAX];
+};
+
+static void cb(enum hostmsg_event ev, const char *line, size_t len, void *userdata)
+{
+        struct seen *s = userdata;
+
+        if (ev == HOSTMSG_EV_DISCARD) {
+                s->discards++;
+                return;
+        }
+        assert_true(len < HOSTMSG_LINE_MAX);
+        memcpy(s->last, line, len);
+        s->last[len] = 0;
+        s->lines++;
+}
+
+static void test_framer(void **state)
+{
+        struct hostmsg_framer f;
+        struct seen s = {};
+        char big[300];
+        static const char in[] = "GRANT 0 1\nGR\x01NT 0 2\nGRANT 0 3\n";
+
+        hostmsg_framer_init(&f);
+        for (size_t i = 0; i < sizeof(in) - 1; i++)
+                hostmsg_framer_push(&f, in + i, 1, cb, &s);
+        assert_int_equal(s.lines, 2);
+        assert_int_equal(s.discards, 1);
+        assert_string_equal(s.last, "GRANT 0 3");
+
+        memset(big, 'G', sizeof(big));
+        hostmsg_framer_push(&f, big, sizeof(big), cb, &s);
+        hostmsg_framer_push(&f, "\nGRANT 1 4\n", 11, cb, &s);
+        assert_int_equal(s.discards, 2);
+        assert_int_equal(s.lines, 3);
+        assert_string_equal(s.last, "GRANT 1 4");
+
+        hostmsg_framer_push(&f, "GRANT 1", 7, cb, &s);
+        hostmsg_framer_reset(&f);
+        hostmsg_framer_push(&f, " 5\n", 3, cb, &s);
+        assert_string_equal(s.last, " 5");
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_good),
+                cmocka_unit_test(test_bad),
+                cmocka_unit_test(test_framer),
+        };
+
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
