@@ -6,25 +6,26 @@
  * The modelled average power of a load (docs/energy-model.md, "Equations"):
  *
  *   For every core c (threads t, level L = highest level of the threads'
- *   frequency domains, capacity C_L):
+ *   frequency domains, capacity C_L, n_c vCPUs hosted by its threads):
  *     b_t     = min(1, work_t * 1024 / C_L)        busy fraction of a thread
- *     busy_c  = 1 - Π_t (1 - b_t)                   threads run independently
- *     n_c     = vCPUs hosted by the core's threads; each wakes its CPU
- *               about every I = ActiveIdleIntervalUs, independently, so the
- *               idle gaps of a group hosting n vCPUs last about I / n
- *     s_c     = deepest core idle state with exit latency <= every thread's
- *               limit and, if n_c > 0, target residency <= I / n_c
- *     P_c     = busy_c * P_active(L) + (1 - busy_c) * P_idle(s_c)
- *     deep_c  = (1 - busy_c) if s_c is the deepest state, else 0
- *   For every idle domain d (LLC/CCX, package) over its cores:
- *     n_d     = vCPUs hosted below d
- *     q_d     = Π_c deep_c if n_d == 0 or the deepest core state's residency
- *               <= I / n_d (the gaps in which *all* cores are idle), else 0
- *     a_d     = q_d if the domain's deep state is allowed (exit latency within
- *               every CPU's limit, and n_d == 0 or its residency <= I / n_d),
- *               else 0; with
- *               PackageIdleAllPackages the package term uses the product over
- *               *all* cores of the host instead of q_d
+ *     idle_c  = Π_t (1 - b_t)                       threads run independently
+ *     busy_c  = 1 - idle_c
+ *     Every hosted vCPU wakes its CPU as a Poisson process of mean interval
+ *     I = ActiveIdleIntervalUs; a group hosting n vCPUs sees exponential idle
+ *     gaps of mean I/n, and the share of its idle time spent in gaps of at
+ *     least r is F(n, r) = e^-x (1 + x), x = n r / I (F = 1 when n = 0).
+ *     A gap of length >= R_i (target residency) is spent in state i or deeper,
+ *     for the states allowed by every thread's exit latency limit (s_max):
+ *     Pidle_c = Σ_{i<=s_max} (F(n_c, R_i) - F(n_c, R_{i+1})) * P_i
+ *               (F(., R_0) := 1, F(., R_{s_max+1}) := 0)
+ *     P_c     = busy_c * P_active(L) + idle_c * Pidle_c
+ *   For every idle domain d (LLC/CCX, package) over its cores, n_d vCPUs:
+ *     q_d     = Π_c idle_c * F(n_d, R_deepest core state)  all cores in the
+ *               deepest core state (0 if a CPU's latency limit forbids it)
+ *     a_d     = Π_c idle_c * F(n_d, R_d) if the domain's exit latency is
+ *               within every CPU's limit, else 0 (capped at q_d); with
+ *               PackageIdleAllPackages the package term uses every core and
+ *               vCPU of the host instead of the package's own
  *     P_d     = (1 - q_d) * P_awake + (q_d - a_d) * P_quiet + a_d * P_asleep
  *   P = Σ_c P_c + Σ_d P_d; energy over a period T is P * T.
  *
@@ -937,15 +938,28 @@ int em_deepest_idle(const struct energy_model *m, uint32_t max_latency_us, uint3
 
 struct core_eval {
         double power_mw, active_mw, idle_mw;
-        double busy, deep;     /* busy fraction; fraction of time in the deepest state */
+        double busy, idle;     /* busy and idle fractions */
+        bool deep_ok;          /* the deepest core state is within the latency limits */
         unsigned vcpus;
         uint32_t min_latency_us;
 };
 
-/* Mean idle gap of a group hosting n vCPUs (each wakes every I us). */
-static uint32_t gap_us(const struct energy_model *m, unsigned n)
+/*
+ * Share of the idle time of a group hosting n vCPUs that falls in idle gaps
+ * of at least r_us.  Each vCPU wakes its CPU as a Poisson process of mean
+ * interval I = ActiveIdleIntervalUs, so the group's wake-ups have rate n/I,
+ * its gaps are exponential, and the time in gaps >= r is e^-x (1 + x) with
+ * x = n r / I of the idle time.  n == 0: nothing wakes it, every gap is long.
+ */
+static double gap_fraction(const struct energy_model *m, unsigned n, uint32_t r_us)
 {
-        return n == 0 ? UINT32_MAX : m->active_idle_interval_us / n;
+        double x;
+        if (n == 0)
+                return 1.0;
+        if (m->active_idle_interval_us == 0)
+                return 0.0;
+        x = (double) n * r_us / m->active_idle_interval_us;
+        return exp(-x) * (1.0 + x);
 }
 
 static void eval_core_at(const struct em_host *h, const struct em_load *l, unsigned k, int level_override,
@@ -980,13 +994,26 @@ static void eval_core_at(const struct em_host *h, const struct em_load *l, unsig
                 e->min_latency_us = MIN(e->min_latency_us, l->cpu_max_latency_us[cpu]);
         }
         e->busy = 1.0 - idle_prod;
-        s = em_deepest_idle(m, e->min_latency_us, gap_us(m, e->vcpus));
-        /* No state allowed: the CPU polls, at the lowest level's power. */
-        p_idle = s >= 0 ? m->idle[s].power_mw : m->levels[0].active_mw;
+        s = em_deepest_idle(m, e->min_latency_us, UINT32_MAX);
+        if (s < 0)
+                p_idle = m->levels[0].active_mw; /* no state allowed: the CPU polls */
+        else {
+                /* Idle time split by gap length: gaps >= R_i are spent in state i (or deeper). */
+                double upper = 1.0;
+                p_idle = 0.0;
+                for (int i = s; i >= 0; i--) {
+                        double f = i == 0 ? 1.0 : gap_fraction(m, e->vcpus, m->idle[i].target_residency_us);
+                        if (f > 1.0)
+                                f = 1.0;
+                        p_idle += (f - (i == s ? 0.0 : upper)) * m->idle[i].power_mw;
+                        upper = f;
+                }
+        }
         e->active_mw = e->busy * m->levels[level].active_mw;
         e->idle_mw = idle_prod * p_idle;
         e->power_mw = e->active_mw + e->idle_mw;
-        e->deep = s == (int) m->n_idle - 1 ? idle_prod : 0.0;
+        e->deep_ok = s == (int) m->n_idle - 1;
+        e->idle = idle_prod;
 }
 
 static void eval_core(const struct em_host *h, const struct em_load *l, unsigned k, struct core_eval *e)
@@ -1006,36 +1033,58 @@ static double domain_power(const struct em_idle_domain *d, double q, double a)
         return (1.0 - q) * d->awake_mw + (q - a) * d->quiet_mw + a * d->asleep_mw;
 }
 
+/* Power of one idle domain over cores with all-idle fraction idle_all, n vCPUs, latency limit lat. */
+static double domain_term(const struct energy_model *m, const struct em_idle_domain *d, double idle_all, bool deep_ok,
+                          unsigned n, uint32_t lat, double asleep_override)
+{
+        const struct em_idle_state *deepest = &m->idle[m->n_idle - 1];
+        double q = deep_ok ? idle_all * gap_fraction(m, n, deepest->target_residency_us) : 0.0;
+        double a;
+
+        if (asleep_override >= 0.0)
+                a = asleep_override;
+        else
+                a = deep_ok && d->exit_latency_us <= lat ? idle_all * gap_fraction(m, n, d->target_residency_us) : 0.0;
+        if (a > q)
+                a = q;
+        return domain_power(d, q, a);
+}
+
 double em_host_power(const struct em_host *h, const struct em_load *l, struct em_breakdown *b)
 {
         const struct energy_model *m = &h->model;
         struct em_breakdown sum = {};
         const struct em_idle_domain *dl = &m->domain[EM_DOMAIN_LLC], *dp = &m->domain[EM_DOMAIN_PACKAGE];
-        const struct em_idle_state *deepest = &m->idle[m->n_idle - 1];
-        double q_sys = 1.0;
-        unsigned n_sys = 0;
-        uint32_t lat_sys = EM_LATENCY_ANY;
+        double a_sys = -1.0;
 
-        if (m->package_idle_all_packages && dp->present)
+        if (m->package_idle_all_packages && dp->present) {
+                double idle_sys = 1.0;
+                bool ok_sys = true;
+                unsigned n_sys = 0;
+                uint32_t lat_sys = EM_LATENCY_ANY;
                 for (unsigned k = 0; k < h->n_cores; k++) {
                         struct core_eval e;
                         eval_core(h, l, k, &e);
-                        q_sys *= e.deep;
+                        idle_sys *= e.idle;
+                        ok_sys &= e.deep_ok;
                         n_sys += e.vcpus;
                         lat_sys = MIN(lat_sys, e.min_latency_us);
                 }
-        if (deepest->target_residency_us > gap_us(m, n_sys))
-                q_sys = 0.0;
+                a_sys = ok_sys && dp->exit_latency_us <= lat_sys
+                                ? idle_sys * gap_fraction(m, n_sys, dp->target_residency_us) : 0.0;
+        }
 
         for (unsigned p = 0; p < h->n_pkgs; p++) {
-                double q_pkg = 1.0;
+                double idle_pkg = 1.0;
+                bool ok_pkg = true;
                 unsigned n_pkg = 0;
                 uint32_t lat_pkg = EM_LATENCY_ANY;
                 unsigned k = h->pkgs[p].first;
 
                 while (k < h->pkgs[p].end) {
                         unsigned llc = h->cores[k].llc, end = h->llcs[llc].end;
-                        double q_llc = 1.0;
+                        double idle_llc = 1.0;
+                        bool ok_llc = true;
                         unsigned n_llc = 0;
                         uint32_t lat_llc = EM_LATENCY_ANY;
 
@@ -1044,36 +1093,20 @@ double em_host_power(const struct em_host *h, const struct em_load *l, struct em
                                 eval_core(h, l, k, &e);
                                 sum.active_mw += e.active_mw;
                                 sum.idle_mw += e.idle_mw;
-                                q_llc *= e.deep;
+                                idle_llc *= e.idle;
+                                ok_llc &= e.deep_ok;
                                 n_llc += e.vcpus;
                                 lat_llc = MIN(lat_llc, e.min_latency_us);
                         }
-                        q_pkg *= q_llc;
+                        if (dl->present)
+                                sum.domain_mw += domain_term(m, dl, idle_llc, ok_llc, n_llc, lat_llc, -1.0);
+                        idle_pkg *= idle_llc;
+                        ok_pkg &= ok_llc;
                         n_pkg += n_llc;
                         lat_pkg = MIN(lat_pkg, lat_llc);
-                        if (deepest->target_residency_us > gap_us(m, n_llc))
-                                q_llc = 0.0;
-                        if (dl->present) {
-                                bool ok = dl->exit_latency_us <= lat_llc &&
-                                          dl->target_residency_us <= gap_us(m, n_llc);
-                                sum.domain_mw += domain_power(dl, q_llc, ok ? q_llc : 0.0);
-                        }
                 }
-                if (deepest->target_residency_us > gap_us(m, n_pkg))
-                        q_pkg = 0.0;
-                if (dp->present) {
-                        double a;
-                        if (m->package_idle_all_packages) {
-                                bool ok = dp->exit_latency_us <= lat_sys &&
-                                          dp->target_residency_us <= gap_us(m, n_sys);
-                                a = ok ? MIN(q_sys, q_pkg) : 0.0;
-                        } else {
-                                bool ok = dp->exit_latency_us <= lat_pkg &&
-                                          dp->target_residency_us <= gap_us(m, n_pkg);
-                                a = ok ? q_pkg : 0.0;
-                        }
-                        sum.domain_mw += domain_power(dp, q_pkg, a);
-                }
+                if (dp->present)
+                        sum.domain_mw += domain_term(m, dp, idle_pkg, ok_pkg, n_pkg, lat_pkg, a_sys);
         }
         sum.total_mw = sum.active_mw + sum.idle_mw + sum.domain_mw;
         if (b)

@@ -48,7 +48,6 @@
 #include <float.h>
 #include <stdlib.h>
 #include <string.h>
-#include <stdio.h>
 
 #include "placement.h"
 
@@ -907,7 +906,6 @@ int plan_compute(const struct em_host *h, const struct plan_policy *pol, const s
                         place_reserved(&w);
                         place_pack(&w, order, hc);
                         mw = finalize(&w, NULL);
-                        if (getenv("PLAN_DEBUG")) { fprintf(stderr, "cand o=%u L=%u mw=%.1f:", o, lv[j], mw); for (size_t i = 0; i < n_v; i++) fprintf(stderr, " %d", w.assign[i]); fprintf(stderr, "\n"); }
                         if (mw < best_mw - EPS) {
                                 best_mw = mw;
                                 memcpy(best, w.assign, n_v * sizeof(int));
