@@ -5,6 +5,7 @@ vCPU thread ids cross-checked with QMP, load control in the guest checked throug
 host's schedstat, the guest's work-rate report, the hint channel socket, and cleanup.
 Must run as root (fails otherwise)."""
 
+import json
 import os
 import sys
 import time
@@ -94,7 +95,6 @@ class VmToolingTest(unittest.TestCase):
         tids = self.check_threads(g)
         # libvirt's view of the vCPU threads must match the thread names
         p = vmlib.virsh("qemu-monitor-command", g.name, '{"execute":"query-cpus-fast"}')
-        import json
         qtids = {c["cpu-index"]: c["thread-id"] for c in json.loads(p.stdout)["return"]}
         self.assertEqual(qtids, tids)
         self.assertTrue(os.path.exists(g.hint_socket_path()), g.hint_socket_path())

@@ -289,7 +289,9 @@ class Console:
         return {int(k): int(v) for k, v in (x.split("=") for x in f[1:])}
 
     def run(self, shell_cmd, timeout=20.0):
-        """Run a shell command in the guest; returns (rc, output lines)."""
+        """Run a shell command in the guest; returns (rc, output lines). The agent waits
+        for the command's output to close: redirect background commands, e.g.
+        "taskset -c 1 sh -c 'while :; do :; done' </dev/null >/dev/null 2>&1 &"."""
         f, out = self.command("run " + shell_cmd, timeout)
         return int(f[0]), out
 
