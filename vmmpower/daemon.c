@@ -39,7 +39,7 @@
  * reporting without it (libvirtd down is reported, not waited for). */
 #define ONCE_LIBVIRT_WAIT_NS (5 * NSEC_PER_SEC)
 
-static struct io_watch signal_watch, timer_watch, libvirt_watch;
+static struct io_watch signal_watch, timer_watch, libvirt_watch, watchdog_watch;
 static struct daemon *the_daemon; /* the watches' context: one daemon per process */
 
 int daemon_load_config(const struct daemon_options *opts, struct vp_config *c, struct config_error *err)
@@ -332,8 +332,6 @@ void daemon_period(struct daemon *d, nsec_t now)
                 log_debug_errno(r, "pCPU sampling failed: %m");
         write_textfile(d);
         control_server_expire(d->control, now);
-        if (notify_watchdog_usec() > 0)
-                (void) notify_send("WATCHDOG=1");
         d->counters.periods++;
         d->counters.last_period_cpu_ns = thread_cputime_ns() - cpu0;
         d->counters.last_period_wall_ns = now_ns() - now;
@@ -377,6 +375,44 @@ static void timer_event(struct io_watch *w, uint32_t events)
         }
 }
 
+/* The watchdog has a timer of its own at half of WatchdogSec, so that a long
+ * ControlPeriod does not trip it; it proves the event loop turns. */
+static void watchdog_event(struct io_watch *w, uint32_t events)
+{
+        uint64_t expirations;
+
+        if (read(w->fd, &expirations, sizeof(expirations)) == sizeof(expirations))
+                (void) notify_send("WATCHDOG=1");
+}
+
+static int start_watchdog(struct daemon *d)
+{
+        uint64_t usec = notify_watchdog_usec() / 2;
+        struct itimerspec its = {
+                .it_interval = { .tv_sec = (time_t) (usec / 1000000), .tv_nsec = (long) (usec % 1000000) * 1000 },
+        };
+        int fd, r;
+
+        if (usec == 0)
+                return 0;
+        its.it_value = its.it_interval;
+        fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        if (timerfd_settime(fd, 0, &its, NULL) < 0) {
+                r = -errno;
+                close(fd);
+                return r;
+        }
+        r = io_watch_add(d->epoll_fd, &watchdog_watch, fd, EPOLLIN, watchdog_event);
+        if (r < 0) {
+                close(fd);
+                return r;
+        }
+        d->watchdog_fd = fd;
+        return 0;
+}
+
 static void signal_event(struct io_watch *w, uint32_t events)
 {
         struct daemon *d = the_daemon;
@@ -406,7 +442,7 @@ int daemon_init(struct daemon *d, const struct daemon_options *opts)
         sigset_t mask;
         int r;
 
-        *d = (struct daemon) { .epoll_fd = -1, .signal_fd = -1, .timer_fd = -1, .opts = *opts };
+        *d = (struct daemon) { .epoll_fd = -1, .signal_fd = -1, .timer_fd = -1, .watchdog_fd = -1, .opts = *opts };
         the_daemon = d;
         snprintf(d->config_path, sizeof(d->config_path), "%s",
                  opts->config_path ? opts->config_path : VMMPOWER_SYSCONFDIR "/vmmpower.conf");
@@ -470,8 +506,10 @@ int daemon_run(struct daemon *d)
         daemon_period(d, now_ns());
 
         wd_usec = notify_watchdog_usec();
-        if (wd_usec > 0 && (nsec_t) wd_usec * NSEC_PER_USEC < 2 * d->cfg.period_ns)
-                log_warning("WatchdogSec is shorter than two control periods: expect watchdog restarts.");
+        r = start_watchdog(d);
+        if (r < 0)
+                return log_error_errno(r, "Failed to start the watchdog timer (WatchdogSec=%llu us): %m",
+                                       (unsigned long long) wd_usec);
         (void) notify_send("READY=1\nSTATUS=Tracking vCPUs");
         log_info("vmmpowerd running%s: period %lld ms, control socket %s.",
                  d->opts.dry_run ? " in dry-run mode" : "", (long long) (d->cfg.period_ns / NSEC_PER_MSEC),
@@ -508,9 +546,11 @@ void daemon_done(struct daemon *d)
         d->topo = NULL;
         if (d->timer_fd >= 0)
                 close(d->timer_fd);
+        if (d->watchdog_fd >= 0)
+                close(d->watchdog_fd);
         if (d->signal_fd >= 0)
                 close(d->signal_fd);
         if (d->epoll_fd >= 0)
                 close(d->epoll_fd);
-        d->timer_fd = d->signal_fd = d->epoll_fd = -1;
+        d->timer_fd = d->signal_fd = d->epoll_fd = d->watchdog_fd = -1;
 }

@@ -57,7 +57,7 @@ struct daemon {
         struct control_server *control;
         struct procscan_stats procscan_stats;
         struct daemon_counters counters;
-        int epoll_fd, signal_fd, timer_fd;
+        int epoll_fd, signal_fd, timer_fd, watchdog_fd;
         nsec_t start_ns;          /* monotonic */
         nsec_t start_realtime_ns;
         nsec_t last_period_ns;

@@ -273,6 +273,38 @@ class DaemonBadInput(unittest.TestCase):
         self.assertNotEqual(rc, 0)
         self.assertEqual(d2.status()["control"]["denied"], 2)
 
+    def test_sd_notify_and_watchdog(self):
+        """Type=notify without systemd: READY=1, WATCHDOG=1 at half of WATCHDOG_USEC, STOPPING=1."""
+        d = Daemon({"Daemon": {"ControlPeriod": "5s"}, "QEMU": {"ProcScanInterval": "5s"}})
+        path = os.path.join(d.tmp, "notify.sock")
+        ns = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        ns.bind(path)
+        ns.settimeout(5)
+        env = dict(os.environ, NOTIFY_SOCKET=path, WATCHDOG_USEC="1000000")
+        env.pop("WATCHDOG_PID", None)
+        p = subprocess.Popen([VMMPOWERD, "--foreground", "--config", d.config], env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            msgs = []
+            t0 = time.monotonic()
+            while time.monotonic() - t0 < 3.2:
+                msgs.append(ns.recv(4096).decode())
+            self.assertIn("READY=1", msgs[0])
+            pings = [m for m in msgs if m == "WATCHDOG=1"]
+            # 0.5 s interval over ~3 s, although the control period is 5 s.
+            self.assertGreaterEqual(len(pings), 4, msgs)
+        finally:
+            p.terminate()
+            self.assertEqual(p.wait(10), 0)
+        rest = []
+        try:
+            while True:
+                rest.append(ns.recv(4096).decode())
+        except socket.timeout:
+            pass
+        self.assertIn("STOPPING=1", rest)
+        ns.close()
+
     def test_sigterm_and_once(self):
         d = Daemon()
         d.start()
