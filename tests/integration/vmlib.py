@@ -63,8 +63,25 @@ def run(argv, check=True, timeout=120, input=None):
     return p
 
 
-def virsh(*args, check=True, timeout=60):
-    return run(["virsh", "-q", "-c", URI] + list(args), check=check, timeout=timeout)
+_CONN_ERRORS = ("Failed to connect", "failed to connect", "End of file while reading",
+                "Cannot recv data", "Cannot write data", "internal error: client socket")
+
+
+def virsh(*args, check=True, timeout=60, input=None, retry_s=20.0):
+    """Run virsh on qemu:///system. Connection failures (libvirtd being restarted, e.g. by
+    a concurrent test) are retried for up to retry_s seconds."""
+    argv = ["virsh", "-q", "-c", URI] + list(args)
+    end = time.monotonic() + retry_s
+    while True:
+        p = run(argv, check=False, timeout=timeout, input=input)
+        if p.returncode == 0 or time.monotonic() > end or \
+                not any(e in p.stderr for e in _CONN_ERRORS):
+            break
+        time.sleep(0.5)
+    if check and p.returncode != 0:
+        raise VmError("%s failed (rc %d): %s" % (" ".join(argv), p.returncode,
+                                                 p.stderr.strip() or p.stdout.strip()))
+    return p
 
 
 def full_name(name):
@@ -522,7 +539,7 @@ def define_and_start_domain(name, vcpus, busy=(), test=None, extra_cmdline="",
     if xml_filter:
         xml = xml_filter(xml)
     g = LibvirtGuest(n, vcpus)
-    p = run(["virsh", "-q", "-c", URI, "define", "/dev/stdin"], input=xml, check=False)
+    p = virsh("define", "/dev/stdin", input=xml, check=False)
     if p.returncode != 0:
         raise VmError("virsh define %s failed: %s" % (n, p.stderr.strip()))
     _register(g, test)
