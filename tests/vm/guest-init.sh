@@ -62,7 +62,9 @@ stop_busy() { # CPU
 
 uptime_cs() { # uptime in centiseconds
         read -r up _ < /proc/uptime
-        echo "${up%.*}${up#*.}"
+        cs="${up%.*}${up#*.}"
+        while [ "${cs#0}" != "$cs" ] && [ ${#cs} -gt 1 ]; do cs=${cs#0}; done  # not octal
+        echo "$cs"
 }
 
 counts() { # print "c0 c1 ..." (iteration counts; 0 for idle vCPUs)
