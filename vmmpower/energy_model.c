@@ -737,6 +737,9 @@ int energy_model_from_topology(const struct topology *t, struct energy_model *re
 
 /* ---- the model bound to a topology ---------------------------------------- */
 
+static double gap_fraction(const struct energy_model *m, unsigned n, uint32_t r_us);
+static uint32_t gap_residency(const struct energy_model *m, unsigned j);
+
 void em_host_free(struct em_host *h)
 {
         if (!h)
@@ -749,6 +752,7 @@ void em_host_free(struct em_host *h)
         free(h->pkgs);
         free(h->order_smt_first);
         free(h->order_cores_first);
+        free(h->gapf);
         free(h);
 }
 
@@ -919,6 +923,14 @@ int em_host_new(const struct topology *t, const struct energy_model *m, struct e
                         for (unsigned k = h->llcs[l].first; k < h->llcs[l].end; k++)
                                 if (th < h->cores[k].n_threads)
                                         h->order_cores_first[b++] = h->cores[k].cpu[th];
+        /* Idle-gap fractions for small vCPU counts (exp() is the costly part of an evaluation). */
+        unsigned nj = m->n_idle + _EM_DOMAIN_MAX;
+        h->gapf = malloc(sizeof(double) * EM_GAPF_N * nj);
+        if (!h->gapf)
+                goto fail;
+        for (unsigned g = 0; g < EM_GAPF_N; g++)
+                for (unsigned j = 0; j < nj; j++)
+                        h->gapf[g * nj + j] = gap_fraction(m, g, gap_residency(m, j));
         *ret = h;
         return 0;
 fail:
@@ -951,6 +963,19 @@ struct core_eval {
  * its gaps are exponential, and the time in gaps >= r is e^-x (1 + x) with
  * x = n r / I of the idle time.  n == 0: nothing wakes it, every gap is long.
  */
+/* Residency index j: idle state j, or n_idle + domain scope. */
+static uint32_t gap_residency(const struct energy_model *m, unsigned j)
+{
+        return j < m->n_idle ? m->idle[j].target_residency_us : m->domain[j - m->n_idle].target_residency_us;
+}
+
+static double host_gap(const struct em_host *h, unsigned n, unsigned j)
+{
+        if (n < EM_GAPF_N)
+                return h->gapf[n * (h->model.n_idle + _EM_DOMAIN_MAX) + j];
+        return gap_fraction(&h->model, n, gap_residency(&h->model, j));
+}
+
 static double gap_fraction(const struct energy_model *m, unsigned n, uint32_t r_us)
 {
         double x;
@@ -1002,7 +1027,7 @@ static void eval_core_at(const struct em_host *h, const struct em_load *l, unsig
                 double upper = 1.0;
                 p_idle = 0.0;
                 for (int i = s; i >= 0; i--) {
-                        double f = i == 0 ? 1.0 : gap_fraction(m, e->vcpus, m->idle[i].target_residency_us);
+                        double f = i == 0 ? 1.0 : host_gap(h, e->vcpus, (unsigned) i);
                         if (f > 1.0)
                                 f = 1.0;
                         p_idle += (f - (i == s ? 0.0 : upper)) * m->idle[i].power_mw;
@@ -1034,17 +1059,18 @@ static double domain_power(const struct em_idle_domain *d, double q, double a)
 }
 
 /* Power of one idle domain over cores with all-idle fraction idle_all, n vCPUs, latency limit lat. */
-static double domain_term(const struct energy_model *m, const struct em_idle_domain *d, double idle_all, bool deep_ok,
+static double domain_term(const struct em_host *h, enum em_domain_scope scope, double idle_all, bool deep_ok,
                           unsigned n, uint32_t lat, double asleep_override)
 {
-        const struct em_idle_state *deepest = &m->idle[m->n_idle - 1];
-        double q = deep_ok ? idle_all * gap_fraction(m, n, deepest->target_residency_us) : 0.0;
+        const struct energy_model *m = &h->model;
+        const struct em_idle_domain *d = &m->domain[scope];
+        double q = deep_ok ? idle_all * host_gap(h, n, m->n_idle - 1) : 0.0;
         double a;
 
         if (asleep_override >= 0.0)
                 a = asleep_override;
         else
-                a = deep_ok && d->exit_latency_us <= lat ? idle_all * gap_fraction(m, n, d->target_residency_us) : 0.0;
+                a = deep_ok && d->exit_latency_us <= lat ? idle_all * host_gap(h, n, m->n_idle + scope) : 0.0;
         if (a > q)
                 a = q;
         return domain_power(d, q, a);
@@ -1071,7 +1097,7 @@ double em_host_power(const struct em_host *h, const struct em_load *l, struct em
                         lat_sys = MIN(lat_sys, e.min_latency_us);
                 }
                 a_sys = ok_sys && dp->exit_latency_us <= lat_sys
-                                ? idle_sys * gap_fraction(m, n_sys, dp->target_residency_us) : 0.0;
+                                ? idle_sys * host_gap(h, n_sys, m->n_idle + EM_DOMAIN_PACKAGE) : 0.0;
         }
 
         for (unsigned p = 0; p < h->n_pkgs; p++) {
@@ -1099,14 +1125,14 @@ double em_host_power(const struct em_host *h, const struct em_load *l, struct em
                                 lat_llc = MIN(lat_llc, e.min_latency_us);
                         }
                         if (dl->present)
-                                sum.domain_mw += domain_term(m, dl, idle_llc, ok_llc, n_llc, lat_llc, -1.0);
+                                sum.domain_mw += domain_term(h, EM_DOMAIN_LLC, idle_llc, ok_llc, n_llc, lat_llc, -1.0);
                         idle_pkg *= idle_llc;
                         ok_pkg &= ok_llc;
                         n_pkg += n_llc;
                         lat_pkg = MIN(lat_pkg, lat_llc);
                 }
                 if (dp->present)
-                        sum.domain_mw += domain_term(m, dp, idle_pkg, ok_pkg, n_pkg, lat_pkg, a_sys);
+                        sum.domain_mw += domain_term(h, EM_DOMAIN_PACKAGE, idle_pkg, ok_pkg, n_pkg, lat_pkg, a_sys);
         }
         sum.total_mw = sum.active_mw + sum.idle_mw + sum.domain_mw;
         if (b)

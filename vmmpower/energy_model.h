@@ -125,7 +125,9 @@ struct em_host {
         unsigned n_online;
         int *order_smt_first;    /* [n_online] CPUs: per package, LLC, core: thread 0, thread 1 */
         int *order_cores_first;  /* [n_online] per package, LLC: thread 0 of every core, then thread 1s */
+        double *gapf;            /* [EM_GAPF_N][n_idle + _EM_DOMAIN_MAX] cached idle-gap fractions */
 };
+#define EM_GAPF_N 256
 
 int em_host_new(const struct topology *t, const struct energy_model *m, struct em_host **ret);
 void em_host_free(struct em_host *h);

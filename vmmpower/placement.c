@@ -324,8 +324,12 @@ static void seg_set(struct ws *w, unsigned pos, double val)
 {
         unsigned i = pos + w->segn;
         w->seg[i] = val;
-        for (i >>= 1; i >= 1; i >>= 1)
-                w->seg[i] = MAX(w->seg[2 * i], w->seg[2 * i + 1]);
+        for (i >>= 1; i >= 1; i >>= 1) {
+                double m = MAX(w->seg[2 * i], w->seg[2 * i + 1]);
+                if (w->seg[i] == m)
+                        break; /* nothing above changes */
+                w->seg[i] = m;
+        }
 }
 
 /* Leftmost position with room >= x, or -1. */
@@ -349,9 +353,15 @@ static void seg_build(struct ws *w, const int *order, double hc)
                 w->cpu_pos[order[p]] = (int) p;
 }
 
-/* First-fit decreasing of the still unassigned pack vCPUs (and any mode whose reservation failed). */
-static void place_pack(struct ws *w, const int *order, double hc)
+/*
+ * First-fit decreasing of the still unassigned pack vCPUs (and any mode
+ * whose reservation failed).  Returns true if some vCPU found no CPU with
+ * room (it went to the CPU with the most room left).
+ */
+static bool place_pack(struct ws *w, const int *order, double hc, bool abort_on_overflow)
 {
+        bool overflow = false;
+
         seg_build(w, order, hc);
         for (size_t s = 0; s < w->nv; s++) {
                 unsigned i = w->sorted[s];
@@ -360,8 +370,12 @@ static void place_pack(struct ws *w, const int *order, double hc)
                 if (w->assign[i] >= 0 || w->v[i].mode == PLACE_EXCLUDE)
                         continue;
                 pos = seg_find(w, w->dem[i]);
-                if (pos < 0)
+                if (pos < 0) {
+                        overflow = true;
+                        if (abort_on_overflow)
+                                return true;
                         pos = seg_find(w, w->seg[1]); /* everything full: the CPU with most room */
+                }
                 if (pos < 0)
                         pos = 0;
                 cpu = order[pos];
@@ -373,6 +387,7 @@ static void place_pack(struct ws *w, const int *order, double hc)
                 if (w->sib[cpu] >= 0)
                         seg_set(w, (unsigned) w->cpu_pos[w->sib[cpu]], room(w, w->sib[cpu], hc));
         }
+        return overflow;
 }
 
 static bool core_free(const struct ws *w, unsigned k)
@@ -505,6 +520,8 @@ static double finalize(struct ws *w, struct em_breakdown *b)
                                 }
                         }
                 best = req;
+                /* Higher levels only if they cost less (race to idle); energy over levels is
+                 * taken as unimodal: stop at the first level that costs more. */
                 for (unsigned L = req; L <= top; L++) {
                         double p = 0.0;
                         for (unsigned x = w->fdom_start[f]; x < w->fdom_start[f + 1]; x++)
@@ -512,7 +529,8 @@ static double finalize(struct ws *w, struct em_breakdown *b)
                         if (p < best_p - EPS) {
                                 best_p = p;
                                 best = L;
-                        }
+                        } else
+                                break;
                 }
                 w->level[f] = (uint8_t) best;
         }
@@ -852,6 +870,35 @@ static void fill_plan(struct ws *w, struct plan *p, nsec_t now)
         p->why.n_active = cpuset_count(&p->active);
 }
 
+struct cand_ctx {
+        struct ws *w;
+        int *best;
+        double *best_mw;
+        unsigned *n_cand;
+        size_t n_v;
+};
+
+/* One target candidate: FFD at level's capacity in order; DBL_MAX if it overflows (unless top). */
+static double try_candidate(struct cand_ctx *cc, const int *order, unsigned level, bool top)
+{
+        struct ws *w = cc->w;
+        double hc = w->hfrac * w->h->model.levels[level].capacity / EM_CAPACITY_SCALE, mw;
+        bool overflow;
+
+        state_reset(w);
+        place_reserved(w);
+        overflow = place_pack(w, order, hc, !top);
+        if (overflow && !top)
+                return DBL_MAX;
+        mw = finalize(w, NULL);
+        (*cc->n_cand)++;
+        if (mw < *cc->best_mw - EPS) {
+                *cc->best_mw = mw;
+                memcpy(cc->best, w->assign, cc->n_v * sizeof(int));
+        }
+        return mw;
+}
+
 int plan_compute(const struct em_host *h, const struct plan_policy *pol, const struct plan_vcpu *v, size_t n_v,
                  const struct plan_hint *hints, size_t n_hints, const struct plan *prev, nsec_t now,
                  struct plan **ret)
@@ -861,8 +908,8 @@ int plan_compute(const struct em_host *h, const struct plan_policy *pol, const s
         _cleanup_free_ int *best = NULL, *keep = NULL, *from = NULL;
         _cleanup_free_ unsigned *prio = NULL;
         const struct energy_model *m = &h->model;
-        double best_mw = DBL_MAX, spread_mw, keep_mw;
-        unsigned lv[MAX_LEVEL_CANDIDATES], n_lv = 0, moves = 0, deferred = 0, n_ded = 0;
+        double best_mw = DBL_MAX, spread_mw, keep_mw, total_demand = 0.0;
+        unsigned lv[MAX_LEVEL_CANDIDATES], n_lv = 0, n_cand = 1, moves = 0, deferred = 0, n_ded = 0;
         size_t nv1 = n_v ? n_v : 1;
         int r;
 
@@ -879,8 +926,11 @@ int plan_compute(const struct em_host *h, const struct plan_policy *pol, const s
         p = plan_alloc(h, n_v);
         if (!best || !keep || !from || !prio || !p)
                 goto out;
-        for (size_t i = 0; i < n_v; i++)
+        for (size_t i = 0; i < n_v; i++) {
                 n_ded += v[i].mode == PLACE_DEDICATED;
+                if (v[i].mode != PLACE_EXCLUDE)
+                        total_demand += w.dem[i];
+        }
 
         /* Spread baseline (for the reasons, and a candidate when it respects the modes). */
         state_reset(&w);
@@ -898,24 +948,46 @@ int plan_compute(const struct em_host *h, const struct plan_policy *pol, const s
         else
                 for (unsigned j = 0; j < MAX_LEVEL_CANDIDATES; j++)
                         lv[n_lv++] = (m->n_levels - 1) * j / (MAX_LEVEL_CANDIDATES - 1);
-        for (unsigned o = 0; o < 2; o++)
-                for (unsigned j = n_lv; j-- > 0;) {
-                        const int *order = o == 0 ? h->order_smt_first : h->order_cores_first;
+        /*
+         * SMT-first order: the top level (densest packing), then levels ascending
+         * from the lowest one whose total room can hold the demand, skipping
+         * overflowing candidates (a vCPU found no room), until a candidate costs
+         * more than the one before (energy over the level is roughly U-shaped:
+         * many slow CPUs .. few fast ones).  Cores-first order: the top level and
+         * the levels next to the best one found so far.
+         */
+        {
+                struct cand_ctx cc = { &w, best, &best_mw, &n_cand, n_v };
+                double prev_mw = DBL_MAX;
+                int best_j = (int) n_lv - 1;
+                double best_j_mw = try_candidate(&cc, h->order_smt_first, lv[n_lv - 1], true);
+
+                for (unsigned j = 0; j + 1 < n_lv; j++) {
                         double hc = w.hfrac * m->levels[lv[j]].capacity / EM_CAPACITY_SCALE, mw;
-                        state_reset(&w);
-                        place_reserved(&w);
-                        place_pack(&w, order, hc);
-                        mw = finalize(&w, NULL);
-                        if (mw < best_mw - EPS) {
-                                best_mw = mw;
-                                memcpy(best, w.assign, n_v * sizeof(int));
+                        if (hc * h->n_online * (1.0 + w.gain) / 2.0 < total_demand)
+                                continue; /* cannot hold the demand at this level */
+                        mw = try_candidate(&cc, h->order_smt_first, lv[j], false);
+                        if (mw == DBL_MAX)
+                                continue;
+                        if (mw < best_j_mw) {
+                                best_j_mw = mw;
+                                best_j = (int) j;
                         }
+                        if (mw > prev_mw + EPS)
+                                break;
+                        prev_mw = mw;
                 }
+                try_candidate(&cc, h->order_cores_first, lv[n_lv - 1], true);
+                for (int j = best_j - 1; j <= best_j + 1; j++)
+                        if (j >= 0 && j + 1 < (int) n_lv)
+                                try_candidate(&cc, h->order_cores_first, lv[j], false);
+        }
 
         p->shrink_pending_since_ns = -1;
         p->why.forced_wake_cpu = -1;
         p->why.spread_mw = spread_mw;
         p->why.target_mw = best_mw;
+        p->why.candidates = n_cand;
 
         if (!prev || prev->n_cpus != h->n_cpus || prev->n_fdoms != h->n_fdoms) {
                 load_assignment(&w, best);
@@ -932,7 +1004,7 @@ int plan_compute(const struct em_host *h, const struct plan_policy *pol, const s
         memcpy(from, keep, n_v * sizeof(int));
         load_assignment(&w, keep);
         place_reserved(&w);
-        place_pack(&w, h->order_smt_first, w.hfrac);
+        place_pack(&w, h->order_smt_first, w.hfrac, false);
         memcpy(keep, w.assign, n_v * sizeof(int));
         keep_mw = finalize(&w, NULL);
         p->why.prev_mw = keep_mw;

@@ -72,6 +72,7 @@ struct plan_reasons {
         double prev_mw;        /* ... of keeping the previous placement under the current load */
         double target_mw;      /* ... of the best placement found (applied or not) */
         unsigned n_active;
+        unsigned candidates;   /* placements evaluated by the target search */
         unsigned moves;        /* vCPUs moved by this plan */
         unsigned moves_deferred; /* wanted but over the per-period cap */
         int forced_wake_cpu;   /* CPU woken because of forced_by_key, -1 if none */

@@ -1,0 +1,189 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * plan-bench: CPU time of one plan_compute() call (CLOCK_THREAD_CPUTIME_ID,
+ * so that other load on the machine does not inflate it).
+ *
+ * Synthetic hosts built in memory (no sysfs): 2 packages, SMT (2 threads per
+ * core, siblings numbered in the second half as Linux does on x86), one LLC
+ * per 8 cores, one cpufreq policy per CPU (800 MHz..3.8 GHz, base 2.0 GHz, as
+ * intel_pstate), cpuidle C1/C1E/C6 with SPR's latencies; the energy model is
+ * energy_model_from_topology() of that host (8 perf levels, LLC and package
+ * idle domains).  vCPU utilisations are random (fixed seed) with a total of
+ * 30% of the host's cores.
+ *
+ * For each (pCPUs, vCPUs) it reports the median over R runs of:
+ *   initial   plan_compute() without a previous plan
+ *   steady    plan_compute() with the previous plan and the same load (the
+ *             daemon's usual call: target search + hysteresis)
+ * in microseconds per plan, plus the active CPUs and plan/spread energy.
+ * Prints numbers; asserts nothing.  Usage: plan-bench [RUNS [PCPUS VCPUS]]
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "energy_model.h"
+#include "placement.h"
+#include "topology.h"
+#include "util.h"
+
+static struct topology *synth_topology(unsigned n_cpus)
+{
+        struct topology *t = calloc(1, sizeof(*t));
+        unsigned n_cores = n_cpus / 2, per_pkg = n_cores / 2;
+        static const struct topo_idle_state idle[] = {
+                { "POLL", "", 0, 0, false, false, 0 },
+                { "C1", "", 1, 1, false, false, 0 },
+                { "C1E", "", 2, 4, false, false, 0 },
+                { "C6", "", 290, 800, false, false, 0 },
+        };
+
+        if (!t)
+                return NULL;
+        t->n_cpus = n_cpus;
+        t->cpus = calloc(n_cpus, sizeof(*t->cpus));
+        t->policies = calloc(n_cpus, sizeof(*t->policies));
+        if (!t->cpus || !t->policies)
+                return NULL;
+        t->n_policies = n_cpus;
+        t->n_packages = 2;
+        t->n_dies = 2;
+        t->n_cores = n_cores;
+        t->n_llcs = (n_cores + 7) / 8;
+        t->n_nodes = 2;
+        t->smt_active = true;
+        strcpy(t->cpuidle_driver, "intel_idle");
+        strcpy(t->cpuidle_governor, "menu");
+        for (unsigned i = 0; i < n_cpus; i++) {
+                struct topo_cpu *c = &t->cpus[i];
+                struct topo_cpufreq_policy *p = &t->policies[i];
+                unsigned core = i % n_cores;
+
+                c->id = i;
+                c->present = c->online = true;
+                c->package_id = (int) (core / per_pkg);
+                c->die_id = 0;
+                c->core_id = (int) (core % per_pkg);
+                c->llc_id = (int) (core / 8 * 8);
+                c->node = c->package_id;
+                c->policy = (int) i;
+                c->cluster_id = -1;
+                cpuset_zero(&c->smt_siblings);
+                cpuset_set(&c->smt_siblings, core);
+                cpuset_set(&c->smt_siblings, core + n_cores);
+                c->n_idle_states = ELEMENTSOF(idle);
+                memcpy(c->idle, idle, sizeof(idle));
+                cpuset_set(&t->online, i);
+                cpuset_set(&t->present, i);
+                cpuset_set(&t->possible, i);
+
+                p->id = i;
+                cpuset_zero(&p->related_cpus);
+                cpuset_set(&p->related_cpus, i);
+                p->affected_cpus = p->related_cpus;
+                strcpy(p->driver, "intel_pstate");
+                strcpy(p->governor, "powersave");
+                p->cpuinfo_min_khz = p->scaling_min_khz = 800000;
+                p->cpuinfo_max_khz = p->scaling_max_khz = 3800000;
+                p->base_khz = 2000000;
+        }
+        return t;
+}
+
+static uint64_t rng = 0x9e3779b97f4a7c15ULL;
+static double rnd(void)
+{
+        rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+        return (double) (rng >> 11) / (double) (1ULL << 53);
+}
+
+static int cmp_ns(const void *a, const void *b)
+{
+        nsec_t x = *(const nsec_t *) a, y = *(const nsec_t *) b;
+        return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv)
+{
+        static const unsigned cpus[] = { 64, 256, 512 };
+        static const unsigned vcpus[] = { 100, 1000, 10000 };
+        unsigned runs = argc > 1 ? (unsigned) atoi(argv[1]) : 21;
+
+        if (runs == 0 || runs > 10000)
+                runs = 21;
+        printf("%6s %7s %12s %12s %7s %6s %12s\n", "pCPUs", "vCPUs", "initial_us", "steady_us", "active",
+               "cands", "plan/spread");
+        unsigned only_p = argc > 3 ? (unsigned) atoi(argv[2]) : 0, only_v = argc > 3 ? (unsigned) atoi(argv[3]) : 0;
+        for (unsigned a = 0; a < ELEMENTSOF(cpus); a++) {
+                if (only_p && cpus[a] != only_p)
+                        continue;
+                struct topology *t = synth_topology(cpus[a]);
+                struct energy_model m;
+                struct em_host *h = NULL;
+                struct plan_policy pol;
+                int r;
+
+                if (!t) {
+                        fprintf(stderr, "out of memory\n");
+                        return 1;
+                }
+                r = energy_model_from_topology(t, &m);
+                if (r >= 0)
+                        r = em_host_new(t, &m, &h);
+                if (r < 0) {
+                        fprintf(stderr, "model for %u CPUs: %s\n", cpus[a], strerror(-r));
+                        return 1;
+                }
+                plan_policy_defaults(&pol);
+                for (unsigned b = 0; b < ELEMENTSOF(vcpus); b++) {
+                        unsigned nv = vcpus[b];
+                        if (only_v && nv != only_v)
+                                continue;
+                        struct plan_vcpu *v = calloc(nv, sizeof(*v));
+                        nsec_t *ti = calloc(runs, sizeof(nsec_t)), *ts = calloc(runs, sizeof(nsec_t));
+                        double mean = 0.3 * h->n_cores / nv;
+                        struct plan *p0 = NULL;
+
+                        if (!v || !ti || !ts)
+                                return 1;
+                        for (unsigned i = 0; i < nv; i++)
+                                v[i] = (struct plan_vcpu) { .key = ((uint64_t) (i / 4) << 16) | (i % 4), .vm = i / 4,
+                                                            .util = MIN(1.0, 2.0 * mean * rnd()),
+                                                            .wait_ratio = 0.01 * rnd(), .cur_cpu = -1 };
+                        for (unsigned k = 0; k < runs; k++) {
+                                struct plan *p = NULL, *q = NULL;
+                                nsec_t t0 = thread_cputime_ns();
+                                r = plan_compute(h, &pol, v, nv, NULL, 0, NULL, 0, &p);
+                                nsec_t t1 = thread_cputime_ns();
+                                if (r >= 0)
+                                        r = plan_compute(h, &pol, v, nv, NULL, 0, p, NSEC_PER_SEC, &q);
+                                nsec_t t2 = thread_cputime_ns();
+                                if (r < 0) {
+                                        fprintf(stderr, "plan_compute: %s\n", strerror(-r));
+                                        return 1;
+                                }
+                                ti[k] = t1 - t0;
+                                ts[k] = t2 - t1;
+                                if (k == 0)
+                                        p0 = p;
+                                else
+                                        plan_free(p);
+                                plan_free(q);
+                        }
+                        qsort(ti, runs, sizeof(nsec_t), cmp_ns);
+                        qsort(ts, runs, sizeof(nsec_t), cmp_ns);
+                        printf("%6u %7u %12.1f %12.1f %7u %6u %12.3f\n", cpus[a], nv, ti[runs / 2] / 1000.0,
+                               ts[runs / 2] / 1000.0, p0->why.n_active, p0->why.candidates,
+                               p0->why.plan_mw / p0->why.spread_mw);
+                        fflush(stdout);
+                        plan_free(p0);
+                        free(v);
+                        free(ti);
+                        free(ts);
+                }
+                em_host_free(h);
+                topology_free(t);
+        }
+        return 0;
+}
