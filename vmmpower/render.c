@@ -7,6 +7,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "daemon.h"
 #include "version.h"
@@ -110,7 +111,8 @@ void render_status(const struct daemon *d, bool json, struct strbuf *out)
         }
         strbuf_printf(out, "vmmpowerd %s, up %.0f s%s\n", VMMPOWER_VERSION, uptime_s,
                       d->opts.dry_run ? ", dry run (no host changes)" : "");
-        strbuf_printf(out, "config:        %s\n", d->config_path);
+        strbuf_printf(out, "config:        %s%s\n", d->config_path,
+                      access(d->config_path, F_OK) == 0 ? "" : " (absent: built-in defaults)");
         strbuf_printf(out, "period:        %" PRId64 " ms, %" PRIu64 " periods, %" PRIu64 " overruns\n",
                       d->cfg.period_ns / NSEC_PER_MSEC, d->counters.periods, d->counters.overruns);
         strbuf_printf(out, "host:          %u CPUs online, %u packages, %u cores, cpuidle %s\n",
