@@ -181,7 +181,7 @@ static struct freq_attr *powerhint_attrs[] = {
 };
 
 static struct cpufreq_driver powerhint_driver = {
-	.name		= "virtio-powerhint",
+	.name		= "powerhint",	/* < CPUFREQ_NAME_LEN (16) with its NUL */
 	.flags		= CPUFREQ_CONST_LOOPS,
 	.verify		= cpufreq_generic_frequency_table_verify,
 	.target_index	= powerhint_target_index,

@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""Hint round trip in a real TCG guest (manual / integration check, needs root and QEMU).
+
+Builds a test guest (tests/vm/build-guest.sh) with virtio_powerhint.ko loaded at boot and the
+static powerhintd/powerhint in /bin, starts it under plain QEMU with the
+org.vmmpower.hint.0 port, plays the host end of the port, and checks:
+  1. the module registered as the cpufreq driver and schedutil calls it (powerhint_requests
+     grows, powerhint_request follows a busy loop);
+  2. powerhintd finds the port by name in sysfs and sends HELLO + LEVEL/UTIL batches;
+  3. a host GRANT lands in cpuN/cpufreq/powerhint_grant and becomes scaling_cur_freq;
+  4. `powerhint boost` reaches the host as BOOST.
+Usage: vm-roundtrip.py (as root).  Builds the static binaries and the module in a scratch
+directory, prints what it saw, exits 1 if a check failed.  About 30-60 s.
+"""
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SRC = os.path.dirname(HERE)
+TOP = os.path.dirname(os.path.dirname(SRC))
+sys.path.insert(0, os.path.join(TOP, "tests", "integration"))
+
+work = tempfile.mkdtemp(prefix="ph-vm.")
+os.environ.setdefault("VMMPOWER_GUEST_DIR", os.path.join(work, "guest"))
+os.environ.setdefault("VMMPOWER_TEST_RUNDIR", os.path.join(work, "run"))
+
+import vmlib  # noqa: E402  (reads the environment above)
+
+CPUFREQ = "/sys/devices/system/cpu/cpu%d/cpufreq/"
+failures = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what, flush=True)
+    if not cond:
+        failures.append(what)
+
+
+def build():
+    extra = os.path.join(work, "extra")
+    os.makedirs(os.path.join(extra, "bin"))
+    b = os.path.join(work, "bin")
+    shutil.copytree(SRC, b, ignore=shutil.ignore_patterns("tests"))
+    subprocess.run(["make", "-s", "-C", b, "powerhintd", "powerhint"], check=True)
+    for f in ("powerhintd", "powerhint"):
+        shutil.copy(os.path.join(b, f), os.path.join(extra, "bin", f))
+    ko = os.path.join(work, "virtio_powerhint.ko")
+    subprocess.run([os.path.join(SRC, "check-module-build.sh")], check=True,
+                   env=dict(os.environ, OUT_KO=ko))
+    os.environ["VMMPOWER_GUEST_EXTRA_KO"] = ko
+    os.environ["VMMPOWER_GUEST_EXTRA_DIR"] = extra
+
+
+class Host:
+    def __init__(self, path):
+        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.s.connect(path)
+        self.buf = b""
+        self.lines = []
+
+    def read(self, secs):
+        end = time.monotonic() + secs
+        while time.monotonic() < end:
+            self.s.settimeout(max(0.05, end - time.monotonic()))
+            try:
+                d = self.s.recv(65536)
+            except socket.timeout:
+                break
+            if not d:
+                break
+            self.buf += d
+            while b"\n" in self.buf:
+                line, self.buf = self.buf.split(b"\n", 1)
+                self.lines.append(line.decode("ascii", "replace"))
+
+    def send(self, text):
+        self.s.sendall(text.encode())
+
+    def last(self, prefix):
+        for line in reversed(self.lines):
+            if line.startswith(prefix):
+                return line
+        return None
+
+
+def main():
+    vmlib.require_root()
+    build()
+    g = vmlib.start_plain_qemu("powerhint", 2, qmp=False)
+    try:
+        print("booted in %.1f s" % g.wait_booted())
+        con = g.console
+        rc, out = con.run("cat /proc/modules")
+        check(any(l.startswith("virtio_powerhint ") for l in out), "virtio_powerhint loaded")
+        rc, out = con.run("cat %sscaling_driver %sscaling_governor %sscaling_available_frequencies"
+                          % ((CPUFREQ % 0,) * 3))
+        print("  cpu0:", out)
+        check(rc == 0 and out[:2] == ["powerhint", "schedutil"],
+              "driver powerhint, governor schedutil")
+
+        def requests(cpu):
+            rc, out = con.run("cat %spowerhint_requests %spowerhint_request"
+                              % (CPUFREQ % cpu, CPUFREQ % cpu))
+            return int(out[0]), int(out[1])
+
+        n0, r0 = requests(1)
+        con.busy(1)
+        time.sleep(4)
+        n1, r1 = requests(1)
+        print("  cpu1 governor calls %d -> %d, request level %d -> %d (busy)" % (n0, n1, r0, r1))
+        check(n1 > n0, "schedutil calls the driver on cpu1")
+        check(r1 >= 896, "busy cpu1 requests a high level (%d)" % r1)
+
+        host = Host(g.hint_socket_path())
+        con.run("powerhintd -v </dev/null >/tmp/powerhintd.log 2>&1 &")
+        host.read(4)
+        hello = host.last("HELLO ")
+        print("  host got:", host.lines[-6:])
+        check(hello == "HELLO 1 vcpus=2 agent=powerhintd/0.1", "HELLO from powerhintd")
+        lv1 = host.last("LEVEL 1 ")
+        check(lv1 is not None and int(lv1.split()[2]) >= 896, "LEVEL for busy cpu1 (%s)" % lv1)
+        host.send("WELCOME 1 vcpus=2 max_level=1024 boost_cap_ms=500 rate=10 burst=20 trust=full\n"
+                  "GRANT 0 256\nGRANT 1 640\n")
+        time.sleep(2)
+        rc, out = con.run("cat %spowerhint_grant %sscaling_cur_freq" % (CPUFREQ % 1, CPUFREQ % 1))
+        print("  cpu1 grant / scaling_cur_freq:", out)
+        check(out and out[0] == "640", "GRANT written to powerhint_grant")
+        check(len(out) > 1 and out[1] == "1250000", "granted level 640 -> 1250000 kHz current")
+        rc, out = con.run("powerhint boost 200ms --cpu 0")
+        check(out == ["OK"], "powerhint boost answered OK (%r)" % out)
+        host.read(2)
+        check("BOOST 0 200" in host.lines, "BOOST reached the host")
+        rc, out = con.run("powerhint status")
+        print("  powerhint status:\n    " + "\n    ".join(out))
+        con.idle()
+        rc, out = con.run("cat /tmp/powerhintd.log")
+        print("  powerhintd log:", out)
+    finally:
+        g.destroy()
+        shutil.rmtree(work, ignore_errors=True)
+    print("FAILED: %s" % failures if failures else "all checks passed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
