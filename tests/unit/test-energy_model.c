@@ -1,0 +1,438 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Energy model: model file parser (good and bad files under
+ * tests/data/models/, the shipped config/models/ files), defaults derived
+ * from each topology fixture, the model bound to a topology (cores,
+ * frequency and idle domains, wake orders) and the power arithmetic against
+ * values recomputed here from the equations in docs/energy-model.md.
+ */
+#include <errno.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "energy_model.h"
+#include "topology.h"
+#include "util.h"
+
+static void data_path(char *buf, size_t size, const char *rel)
+{
+        assert_true(path_printf(buf, size, "%s/%s", TEST_DATA_DIR, rel) > 0);
+}
+
+static void load_model(const char *rel, struct energy_model *m)
+{
+        char path[512];
+        struct em_error err = {};
+        data_path(path, sizeof(path), rel);
+        if (energy_model_parse_file(path, m, &err) < 0)
+                fail_msg("%s:%u: %s", err.file, err.line, err.message);
+}
+
+static struct topology *load_topology(const char *name)
+{
+        char path[512];
+        struct topology *t = NULL;
+        assert_true(path_printf(path, sizeof(path), "%s/topology/%s/sys", TEST_DATA_DIR, name) > 0);
+        assert_int_equal(topology_load(path, &t), 0);
+        return t;
+}
+
+/* ---- parser ------------------------------------------------------------------ */
+
+static void test_good_minimal(void **state)
+{
+        struct energy_model m;
+        load_model("models/good-minimal.model", &m);
+        assert_string_equal(m.name, "minimal");
+        assert_int_equal(m.n_levels, 1);
+        assert_int_equal(m.levels[0].freq_khz, 0);
+        assert_int_equal(m.levels[0].capacity, 1024);
+        assert_int_equal(m.levels[0].active_mw, 3000);
+        assert_int_equal(m.n_idle, 1);
+        assert_string_equal(m.idle[0].name, "C1");
+        assert_false(m.domain[EM_DOMAIN_LLC].present);
+        assert_false(m.domain[EM_DOMAIN_PACKAGE].present);
+        /* documented defaults of the optional [Model] keys */
+        assert_int_equal(m.freq_scope, EM_FREQ_CORE);
+        assert_int_equal(m.smt_gain_permille, 1250);
+        assert_int_equal(m.migration_cost_uj, 50);
+        assert_int_equal(m.active_idle_interval_us, 1000);
+        assert_false(m.package_idle_all_packages);
+}
+
+static void test_good_full(void **state)
+{
+        struct energy_model m;
+        load_model("models/good-full.model", &m);
+        assert_string_equal(m.name, "full-1.0");
+        assert_int_equal(m.freq_scope, EM_FREQ_PACKAGE);
+        assert_int_equal(m.smt_gain_permille, 1300);
+        assert_int_equal(m.migration_cost_uj, 10);
+        assert_int_equal(m.active_idle_interval_us, 4000);
+        assert_true(m.package_idle_all_packages);
+        assert_int_equal(m.n_levels, 2);
+        assert_int_equal(m.levels[1].freq_khz, 2000000);
+        assert_int_equal(m.n_idle, 2);
+        assert_int_equal(m.idle[1].exit_latency_us, 100);
+        assert_int_equal(m.idle[1].target_residency_us, 400);
+        assert_true(m.domain[EM_DOMAIN_LLC].present);
+        /* QuietPowerMW defaults to AwakePowerMW */
+        assert_int_equal(m.domain[EM_DOMAIN_LLC].quiet_mw, 2000);
+        assert_int_equal(m.domain[EM_DOMAIN_PACKAGE].quiet_mw, 15000);
+        assert_int_equal(m.domain[EM_DOMAIN_PACKAGE].asleep_mw, 5000);
+}
+
+static void test_shipped_models(void **state)
+{
+        static const char *const files[] = { "../../config/models/xeon-spr-2s.model",
+                                             "../../config/models/epyc-genoa.model" };
+        for (size_t i = 0; i < ELEMENTSOF(files); i++) {
+                struct energy_model m, again;
+                char *buf = NULL;
+                size_t len = 0;
+                FILE *f;
+                struct em_error err = {};
+
+                load_model(files[i], &m);
+                assert_true(m.n_levels >= 3);
+                assert_int_equal(m.levels[m.n_levels - 1].capacity, 1024);
+                assert_true(m.domain[EM_DOMAIN_PACKAGE].present);
+                /* write + parse gives the same model */
+                f = open_memstream(&buf, &len);
+                assert_non_null(f);
+                energy_model_write(&m, f);
+                assert_int_equal(fclose(f), 0);
+                if (energy_model_parse_string(buf, "written", &again, &err) < 0)
+                        fail_msg("written model: line %u: %s", err.line, err.message);
+                assert_memory_equal(&m, &again, sizeof(m));
+                free(buf);
+        }
+        struct energy_model spr;
+        load_model("../../config/models/xeon-spr-2s.model", &spr);
+        assert_true(spr.package_idle_all_packages);
+        assert_false(spr.domain[EM_DOMAIN_LLC].present);
+        /* idle states as intel_idle's spr_cstates[] */
+        assert_string_equal(spr.idle[2].name, "C6");
+        assert_int_equal(spr.idle[2].exit_latency_us, 290);
+        assert_int_equal(spr.idle[2].target_residency_us, 800);
+}
+
+struct bad_case {
+        const char *file;
+        unsigned line;
+        const char *message;
+};
+
+static void test_bad_files(void **state)
+{
+        static const struct bad_case cases[] = {
+                { "bad-unknown-key.model", 3, "unknown key 'Nmae' in section [Model]" },
+                { "bad-unknown-section.model", 1, "unknown section [Modle]" },
+                { "bad-duplicate-key.model", 6, "duplicate key 'Capacity' in [PerfLevel] (first set on line 5)" },
+                { "bad-capacity-order.model", 0, "PerfLevel 2: capacities must increase (500 after 600)" },
+                { "bad-last-capacity.model", 0, "the last PerfLevel must have Capacity 1024 (it is 1000)" },
+                { "bad-residency.model", 0, "IdleState C1: TargetResidencyUs 1 < ExitLatencyUs 5" },
+                { "bad-negative-power.model", 16, "invalid value for PowerMW: '-5'" },
+                { "bad-missing-key.model", 3, "section [PerfLevel] lacks the required key ActivePowerMW" },
+                { "bad-no-model.model", 0, "no [Model] section" },
+                { "bad-smt-gain.model", 3, "invalid SmtGain '2.5'" },
+                { "bad-domain-order.model", 0, "IdleDomain llc: need AsleepPowerMW <= QuietPowerMW <= AwakePowerMW" },
+                { "bad-key-outside.model", 1, "key 'Name' outside of any section" },
+                { "bad-idle-power-order.model", 0, "IdleState C6: PowerMW 200 above the shallower C1's 100" },
+                { "bad-pkg-flag.model", 0, "PackageIdleAllPackages = yes needs an [IdleDomain] with Scope = package" },
+                { "bad-scope.model", 4, "invalid Scope 'die'" },
+                { "bad-header.model", 1, "malformed section header" },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                char rel[128], path[512];
+                struct energy_model m;
+                struct em_error err = {};
+
+                snprintf(rel, sizeof(rel), "models/%s", cases[i].file);
+                data_path(path, sizeof(path), rel);
+                memset(&m, 0xa5, sizeof(m));
+                int r = energy_model_parse_file(path, &m, &err);
+                if (r != -EINVAL)
+                        fail_msg("%s: expected -EINVAL, got %d", cases[i].file, r);
+                if (err.line != cases[i].line || !strstr(err.message, cases[i].message))
+                        fail_msg("%s: got %s:%u: '%s', expected line %u: '%s'", cases[i].file, err.file, err.line,
+                                 err.message, cases[i].line, cases[i].message);
+                assert_string_equal(err.file, path);
+                /* nothing written on failure */
+                assert_int_equal(((unsigned char *) &m)[0], 0xa5);
+        }
+}
+
+static void test_bad_strings(void **state)
+{
+        struct energy_model m;
+        struct em_error err = {};
+
+        assert_int_equal(energy_model_parse_string("[Model]\nName = a\001b\n", "s", &m, &err), -EINVAL);
+        assert_int_equal(err.line, 2);
+        assert_non_null(strstr(err.message, "control character 0x01"));
+        assert_int_equal(energy_model_parse_string("[Model]\nName = a b\n", "s", &m, &err), -EINVAL);
+        assert_non_null(strstr(err.message, "invalid Name"));
+        assert_int_equal(energy_model_parse_string("[Model]\nName = x\nSmtGain = 1.2345\n", "s", &m, &err), -EINVAL);
+        assert_int_equal(energy_model_parse_string("[Model]\nName = x\n[PerfLevel]\nCapacity = 2000\n", "s", &m, &err),
+                         -EINVAL);
+        assert_non_null(strstr(err.message, "Capacity 2000 outside 1..1024"));
+        assert_int_equal(energy_model_parse_string("[Model]\nName = x\nMigrationCostUJ = 99999999999\n", "s", &m, &err),
+                         -EINVAL);
+        assert_int_equal(energy_model_parse_string("[Model]\nName =\n", "s", &m, &err), -EINVAL);
+        assert_non_null(strstr(err.message, "empty value for Name"));
+        assert_int_equal(energy_model_parse_string("", "s", &m, &err), -EINVAL);
+        assert_non_null(strstr(err.message, "no [Model] section"));
+        assert_int_equal(energy_model_parse_file("/nonexistent/x.model", &m, &err), -ENOENT);
+}
+
+/* ---- defaults from topology fixtures ------------------------------------------ */
+
+static void test_defaults_debian(void **state)
+{
+        struct topology *t = load_topology("debian-2cpu-haltpoll");
+        struct energy_model m;
+        struct em_host *h = NULL;
+
+        assert_int_equal(energy_model_from_topology(t, &m), 0);
+        assert_int_equal(energy_model_validate(&m, NULL), 0);
+        /* no cpufreq: one level of unknown frequency */
+        assert_int_equal(m.n_levels, 1);
+        assert_int_equal(m.levels[0].freq_khz, 0);
+        assert_int_equal(m.levels[0].capacity, 1024);
+        /* cpuidle without POLL: "haltpoll idle" 1/1 us, name made safe */
+        assert_int_equal(m.n_idle, 1);
+        assert_string_equal(m.idle[0].name, "haltpoll_idle");
+        assert_int_equal(m.idle[0].exit_latency_us, 1);
+        assert_false(m.domain[EM_DOMAIN_LLC].present);
+        assert_true(m.domain[EM_DOMAIN_PACKAGE].present);
+        assert_false(m.package_idle_all_packages);
+
+        assert_int_equal(em_host_new(t, &m, &h), 0);
+        assert_int_equal(h->n_cores, 2);
+        assert_int_equal(h->n_pkgs, 1);
+        assert_int_equal(h->n_fdoms, 2);
+        assert_int_equal(h->cores[0].n_threads, 1);
+        em_host_free(h);
+        topology_free(t);
+}
+
+static void test_defaults_spr(void **state)
+{
+        struct topology *t = load_topology("xeon-spr-2s");
+        struct energy_model m;
+        struct em_host *h = NULL;
+
+        assert_int_equal(energy_model_from_topology(t, &m), 0);
+        /* intel_pstate without a table: min..max with base_frequency among the levels */
+        assert_int_equal(m.levels[0].freq_khz, 800000);
+        assert_int_equal(m.levels[m.n_levels - 1].freq_khz, 3800000);
+        bool has_base = false;
+        for (unsigned i = 0; i < m.n_levels; i++)
+                has_base |= m.levels[i].freq_khz == 2000000;
+        assert_true(has_base);
+        assert_int_equal(m.levels[0].capacity, (800000 * 1024 + 1900000) / 3800000);
+        assert_int_equal(m.n_idle, 3);
+        assert_string_equal(m.idle[2].name, "C6");
+        assert_int_equal(m.idle[2].exit_latency_us, 290);
+        assert_int_equal(m.idle[2].target_residency_us, 800);
+        /* LLC = package: no LLC domain; Intel 2 sockets: package idle needs all packages */
+        assert_false(m.domain[EM_DOMAIN_LLC].present);
+        assert_true(m.package_idle_all_packages);
+
+        assert_int_equal(em_host_new(t, &m, &h), 0);
+        assert_int_equal(h->n_cores, 16);
+        assert_int_equal(h->n_pkgs, 2);
+        assert_int_equal(h->n_llcs, 2);
+        /* per-CPU policies joined with SMT siblings: one domain per core */
+        assert_int_equal(h->n_fdoms, 16);
+        assert_int_equal(h->cpu_fdom[0], h->cpu_fdom[16]);
+        assert_int_not_equal(h->cpu_fdom[0], h->cpu_fdom[1]);
+        /* wake orders: sibling right after its core / all first threads of the package first */
+        assert_int_equal(h->order_smt_first[0], 0);
+        assert_int_equal(h->order_smt_first[1], 16);
+        assert_int_equal(h->order_cores_first[0], 0);
+        assert_int_equal(h->order_cores_first[1], 1);
+        assert_int_equal(h->order_cores_first[8], 16);
+        assert_int_equal(h->cores[h->cpu_core[24]].pkg, 1);
+        em_host_free(h);
+
+        /* FrequencyScope = policy keeps the kernel's per-CPU domains; package joins a package */
+        m.freq_scope = EM_FREQ_POLICY;
+        assert_int_equal(em_host_new(t, &m, &h), 0);
+        assert_int_equal(h->n_fdoms, 32);
+        em_host_free(h);
+        m.freq_scope = EM_FREQ_PACKAGE;
+        assert_int_equal(em_host_new(t, &m, &h), 0);
+        assert_int_equal(h->n_fdoms, 2);
+        em_host_free(h);
+        topology_free(t);
+}
+
+static void test_defaults_genoa(void **state)
+{
+        struct topology *t = load_topology("epyc-genoa-1s");
+        struct energy_model m;
+        struct em_host *h = NULL;
+
+        assert_int_equal(energy_model_from_topology(t, &m), 0);
+        /* acpi-cpufreq table 1.5/2.2/2.4 GHz */
+        assert_int_equal(m.n_levels, 3);
+        assert_int_equal(m.levels[0].freq_khz, 1500000);
+        assert_int_equal(m.levels[0].capacity, 640);
+        assert_int_equal(m.levels[1].capacity, 939);
+        assert_int_equal(m.n_idle, 2);
+        assert_string_equal(m.idle[1].name, "C2");
+        /* CCX smaller than the package: an LLC idle domain; AMD: no all-packages rule */
+        assert_true(m.domain[EM_DOMAIN_LLC].present);
+        assert_false(m.package_idle_all_packages);
+        assert_int_equal(em_host_new(t, &m, &h), 0);
+        assert_int_equal(h->n_cores, 32);
+        assert_int_equal(h->n_llcs, 4);
+        assert_int_equal(h->n_pkgs, 1);
+        assert_int_equal(h->llcs[1].first, 8);
+        assert_int_equal(h->llcs[1].end, 16);
+        assert_int_equal(h->cores[h->cpu_core[40]].llc, 1);
+        em_host_free(h);
+        topology_free(t);
+}
+
+/* ---- power arithmetic ------------------------------------------------------------ */
+
+struct load_buf {
+        double work[64];
+        uint8_t vcpus[64];
+        uint32_t lat[64];
+        uint8_t level[64];
+};
+
+static struct em_load load_of(struct load_buf *b)
+{
+        return (struct em_load) { b->work, b->vcpus, b->lat, b->level };
+}
+
+static void load_init(struct load_buf *b)
+{
+        memset(b, 0, sizeof(*b));
+        for (unsigned i = 0; i < 64; i++)
+                b->lat[i] = EM_LATENCY_ANY;
+}
+
+static double F(double n, double r, double interval)
+{
+        double x = n * r / interval;
+        return n == 0 ? 1.0 : exp(-x) * (1.0 + x);
+}
+
+static void assert_close(double got, double want)
+{
+        if (fabs(got - want) > 1e-6 * MAX(1.0, fabs(want)))
+                fail_msg("got %.6f, want %.6f", got, want);
+}
+
+static void test_power_genoa(void **state)
+{
+        struct topology *t = load_topology("epyc-genoa-1s");
+        struct energy_model m;
+        struct em_host *h = NULL;
+        struct load_buf b;
+        struct em_load l;
+        struct em_breakdown br;
+
+        load_model("../../config/models/epyc-genoa.model", &m);
+        assert_int_equal(em_host_new(t, &m, &h), 0);
+        load_init(&b);
+        l = load_of(&b);
+
+        /* all idle: every core in C2, every CCX and the package asleep */
+        double want = 32.0 * m.idle[1].power_mw + 4.0 * m.domain[EM_DOMAIN_LLC].asleep_mw +
+                      m.domain[EM_DOMAIN_PACKAGE].asleep_mw;
+        assert_close(em_host_power(h, &l, &br), want);
+        assert_close(br.active_mw, 0.0);
+
+        /* one vCPU at 50% on cpu 0, level 0 (capacity 640) */
+        b.work[0] = 0.5;
+        b.vcpus[0] = 1;
+        double I = m.active_idle_interval_us, busy = 0.5 * 1024 / 640.0, idle = 1 - busy;
+        double f_c2 = F(1, 800, I);
+        double core0 = busy * m.levels[0].active_mw + idle * (f_c2 * 30 + (1 - f_c2) * 330);
+        double q = idle * f_c2, a_llc = idle * F(1, 1500, I), a_pkg = idle * F(1, 3000, I);
+        const struct em_idle_domain *dl = &m.domain[EM_DOMAIN_LLC], *dp = &m.domain[EM_DOMAIN_PACKAGE];
+        double llc0 = (1 - q) * dl->awake_mw + (q - a_llc) * dl->quiet_mw + a_llc * dl->asleep_mw;
+        double pkg = (1 - q) * dp->awake_mw + (q - a_pkg) * dp->quiet_mw + a_pkg * dp->asleep_mw;
+        want = core0 + 31.0 * 30 + llc0 + 3.0 * dl->asleep_mw + pkg;
+        assert_close(em_host_power(h, &l, &br), want);
+        assert_close(br.active_mw, busy * m.levels[0].active_mw);
+
+        /* a latency limit below C2's 400 us keeps that core in C1 and its CCX/package awake or quiet */
+        b.lat[0] = 100;
+        double p_lat = em_host_power(h, &l, &br);
+        assert_true(p_lat > want);
+        em_host_free(h);
+        topology_free(t);
+}
+
+static void test_power_spr_all_packages(void **state)
+{
+        struct topology *t = load_topology("xeon-spr-2s");
+        struct energy_model m;
+        struct em_host *h = NULL;
+        struct load_buf b;
+        struct em_load l;
+
+        load_model("../../config/models/xeon-spr-2s.model", &m);
+        assert_int_equal(em_host_new(t, &m, &h), 0);
+        load_init(&b);
+        l = load_of(&b);
+        const struct em_idle_domain *dp = &m.domain[EM_DOMAIN_PACKAGE];
+
+        /* all idle: both packages in PC6 */
+        assert_close(em_host_power(h, &l, NULL), 16.0 * m.idle[2].power_mw + 2.0 * dp->asleep_mw);
+
+        /* one busy vCPU in package 0: package 1 is idle but can only be quiet, not asleep */
+        b.work[0] = 0.1;
+        b.vcpus[0] = 1;
+        double I = m.active_idle_interval_us, busy = 0.1 * 1024 / m.levels[0].capacity, idle = 1 - busy;
+        double f_c6 = F(1, 800, I), a_sys = idle * F(1, dp->target_residency_us, I), q0 = idle * f_c6;
+        double core0 = busy * m.levels[0].active_mw +
+                       idle * (f_c6 * m.idle[2].power_mw + (F(1, 4, I) - f_c6) * m.idle[1].power_mw +
+                               (1 - F(1, 4, I)) * m.idle[0].power_mw);
+        double pkg0 = (1 - q0) * dp->awake_mw + (q0 - a_sys) * dp->quiet_mw + a_sys * dp->asleep_mw;
+        /* package 1: all its cores idle (q = 1), asleep only as much as the whole host (a_sys) */
+        double pkg1 = (1 - a_sys) * dp->quiet_mw + a_sys * dp->asleep_mw;
+        double want = core0 + 15.0 * m.idle[2].power_mw + pkg0 + pkg1;
+        assert_close(em_host_power(h, &l, NULL), want);
+
+        /* without the all-packages rule package 1 sleeps fully */
+        h->model.package_idle_all_packages = false;
+        double want2 = want - pkg1 + dp->asleep_mw - pkg0 +
+                       ((1 - q0) * dp->awake_mw + (q0 - a_sys) * dp->quiet_mw + a_sys * dp->asleep_mw);
+        assert_close(em_host_power(h, &l, NULL), want2);
+        assert_true(want2 < want);
+        em_host_free(h);
+        topology_free(t);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_good_minimal),
+                cmocka_unit_test(test_good_full),
+                cmocka_unit_test(test_shipped_models),
+                cmocka_unit_test(test_bad_files),
+                cmocka_unit_test(test_bad_strings),
+                cmocka_unit_test(test_defaults_debian),
+                cmocka_unit_test(test_defaults_spr),
+                cmocka_unit_test(test_defaults_genoa),
+                cmocka_unit_test(test_power_genoa),
+                cmocka_unit_test(test_power_spr_all_packages),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
