@@ -8,7 +8,8 @@ org.vmmpower.hint.0 port, plays the host end of the port, and checks:
      grows, powerhint_request follows a busy loop);
   2. powerhintd finds the port by name in sysfs and sends HELLO + LEVEL/UTIL batches;
   3. a host GRANT lands in cpuN/cpufreq/powerhint_grant and becomes scaling_cur_freq;
-  4. `powerhint boost` reaches the host as BOOST.
+  4. `powerhint boost` reaches the host as BOOST;
+  5. the host end closing and reconnecting: the agent notices, does not spin, re-sends.
 Usage: vm-roundtrip.py (as root).  Builds the static binaries and the module in a scratch
 directory, prints what it saw, exits 1 if a check failed.  About 30-60 s.
 """
@@ -137,6 +138,22 @@ def main():
         check("BOOST 0 200" in host.lines, "BOOST reached the host")
         rc, out = con.run("powerhint status")
         print("  powerhint status:\n    " + "\n    ".join(out))
+
+        # The host end goes away: the port reports POLLHUP and writes fail with EAGAIN; the
+        # agent must neither spin nor give up, and must re-send everything on reconnect.
+        host.s.close()
+        time.sleep(4)
+        rc, out = con.run("powerhint status")
+        check(out and "host=disconnected" in out[0], "agent sees the host end closed (%s)"
+              % (out[0] if out else None))
+        rc, out = con.run("cat /proc/$(pidof powerhintd)/stat")
+        f = out[0].rsplit(")", 1)[1].split()
+        ticks = int(f[11]) + int(f[12])
+        check(ticks < 200, "agent not spinning while disconnected (%d ticks of CPU)" % ticks)
+        host = Host(g.hint_socket_path())
+        host.read(3)
+        check("HELLO 1 vcpus=2 agent=powerhintd/0.1" in host.lines and host.last("LEVEL 0 "),
+              "full state re-sent after reconnect (%r)" % host.lines[:6])
         con.idle()
         rc, out = con.run("cat /tmp/powerhintd.log")
         print("  powerhintd log:", out)
