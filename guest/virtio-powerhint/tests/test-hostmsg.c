@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "hostmsg.h"
+#include "hint_proto.h" /* the host's serialisers: the guest must parse what they write */
 
 static int parse(const char *s, struct hostmsg *m)
 {
@@ -115,12 +116,72 @@ static void test_framer(void **state)
         assert_string_equal(s.last, " 5");
 }
 
+static void test_host_serialisers(void **state)
+{
+        struct hint_policy p;
+        struct hint_vm *vm;
+        struct strbuf sb;
+        struct hostmsg m;
+        char *save = NULL;
+        int n = 0;
+
+        hint_policy_init(&p);
+        p.trust = HINT_TRUST_FULL;
+        p.max_level = 777;
+        p.boost_cap_ms = 250;
+        vm = hint_vm_new(6, &p, 0);
+        assert_non_null(vm);
+        strbuf_init(&sb);
+        assert_int_equal(hint_format_welcome(&sb, vm), 0);
+        assert_int_equal(hint_format_grant(&sb, 5, 1024), 0);
+        assert_int_equal(hint_format_limit(&sb, 4, 0, 512), 0);
+        assert_int_equal(hint_format_err(&sb, "vcpu", "no such vcpu"), 0);
+        /* what a real connection answers to garbage and to HELLO */
+        hint_vm_feed(vm, "LEVEL 0 1\nHELLO 1 vcpus=6\n", 26, 0, &sb);
+
+        for (char *l = strtok_r(sb.data, "\n", &save); l; l = strtok_r(NULL, "\n", &save), n++) {
+                assert_int_equal(hostmsg_parse(l, strlen(l), &m), 0);
+                switch (n) {
+                case 0:
+                case 5:
+                        assert_int_equal(m.type, HOSTMSG_WELCOME);
+                        assert_int_equal(m.version, 1);
+                        assert_int_equal(m.vcpus, 6);
+                        assert_int_equal(m.max_level, 777);
+                        assert_int_equal(m.boost_cap_ms, 250);
+                        assert_int_equal(m.rate, p.rate_per_sec);
+                        assert_int_equal(m.burst, p.burst);
+                        assert_string_equal(m.trust, "full");
+                        break;
+                case 1:
+                        assert_int_equal(m.type, HOSTMSG_GRANT);
+                        assert_int_equal(m.vcpu, 5);
+                        assert_int_equal(m.level, 1024);
+                        break;
+                case 2:
+                        assert_int_equal(m.type, HOSTMSG_LIMIT);
+                        assert_int_equal(m.vcpu, 4);
+                        assert_int_equal(m.max_level, 512);
+                        break;
+                case 3:
+                case 4:
+                        assert_int_equal(m.type, HOSTMSG_ERR);
+                        assert_string_equal(m.code, n == 3 ? "vcpu" : "handshake");
+                        break;
+                }
+        }
+        assert_int_equal(n, 6);
+        strbuf_free(&sb);
+        hint_vm_free(vm);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_good),
                 cmocka_unit_test(test_bad),
                 cmocka_unit_test(test_framer),
+                cmocka_unit_test(test_host_serialisers),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

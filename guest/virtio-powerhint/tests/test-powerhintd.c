@@ -24,6 +24,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "hint_proto.h" /* the host's parser: every byte the agent sends must pass it */
+
 static const char *powerhintd_bin, *powerhint_bin;
 
 struct env {
@@ -33,6 +35,7 @@ struct env {
         pid_t pid;
         char buf[1 << 16];
         size_t len;
+        struct hint_vm *host; /* host-side protocol state for this agent, 3 vCPUs */
 };
 
 #define MAXCPU 8
@@ -129,6 +132,11 @@ static int setup(void **state)
         set_stat(e, "cpu  0 0 0 0 0 0 0 0 0 0\ncpu0 0 0 0 1000 0 0 0 0 0 0\ncpu2 0 0 0 1000 0 0 0 0 0 0\n");
         env_listen(e);
         e->conn_fd = -1;
+        struct hint_policy pol;
+        hint_policy_init(&pol);
+        pol.trust = HINT_TRUST_FULL;
+        e->host = hint_vm_new(3, &pol, 0);
+        assert_non_null(e->host);
         *state = e;
         return 0;
 }
@@ -145,6 +153,7 @@ static int teardown(void **state)
         if (e->conn_fd >= 0)
                 close(e->conn_fd);
         close(e->listen_fd);
+        hint_vm_free(e->host);
         snprintf(cmd, sizeof(cmd), "rm -rf '%s'", e->dir);
         (void) !system(cmd);
         free(e);
@@ -187,6 +196,13 @@ static void next_state(struct env *e, struct state *st)
                                 for (int i = 0; i < MAXCPU; i++)
                                         st->level[i] = st->util[i] = -1;
                                 st->boost_cpu = st->boost_ms = -1;
+                                /* the host's parser accepts every line of the batch */
+                                uint64_t acc = e->host->counters.accepted;
+                                hint_vm_feed(e->host, start, (size_t) (end + 1 - start), 0, NULL);
+                                for (int i = 0; i < _HINT_REJECT_MAX; i++)
+                                        assert_true(e->host->counters.rejected[i] == 0);
+                                assert_true(e->host->counters.clamped == 0);
+                                assert_true(e->host->counters.accepted > acc);
                                 *end = 0;
                                 for (char *save = NULL, *l = strtok_r(start + 1, "\n", &save); l;
                                      l = strtok_r(NULL, "\n", &save)) {
