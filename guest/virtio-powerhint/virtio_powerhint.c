@@ -207,7 +207,8 @@ static int __init powerhint_init(void)
 	}
 	for (i = 0; i < POWERHINT_LEVELS; i++) {
 		powerhint_table[i].driver_data = i;
-		powerhint_table[i].frequency = (unsigned int)div_u64((u64)max_khz * (i + 1), POWERHINT_LEVELS);
+		powerhint_table[i].frequency =
+			(unsigned int)div_u64((u64)max_khz * (i + 1), POWERHINT_LEVELS);
 	}
 	powerhint_table[POWERHINT_LEVELS].frequency = CPUFREQ_TABLE_END;
 
