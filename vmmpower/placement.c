@@ -954,7 +954,7 @@ int plan_compute(const struct em_host *h, const struct plan_policy *pol, const s
          * overflowing candidates (a vCPU found no room), until a candidate costs
          * more than the one before (energy over the level is roughly U-shaped:
          * many slow CPUs .. few fast ones).  Cores-first order: the top level and
-         * the levels next to the best one found so far.
+         * the best level found so far.
          */
         {
                 struct cand_ctx cc = { &w, best, &best_mw, &n_cand, n_v };
@@ -962,10 +962,32 @@ int plan_compute(const struct em_host *h, const struct plan_policy *pol, const s
                 int best_j = (int) n_lv - 1;
                 double best_j_mw = try_candidate(&cc, h->order_smt_first, lv[n_lv - 1], true);
 
-                for (unsigned j = 0; j + 1 < n_lv; j++) {
+                unsigned lowest_tried = n_lv - 1;
+                prev_mw = best_j_mw;
+                for (unsigned j = n_lv - 1; j-- > 0;) {
                         double hc = w.hfrac * m->levels[lv[j]].capacity / EM_CAPACITY_SCALE, mw;
                         if (hc * h->n_online * (1.0 + w.gain) / 2.0 < total_demand)
-                                continue; /* cannot hold the demand at this level */
+                                break; /* cannot hold the demand at this level or below */
+                        mw = try_candidate(&cc, h->order_smt_first, lv[j], false);
+                        if (mw == DBL_MAX) {
+                                lowest_tried = j; /* overflows: so do the levels below */
+                                break;
+                        }
+                        if (mw < best_j_mw) {
+                                best_j_mw = mw;
+                                best_j = (int) j;
+                        }
+                        if (mw > prev_mw + EPS)
+                                break;
+                        prev_mw = mw;
+                        lowest_tried = j;
+                }
+                /* and upwards from the lowest level that can hold the demand */
+                prev_mw = DBL_MAX;
+                for (unsigned j = 0; j < lowest_tried; j++) {
+                        double hc = w.hfrac * m->levels[lv[j]].capacity / EM_CAPACITY_SCALE, mw;
+                        if (hc * h->n_online * (1.0 + w.gain) / 2.0 < total_demand)
+                                continue;
                         mw = try_candidate(&cc, h->order_smt_first, lv[j], false);
                         if (mw == DBL_MAX)
                                 continue;
@@ -978,9 +1000,8 @@ int plan_compute(const struct em_host *h, const struct plan_policy *pol, const s
                         prev_mw = mw;
                 }
                 try_candidate(&cc, h->order_cores_first, lv[n_lv - 1], true);
-                for (int j = best_j - 1; j <= best_j + 1; j++)
-                        if (j >= 0 && j + 1 < (int) n_lv)
-                                try_candidate(&cc, h->order_cores_first, lv[j], false);
+                if (best_j + 1 < (int) n_lv)
+                        try_candidate(&cc, h->order_cores_first, lv[best_j], false);
         }
 
         p->shrink_pending_since_ns = -1;
