@@ -613,6 +613,51 @@ static void test_idle_limits(void **state)
         free_host(&f);
 }
 
+/* No SMT, no cpufreq (this build host's recording), defaults from sysfs; no vCPUs; vCPUs that come and go. */
+static void test_small_host_and_churn(void **state)
+{
+        char path[512];
+        struct topology *t = NULL;
+        struct energy_model m;
+        struct em_host *h = NULL;
+        struct plan_policy pol;
+        struct plan *p0 = NULL, *p1 = NULL, *p2 = NULL;
+        struct plan_vcpu v[3] = {
+                { .key = 1, .util = 0.3, .cur_cpu = -1 },
+                { .key = 2, .util = 0.2, .cur_cpu = -1 },
+                { .key = 3, .util = 0.1, .cur_cpu = -1 },
+        };
+
+        assert_true(path_printf(path, sizeof(path), "%s/topology/debian-2cpu-haltpoll/sys", TEST_DATA_DIR) > 0);
+        assert_int_equal(topology_load(path, &t), 0);
+        assert_int_equal(energy_model_from_topology(t, &m), 0);
+        assert_int_equal(em_host_new(t, &m, &h), 0);
+        policy(&pol);
+
+        assert_int_equal(plan_compute(h, &pol, NULL, 0, NULL, 0, NULL, 0, &p0), 0);
+        assert_int_equal(n_active_cpus(p0), 0);
+        assert_int_equal(p0->n_vcpus, 0);
+        assert_int_equal(plan_best_wake_cpu(h, p0), 0);
+        assert_int_equal(plan_best_sleep_cpu(h, p0), -1);
+
+        assert_int_equal(plan_compute(h, &pol, v, 2, NULL, 0, p0, NSEC_PER_SEC, &p1), 0);
+        assert_true(p1->vcpu_cpu[0] >= 0 && p1->vcpu_cpu[1] >= 0);
+        assert_int_equal(p1->why.moves, 0); /* new vCPUs are placements, not moves */
+        assert_feasible(h, p1, &pol);
+
+        /* vCPU 1 gone, vCPU 3 new: vCPU 2 stays where it was */
+        assert_int_equal(plan_compute(h, &pol, v + 1, 2, NULL, 0, p1, 2 * NSEC_PER_SEC, &p2), 0);
+        assert_int_equal(p2->vcpu_cpu[0], p1->vcpu_cpu[1]);
+        assert_true(p2->vcpu_cpu[1] >= 0);
+        assert_int_equal(p2->why.moves, 0);
+
+        plan_free(p0);
+        plan_free(p1);
+        plan_free(p2);
+        em_host_free(h);
+        topology_free(t);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -630,6 +675,7 @@ int main(void)
                 cmocka_unit_test(test_modes),
                 cmocka_unit_test(test_hints),
                 cmocka_unit_test(test_idle_limits),
+                cmocka_unit_test(test_small_host_and_churn),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
