@@ -157,6 +157,18 @@ def main():
         con.idle()
         rc, out = con.run("cat /tmp/powerhintd.log")
         print("  powerhintd log:", out)
+
+        # The agent survives the module going away (falls back to /proc/stat), and the
+        # module unloads cleanly with its sysfs files.
+        rc, _ = con.run("rmmod virtio_powerhint")
+        check(rc == 0, "rmmod virtio_powerhint")
+        rc, out = con.run("ls /sys/devices/system/cpu/cpufreq/ 2>&1; cat /proc/modules")
+        check(not any(l.startswith("virtio_powerhint ") for l in out)
+              and not any(l.startswith("policy") for l in out), "module and its policies gone")
+        host.read(3)
+        rc, out = con.run("powerhint status")
+        check(rc == 0 and not any("request=" in l for l in out),
+              "agent still running, without governor requests (%r)" % out[-2:])
     finally:
         g.destroy()
         shutil.rmtree(work, ignore_errors=True)
