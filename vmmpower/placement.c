@@ -165,6 +165,15 @@ static bool cpu_ok(const struct em_host *h, int cpu)
         return cpu >= 0 && (unsigned) cpu < h->n_cpus && h->cpu_core[cpu] >= 0;
 }
 
+static int cmp_hint_key(const void *a, const void *b, void *ctx)
+{
+        const struct plan_hint *hints = ctx;
+        uint64_t x = hints[*(const unsigned *) a].key, y = hints[*(const unsigned *) b].key;
+        if (x != y)
+                return x < y ? -1 : 1;
+        return *(const unsigned *) a < *(const unsigned *) b ? -1 : (*(const unsigned *) a > *(const unsigned *) b);
+}
+
 static int ws_init(struct ws *w, const struct em_host *h, const struct plan_policy *pol, const struct plan_vcpu *v,
                    size_t nv, const struct plan_hint *hints, size_t n_hints)
 {
@@ -210,17 +219,32 @@ static int ws_init(struct ws *w, const struct em_host *h, const struct plan_poli
                 if (k >= 0 && h->cores[k].n_threads == 2)
                         w->sib[c] = h->cores[k].cpu[h->cores[k].cpu[0] == (int) c ? 1 : 0];
         }
-        /* Demand (step 1). */
+        /* Demand (step 1).  Hints are looked up by key in a sorted index: O((V + H) log H). */
+        _cleanup_free_ unsigned *hidx = n_hints ? malloc(n_hints * sizeof(unsigned)) : NULL;
+        if (n_hints && !hidx)
+                return -ENOMEM;
+        for (size_t j = 0; j < n_hints; j++)
+                hidx[j] = (unsigned) j;
+        if (n_hints)
+                qsort_r(hidx, n_hints, sizeof(unsigned), cmp_hint_key, (void *) hints);
         for (size_t i = 0; i < nv; i++) {
                 double d = v[i].util;
+                size_t lo = 0, hi = n_hints;
                 if (!(d >= 0.0))   /* also NaN */
                         d = 0.0;
-                for (size_t j = 0; j < n_hints; j++)
-                        if (hints[j].key == v[i].key) {
-                                if (hints[j].util_floor > d)
-                                        d = hints[j].util_floor;
-                                w->boost[i] |= hints[j].boost;
-                        }
+                while (lo < hi) {
+                        size_t mid = (lo + hi) / 2;
+                        if (hints[hidx[mid]].key < v[i].key)
+                                lo = mid + 1;
+                        else
+                                hi = mid;
+                }
+                for (size_t j = lo; j < n_hints && hints[hidx[j]].key == v[i].key; j++) {
+                        const struct plan_hint *hn = &hints[hidx[j]];
+                        if (hn->util_floor > d)
+                                d = hn->util_floor;
+                        w->boost[i] |= hn->boost;
+                }
                 if (v[i].wait_ratio > pol->wait_budget)
                         d += v[i].wait_ratio;
                 w->dem[i] = d > 1.0 ? 1.0 : d;

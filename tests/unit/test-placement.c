@@ -589,6 +589,16 @@ static void test_hints(void **state)
         assert_true(p->fdom_level[f.h->cpu_fdom[p->vcpu_cpu[0]]] < f.h->model.n_levels - 1);
         plan_free(p);
         plan_free(q);
+
+        /* util floors (go_faster): the planned work is the floor; several hints for one key merge */
+        struct plan_hint hs[3] = {
+                { .key = 7, .util_floor = 0.6 },
+                { .key = 1, .util_floor = 0.3 },
+                { .key = 1, .util_floor = 0.5 },
+        };
+        assert_int_equal(plan_compute(f.h, &pol, v, 1, hs, 3, NULL, 0, &p), 0);
+        assert_true(p->cpu_work[p->vcpu_cpu[0]] > 0.5 - 1e-12 && p->cpu_work[p->vcpu_cpu[0]] < 0.5 + 1e-12);
+        plan_free(p);
         free_host(&f);
 }
 
