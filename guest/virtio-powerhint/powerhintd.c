@@ -458,7 +458,7 @@ static void port_send(struct daemon *d, const char *buf, size_t len, unsigned li
 
 static void send_state(struct daemon *d)
 {
-        char buf[65536];
+        static char buf[MAX_CPUS * 40 + 128]; /* "LEVEL n l\nUTIL n u\n" <= 40 bytes per CPU */
         size_t len = 0;
         unsigned lines = 1;
 
