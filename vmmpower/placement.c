@@ -56,6 +56,7 @@
 #define ROOM_NONE (-1.0)
 #define MAX_LEVEL_CANDIDATES 8
 #define WAKE_PROBE_WORK 0.1      /* load used to compare CPUs to wake: 10% of a CPU */
+#define FFD_WINDOW 4             /* positions scanned linearly before the segment tree search */
 
 const char *place_mode_to_string(enum place_mode m)
 {
@@ -106,7 +107,8 @@ struct ws {
         unsigned *spread_cores; /* [n_cores] */
         /* FFD */
         double *seg;
-        unsigned segn;
+        unsigned segn;          /* leaves (a power of 4 >= n_online) */
+        unsigned leaf0;         /* index of the first leaf: (segn - 1) / 3 */
         int *cpu_pos;           /* [n_cpus] */
 };
 
@@ -204,9 +206,10 @@ static int ws_init(struct ws *w, const struct em_host *h, const struct plan_poli
         w->fdom_start = calloc(h->n_fdoms + 1, sizeof(unsigned));
         w->fdom_cores = calloc(h->n_cores, sizeof(unsigned));
         w->spread_cores = calloc(h->n_cores, sizeof(unsigned));
-        for (w->segn = 1; w->segn < h->n_online; w->segn <<= 1)
+        for (w->segn = 1; w->segn < h->n_online; w->segn <<= 2)
                 ;
-        w->seg = malloc(2 * w->segn * sizeof(double));
+        w->leaf0 = (w->segn - 1) / 3;
+        w->seg = malloc((w->leaf0 + w->segn) * sizeof(double));
         w->cpu_pos = malloc(n * sizeof(int));
         if (!w->dem || !w->boost || !w->sorted || !w->assign || !w->sib || !w->work || !w->base_work || !w->nvc ||
             !w->base_nvc || !w->resv || !w->cpu_boost || !w->active || !w->lat || !w->level || !w->fdom_start ||
@@ -344,35 +347,50 @@ static double room(const struct ws *w, int cpu, double hc)
         return r;
 }
 
+/*
+ * Room per position in a 4-ary max tree (implicit heap: children of k are
+ * 4k+1..4k+4, leaves from leaf0): half the depth of a binary tree, and the
+ * four children of a node share a cache line.
+ */
 static void seg_set(struct ws *w, unsigned pos, double val)
 {
-        unsigned i = pos + w->segn;
-        w->seg[i] = val;
-        for (i >>= 1; i >= 1; i >>= 1) {
-                double m = MAX(w->seg[2 * i], w->seg[2 * i + 1]);
-                if (w->seg[i] == m)
+        unsigned k = w->leaf0 + pos;
+        w->seg[k] = val;
+        while (k > 0) {
+                const double *c;
+                double m;
+                k = (k - 1) / 4;
+                c = &w->seg[4 * k + 1];
+                m = MAX(MAX(c[0], c[1]), MAX(c[2], c[3]));
+                if (w->seg[k] == m)
                         break; /* nothing above changes */
-                w->seg[i] = m;
+                w->seg[k] = m;
         }
 }
 
 /* Leftmost position with room >= x, or -1. */
 static int seg_find(const struct ws *w, double x)
 {
-        unsigned i = 1;
-        if (w->seg[1] < x - EPS)
+        double t = x - EPS;
+        unsigned k = 0;
+        if (w->seg[0] < t)
                 return -1;
-        while (i < w->segn)
-                i = w->seg[2 * i] >= x - EPS ? 2 * i : 2 * i + 1;
-        return (int) (i - w->segn);
+        while (k < w->leaf0) {
+                const double *c = &w->seg[4 * k + 1];
+                unsigned j = c[0] >= t ? 0 : c[1] >= t ? 1 : c[2] >= t ? 2 : 3;
+                k = 4 * k + 1 + j;
+        }
+        return (int) (k - w->leaf0);
 }
 
 static void seg_build(struct ws *w, const int *order, double hc)
 {
         for (unsigned p = 0; p < w->segn; p++)
-                w->seg[w->segn + p] = p < w->h->n_online ? room(w, order[p], hc) : ROOM_NONE - 1.0;
-        for (unsigned i = w->segn - 1; i >= 1; i--)
-                w->seg[i] = MAX(w->seg[2 * i], w->seg[2 * i + 1]);
+                w->seg[w->leaf0 + p] = p < w->h->n_online ? room(w, order[p], hc) : ROOM_NONE - 1.0;
+        for (unsigned k = w->leaf0; k-- > 0;) {
+                const double *c = &w->seg[4 * k + 1];
+                w->seg[k] = MAX(MAX(c[0], c[1]), MAX(c[2], c[3]));
+        }
         for (unsigned p = 0; p < w->h->n_online; p++)
                 w->cpu_pos[order[p]] = (int) p;
 }
@@ -385,20 +403,44 @@ static void seg_build(struct ws *w, const int *order, double hc)
 static bool place_pack(struct ws *w, const int *order, double hc, bool abort_on_overflow)
 {
         bool overflow = false;
+        double dmin = 0.0;
+        unsigned first_open = 0, n = w->h->n_online;
 
         seg_build(w, order, hc);
+        /* The smallest demand to place: CPUs with less room than that are closed for good. */
+        for (size_t s = w->nv; s-- > 0;) {
+                unsigned i = w->sorted[s];
+                if (w->assign[i] < 0 && w->v[i].mode != PLACE_EXCLUDE) {
+                        dmin = w->dem[i];
+                        break;
+                }
+        }
         for (size_t s = 0; s < w->nv; s++) {
                 unsigned i = w->sorted[s];
-                int pos, cpu;
+                int pos = -1, cpu;
+                double x = w->dem[i];
 
                 if (w->assign[i] >= 0 || w->v[i].mode == PLACE_EXCLUDE)
                         continue;
-                pos = seg_find(w, w->dem[i]);
+                /*
+                 * Fast path, still exact first fit: every position before first_open has
+                 * less room than any remaining demand (rooms only shrink), so the first
+                 * position with room >= x in a short window after it is the answer.
+                 */
+                while (first_open < n && w->seg[w->leaf0 + first_open] < dmin - EPS)
+                        first_open++;
+                for (unsigned q = first_open; q < first_open + FFD_WINDOW && q < n; q++)
+                        if (w->seg[w->leaf0 + q] >= x - EPS) {
+                                pos = (int) q;
+                                break;
+                        }
+                if (pos < 0)
+                        pos = seg_find(w, x);
                 if (pos < 0) {
                         overflow = true;
                         if (abort_on_overflow)
                                 return true;
-                        pos = seg_find(w, w->seg[1]); /* everything full: the CPU with most room */
+                        pos = seg_find(w, w->seg[0]); /* everything full: the CPU with most room */
                 }
                 if (pos < 0)
                         pos = 0;
