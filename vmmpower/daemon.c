@@ -319,6 +319,40 @@ static void write_textfile(struct daemon *d)
         strbuf_free(&sb);
 }
 
+/*
+ * KVM halt polling is on-CPU time the guest did not ask for.  Per vCPU it is
+ * only published through KVM's binary stats, which QEMU serves as QMP
+ * query-stats (debugfs has per-VM sums only, see kvmstat.h): so for KVM VMs
+ * reached through a configured QMP socket, feed it to the tracker before
+ * sampling.  Bounded by QMPTimeout per VM; TCG VMs have no such stats.
+ */
+static void sample_halt_poll(struct daemon *d)
+{
+        static uint64_t halt_poll_ns[VM_MAX_VCPUS];
+
+        for (size_t i = 0; i < tracker_n_vms(d->tracker); i++) {
+                const struct vm_load *vm = tracker_vm(d->tracker, i);
+                int n;
+
+                if (vm->info.accel != VM_ACCEL_KVM || !vm->info.qmp_socket[0])
+                        continue;
+                d->counters.qmp_queries++;
+                for (unsigned j = 0; j < VM_MAX_VCPUS; j++)
+                        halt_poll_ns[j] = UINT64_MAX; /* "no stats for this vCPU" */
+                n = qmp_query_halt_poll(vm->info.qmp_socket, d->cfg.qmp_timeout_ns, halt_poll_ns,
+                                        VM_MAX_VCPUS);
+                if (n < 0) {
+                        d->counters.qmp_errors++;
+                        continue;
+                }
+                for (unsigned j = 0; j < vm->n_vcpus; j++) {
+                        int idx = vm->vcpus[j].index;
+                        if (n > 0 && idx >= 0 && idx < VM_MAX_VCPUS && halt_poll_ns[idx] != UINT64_MAX)
+                                tracker_set_halt_poll(d->tracker, vm->info.pid, idx, halt_poll_ns[idx]);
+                }
+        }
+}
+
 void daemon_period(struct daemon *d, nsec_t now)
 {
         nsec_t cpu0 = thread_cputime_ns();
@@ -326,6 +360,7 @@ void daemon_period(struct daemon *d, nsec_t now)
 
         if (d->scan_requested || now >= d->next_scan_ns)
                 discover(d, now);
+        sample_halt_poll(d);
         (void) tracker_sample(d->tracker, now);
         r = pcpu_stat_sample(d->pcpu, now);
         if (r < 0)

@@ -144,8 +144,8 @@ void render_vms(const struct daemon *d, bool json, struct strbuf *out)
         if (json)
                 strbuf_puts(out, "{\"vms\":[");
         else
-                strbuf_printf(out, "%-24s %8s %-18s %-5s %4s %8s %6s %6s %6s\n", "VM", "PID", "SOURCES", "ACCEL",
-                              "VCPU", "TID", "UTIL%", "AVG%", "WAIT%");
+                strbuf_printf(out, "%-24s %8s %-18s %-5s %4s %8s %6s %6s %6s %6s\n", "VM", "PID", "SOURCES",
+                              "ACCEL", "VCPU", "TID", "UTIL%", "AVG%", "WAIT%", "HPOLL%");
         for (size_t i = 0; i < n; i++) {
                 const struct vm_load *vm = tracker_vm(d->tracker, i);
                 char src[64];
@@ -183,16 +183,20 @@ void render_vms(const struct daemon *d, bool json, struct strbuf *out)
                                               v->last.run_ns, v->last.wait_ns);
                                 continue;
                         }
-                        if (v->valid)
-                                strbuf_printf(out, "%-24.24s %8d %-18s %-5s %4d %8d %6.1f %6.1f %6.1f\n",
+                        if (v->valid) {
+                                strbuf_printf(out, "%-24.24s %8d %-18s %-5s %4d %8d %6.1f %6.1f %6.1f",
                                               j == 0 ? vm->info.name : "", (int) vm->info.pid, j == 0 ? src : "",
                                               vm_accel_to_string(vm->info.accel), v->index, (int) v->tid,
                                               pct(v->util), pct(v->util_avg), pct(v->wait_ratio));
-                        else
-                                strbuf_printf(out, "%-24.24s %8d %-18s %-5s %4d %8d %6s %6s %6s\n",
+                                if (v->has_halt_poll)
+                                        strbuf_printf(out, " %6.1f\n", pct(v->halt_poll_ratio));
+                                else
+                                        strbuf_printf(out, " %6s\n", "-");
+                        } else
+                                strbuf_printf(out, "%-24.24s %8d %-18s %-5s %4d %8d %6s %6s %6s %6s\n",
                                               j == 0 ? vm->info.name : "", (int) vm->info.pid, j == 0 ? src : "",
                                               vm_accel_to_string(vm->info.accel), v->index, (int) v->tid,
-                                              v->gone ? "gone" : "-", "-", "-");
+                                              v->gone ? "gone" : "-", "-", "-", "-");
                 }
                 if (json)
                         strbuf_puts(out, "]}");

@@ -319,5 +319,37 @@ class DaemonBadInput(unittest.TestCase):
         self.assertIn("BUSY%", p.stdout)
 
 
+class DaemonKvmHaltPoll(unittest.TestCase):
+    """KVM halt polling reaches the tracker through QMP query-stats. This host's KVM cannot
+    run a stock guest kernel, but a paused KVM QEMU (-S) has real vCPU threads and real
+    per-vCPU KVM stats, which is what the wiring needs."""
+
+    def test_halt_poll_from_query_stats(self):
+        vmlib.require_root()
+        self.assertTrue(os.path.exists("/dev/kvm"), "/dev/kvm is needed for this test")
+        tmp = Daemon().tmp
+        qmp = os.path.join(tmp, "kvm.qmp")
+        pidfile = os.path.join(tmp, "kvm.pid")
+        subprocess.run(["qemu-system-x86_64", "-accel", "kvm", "-S", "-smp", "2", "-m", "64",
+                        "-name", "vmmpt-kvm-paused,debug-threads=on", "-nodefaults", "-display", "none",
+                        "-qmp", "unix:%s,server=on,wait=off" % qmp, "-daemonize", "-pidfile", pidfile],
+                       check=True, timeout=30)
+        with open(pidfile) as f:
+            pid = int(f.read())
+        self.addCleanup(lambda: os.kill(pid, signal.SIGKILL))
+        d = Daemon({"QEMU": {"QMPSocket": qmp}}).start()
+        self.addCleanup(d.stop)
+        d.wait_for(lambda: d.vm_by_pid(pid) is not None, 10, "the KVM QEMU")
+        d.wait_periods(2)
+        vm = d.vm_by_pid(pid)
+        self.assertEqual(vm["accel"], "kvm")
+        self.assertEqual(vm["name"], "vmmpt-kvm-paused")
+        self.assertEqual(len(vm["vcpus"]), 2)
+        for v in vm["vcpus"]:
+            # Paused: known (not null) and zero.
+            self.assertEqual(v["halt_poll_ratio"], 0.0, vm)
+        log("paused KVM QEMU: halt-poll known for %d vCPUs" % len(vm["vcpus"]))
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
