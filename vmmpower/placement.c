@@ -89,6 +89,7 @@ struct ws {
         const struct plan_vcpu *v;
         size_t nv;
         double hfrac, gain;
+        bool race_to_idle;      /* can a higher level than needed ever cost less? */
         double *dem;            /* [nv] */
         uint8_t *boost;         /* [nv] */
         unsigned *sorted;       /* [nv] by demand desc, key asc */
@@ -222,6 +223,25 @@ static int ws_init(struct ws *w, const struct em_host *h, const struct plan_poli
                 if (k >= 0 && h->cores[k].n_threads == 2)
                         w->sib[c] = h->cores[k].cpu[h->cores[k].cpu[0] == (int) c ? 1 : 0];
         }
+        /*
+         * Race to idle: per core, going from level L to L+1 changes the power by
+         * W * [(P_L+1 - Pidle) / C_L+1 - (P_L - Pidle) / C_L], linear in Pidle; if
+         * that is >= 0 at both ends of the possible Pidle (deepest state .. polling)
+         * for every L, the lowest level that fits is always the cheapest and the
+         * per-domain level search can be skipped.
+         */
+        {
+                const struct energy_model *m = &h->model;
+                double pid[3] = { m->idle[m->n_idle - 1].power_mw, m->idle[0].power_mw, m->levels[0].active_mw };
+                for (unsigned L = 0; L + 1 < m->n_levels; L++)
+                        for (unsigned k = 0; k < 3; k++) {
+                                double a = (m->levels[L].active_mw - pid[k]) / m->levels[L].capacity;
+                                double b = (m->levels[L + 1].active_mw - pid[k]) / m->levels[L + 1].capacity;
+                                if (b < a)
+                                        w->race_to_idle = true;
+                        }
+        }
+
         /* Demand (step 1).  Hints are looked up by key in a sorted index: O((V + H) log H). */
         _cleanup_free_ unsigned *hidx = n_hints ? malloc(n_hints * sizeof(unsigned)) : NULL;
         if (n_hints && !hidx)
@@ -586,6 +606,10 @@ static double finalize(struct ws *w, struct em_breakdown *b)
                                 }
                         }
                 best = req;
+                if (!w->race_to_idle) {
+                        w->level[f] = (uint8_t) best;
+                        continue;
+                }
                 /* Higher levels only if they cost less (race to idle); energy over levels is
                  * taken as unimodal: stop at the first level that costs more. */
                 for (unsigned L = req; L <= top; L++) {
