@@ -1076,18 +1076,24 @@ static double domain_term(const struct em_host *h, enum em_domain_scope scope, d
         return domain_power(d, q, a);
 }
 
+#define DEFER_PKGS_MAX 64
+
 double em_host_power(const struct em_host *h, const struct em_load *l, struct em_breakdown *b)
 {
         const struct energy_model *m = &h->model;
         struct em_breakdown sum = {};
         const struct em_idle_domain *dl = &m->domain[EM_DOMAIN_LLC], *dp = &m->domain[EM_DOMAIN_PACKAGE];
-        double a_sys = -1.0;
+        bool all_pkgs = m->package_idle_all_packages && dp->present;
+        /* With the all-packages rule the package terms need the whole host: they are
+         * computed after the walk (one pass) when the packages fit this array. */
+        struct { double idle; bool ok; unsigned n; uint32_t lat; } pk[DEFER_PKGS_MAX];
+        bool defer = all_pkgs && h->n_pkgs <= DEFER_PKGS_MAX;
+        double a_sys = -1.0, idle_sys = 1.0;
+        bool ok_sys = true;
+        unsigned n_sys = 0;
+        uint32_t lat_sys = EM_LATENCY_ANY;
 
-        if (m->package_idle_all_packages && dp->present) {
-                double idle_sys = 1.0;
-                bool ok_sys = true;
-                unsigned n_sys = 0;
-                uint32_t lat_sys = EM_LATENCY_ANY;
+        if (all_pkgs && !defer)
                 for (unsigned k = 0; k < h->n_cores; k++) {
                         struct core_eval e;
                         eval_core(h, l, k, &e);
@@ -1096,9 +1102,9 @@ double em_host_power(const struct em_host *h, const struct em_load *l, struct em
                         n_sys += e.vcpus;
                         lat_sys = MIN(lat_sys, e.min_latency_us);
                 }
+        if (all_pkgs && !defer)
                 a_sys = ok_sys && dp->exit_latency_us <= lat_sys
                                 ? idle_sys * host_gap(h, n_sys, m->n_idle + EM_DOMAIN_PACKAGE) : 0.0;
-        }
 
         for (unsigned p = 0; p < h->n_pkgs; p++) {
                 double idle_pkg = 1.0;
@@ -1131,8 +1137,24 @@ double em_host_power(const struct em_host *h, const struct em_load *l, struct em
                         n_pkg += n_llc;
                         lat_pkg = MIN(lat_pkg, lat_llc);
                 }
-                if (dp->present)
+                if (defer) {
+                        pk[p].idle = idle_pkg;
+                        pk[p].ok = ok_pkg;
+                        pk[p].n = n_pkg;
+                        pk[p].lat = lat_pkg;
+                        idle_sys *= idle_pkg;
+                        ok_sys &= ok_pkg;
+                        n_sys += n_pkg;
+                        lat_sys = MIN(lat_sys, lat_pkg);
+                } else if (dp->present)
                         sum.domain_mw += domain_term(h, EM_DOMAIN_PACKAGE, idle_pkg, ok_pkg, n_pkg, lat_pkg, a_sys);
+        }
+        if (defer) {
+                a_sys = ok_sys && dp->exit_latency_us <= lat_sys
+                                ? idle_sys * host_gap(h, n_sys, m->n_idle + EM_DOMAIN_PACKAGE) : 0.0;
+                for (unsigned p = 0; p < h->n_pkgs; p++)
+                        sum.domain_mw += domain_term(h, EM_DOMAIN_PACKAGE, pk[p].idle, pk[p].ok, pk[p].n, pk[p].lat,
+                                                     a_sys);
         }
         sum.total_mw = sum.active_mw + sum.idle_mw + sum.domain_mw;
         if (b)
