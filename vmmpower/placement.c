@@ -12,18 +12,22 @@
  *     ties by key) onto the CPUs in a topology-aware wake order, with every
  *     CPU's room = headroom x capacity at a candidate level L (and, once both
  *     SMT threads of a core hold work, headroom x capacity x SmtGain for the
- *     core).  Two wake orders (SMT sibling right after its core; all cores of
- *     an LLC before their siblings) times up to 8 levels give up to 16
- *     candidates, from densest (top level: fewest CPUs) to sparsest; plus the
- *     spread baseline.  Dedicated vCPUs take whole free cores first, spread
+ *     core).  Levels tried: in the SMT-first order (a sibling right after its
+ *     core), the top level (densest packing), then downwards until the energy
+ *     rises or the demand no longer fits, then upwards from the lowest level
+ *     whose room can hold the demand until the energy rises (energy over the
+ *     level is roughly U-shaped: many slow CPUs .. few fast ones); in the
+ *     cores-first order (all cores of an LLC before their siblings) the top
+ *     level and the best level found; plus the spread baseline.  Typically
+ *     7 to 12 candidates.  Dedicated vCPUs take whole free cores first, spread
  *     vCPUs one free core each (round-robin over packages and LLCs), excluded
  *     vCPUs stay where they are as background load.  For every candidate each
  *     frequency domain gets the lowest level that satisfies the headroom of
  *     all its CPUs (the most demanding CPU sets it), raised further only if
- *     the model says a higher level costs less energy (race to idle).  The
- *     modelled power (energy_model.c) picks the candidate.  FFD runs on a
- *     segment tree of room per CPU: O(V log P) per candidate, O(P x levels)
- *     for the levels, so a plan is O(16 (V log P + P L)).
+ *     the model says a higher level costs less energy (race to idle; skipped
+ *     when the model's levels rule it out).  The modelled power
+ *     (energy_model.c) picks the candidate.  First fit is exact, on a 4-ary
+ *     tree of room per CPU: O(V log P) per candidate, O(P) to evaluate it.
  *  3. Hysteresis against the previous plan (re-evaluated under the current
  *     load, new vCPUs placed first-fit into it):
  *     - grow at once: when a CPU is over headroom at the top level or a vCPU
@@ -352,7 +356,7 @@ static bool cpu_empty(const struct ws *w, int cpu)
 }
 
 /* Room for a pack vCPU on cpu with headroom capacity hc (utilisation units). */
-static double room(const struct ws *w, int cpu, double hc)
+static inline double room(const struct ws *w, int cpu, double hc)
 {
         int s = w->sib[cpu];
         double r;
@@ -372,7 +376,7 @@ static double room(const struct ws *w, int cpu, double hc)
  * 4k+1..4k+4, leaves from leaf0): half the depth of a binary tree, and the
  * four children of a node share a cache line.
  */
-static void seg_set(struct ws *w, unsigned pos, double val)
+static inline void seg_set(struct ws *w, unsigned pos, double val)
 {
         unsigned k = w->leaf0 + pos;
         w->seg[k] = val;
@@ -389,7 +393,7 @@ static void seg_set(struct ws *w, unsigned pos, double val)
 }
 
 /* Leftmost position with room >= x, or -1. */
-static int seg_find(const struct ws *w, double x)
+static inline int seg_find(const struct ws *w, double x)
 {
         double t = x - EPS;
         unsigned k = 0;
