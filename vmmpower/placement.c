@@ -50,6 +50,8 @@
  */
 #include <errno.h>
 #include <float.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -1257,10 +1259,17 @@ done:
         if (p->why.decision != PLAN_SHRINK_PENDING)
                 p->why.moves_deferred = deferred;
         fill_plan(&w, p, now);
-        snprintf(p->why.text, sizeof(p->why.text),
-                 "%s: plan %.0f mW, spread %.0f mW, previous %.0f mW, target %.0f mW; %u active CPUs, %u moves, %u deferred",
-                 plan_decision_to_string(p->why.decision), p->why.plan_mw, p->why.spread_mw, p->why.prev_mw,
-                 p->why.target_mw, p->why.n_active, p->why.moves, p->why.moves_deferred);
+        {
+                int n = snprintf(p->why.text, sizeof(p->why.text),
+                                 "%s: plan %.0f mW, spread %.0f mW, previous %.0f mW, target %.0f mW; "
+                                 "%u active CPUs, %u moves, %u deferred",
+                                 plan_decision_to_string(p->why.decision), p->why.plan_mw, p->why.spread_mw,
+                                 p->why.prev_mw, p->why.target_mw, p->why.n_active, p->why.moves,
+                                 p->why.moves_deferred);
+                if (p->why.forced_wake_cpu >= 0 && n > 0 && (size_t) n < sizeof(p->why.text))
+                        snprintf(p->why.text + n, sizeof(p->why.text) - (size_t) n,
+                                 "; woke CPU %d for vCPU %" PRIu64, p->why.forced_wake_cpu, p->why.forced_by_key);
+        }
         *ret = p;
         p = NULL;
         r = 0;

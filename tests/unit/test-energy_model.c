@@ -195,6 +195,24 @@ static void test_bad_strings(void **state)
 
 /* ---- defaults from topology fixtures ------------------------------------------ */
 
+/* A derived model is a valid model file too: write, parse back, same model. */
+static void assert_round_trip(const struct energy_model *m)
+{
+        struct energy_model again;
+        struct em_error err = {};
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+
+        assert_non_null(f);
+        energy_model_write(m, f);
+        assert_int_equal(fclose(f), 0);
+        if (energy_model_parse_string(buf, "written", &again, &err) < 0)
+                fail_msg("written model: line %u: %s\n%s", err.line, err.message, buf);
+        assert_memory_equal(m, &again, sizeof(*m));
+        free(buf);
+}
+
 static void test_defaults_debian(void **state)
 {
         struct topology *t = load_topology("debian-2cpu-haltpoll");
@@ -202,6 +220,7 @@ static void test_defaults_debian(void **state)
         struct em_host *h = NULL;
 
         assert_int_equal(energy_model_from_topology(t, &m), 0);
+        assert_round_trip(&m);
         assert_int_equal(energy_model_validate(&m, NULL), 0);
         /* no cpufreq: one level of unknown frequency */
         assert_int_equal(m.n_levels, 1);
@@ -231,6 +250,7 @@ static void test_defaults_spr(void **state)
         struct em_host *h = NULL;
 
         assert_int_equal(energy_model_from_topology(t, &m), 0);
+        assert_round_trip(&m);
         /* intel_pstate without a table: min..max with base_frequency among the levels */
         assert_int_equal(m.levels[0].freq_khz, 800000);
         assert_int_equal(m.levels[m.n_levels - 1].freq_khz, 3800000);
@@ -283,6 +303,7 @@ static void test_defaults_genoa(void **state)
         struct em_host *h = NULL;
 
         assert_int_equal(energy_model_from_topology(t, &m), 0);
+        assert_round_trip(&m);
         /* acpi-cpufreq table 1.5/2.2/2.4 GHz */
         assert_int_equal(m.n_levels, 3);
         assert_int_equal(m.levels[0].freq_khz, 1500000);
