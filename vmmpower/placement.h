@@ -113,6 +113,6 @@ int plan_best_wake_cpu(const struct em_host *h, const struct plan *p);
 /*
  * Active CPU whose release saves the most modelled power once its work moves
  * to the least loaded other active CPU (the last busy CPU of a domain that
- * can then sleep); -1 if fewer than two CPUs are active.
+ * can then sleep); -1 if fewer than two CPUs are active, -ENOMEM.
  */
 int plan_best_sleep_cpu(const struct em_host *h, const struct plan *p);
