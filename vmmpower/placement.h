@@ -107,7 +107,7 @@ double plan_power(const struct em_host *h, const struct plan *p, struct em_break
 /*
  * Inactive online CPU with the least marginal modelled power for a small
  * extra load (10% of a CPU), ties broken by the SMT-first wake order; -1 if
- * every CPU is active.
+ * every CPU is active, -ENOMEM.
  */
 int plan_best_wake_cpu(const struct em_host *h, const struct plan *p);
 /*
