@@ -10,7 +10,8 @@ PACKAGES="
 build-essential meson ninja-build pkg-config clang python3
 libvirt-dev liburing-dev libcmocka-dev libjson-c-dev libxml2-dev
 libvirt-clients libvirt-daemon libvirt-daemon-driver-qemu libvirt-daemon-system
-qemu-system-x86 busybox-static linux-image-amd64 cpio gzip
+qemu-system-x86 busybox-static linux-image-amd64 linux-headers-amd64 cpio gzip
+libclang-rt-14-dev llvm
 "
 
 die() { echo "setup-host: $*" >&2; exit 1; }
