@@ -72,6 +72,11 @@ void config_defaults(struct vp_config *c)
         c->proc_scan_interval_ns = 10 * NSEC_PER_SEC;
         c->qmp_timeout_ns = 500 * NSEC_PER_MSEC;
         c->load_half_life_ns = 4 * NSEC_PER_SEC;
+        c->planner_enabled = true;
+        c->headroom_pct = 80;
+        c->wait_budget_pct = 5;
+        c->shrink_dwell_ns = 10 * NSEC_PER_SEC;
+        c->max_moves = 16;
 }
 
 /* ---- value types ------------------------------------------------------- */
@@ -86,6 +91,7 @@ enum value_type {
         VT_GROUP,       /* group name or "" */
         VT_BOOL,
         VT_URI,
+        VT_UINT,        /* decimal unsigned, min_ns..max_ns used as its bounds */
 };
 
 struct key_def {
@@ -127,9 +133,18 @@ static const struct key_def keys[] = {
           HALF_LIFE_MAX_NS, "a duration like 4s, 100ms..10min" },
         { "Metrics", "TextfilePath", VT_PATH_EMPTY, STR(metrics_textfile), 0, 0,
           "an absolute path, or empty for off" },
+        { "Planner", "Enabled", VT_BOOL, NUM(planner_enabled), 0, 0, "yes or no" },
+        { "Planner", "ModelFile", VT_PATH_EMPTY, STR(model_file), 0, 0,
+          "an absolute path, or empty to derive the model from sysfs" },
+        { "Planner", "HeadroomPercent", VT_UINT, NUM(headroom_pct), 10, 100, "a number 10..100" },
+        { "Planner", "WaitBudgetPercent", VT_UINT, NUM(wait_budget_pct), 1, 100, "a number 1..100" },
+        { "Planner", "ShrinkDwell", VT_DURATION, NUM(shrink_dwell_ns), 0, 3600 * NSEC_PER_SEC,
+          "a duration like 10s, 0s..1h" },
+        { "Planner", "MaxMovesPerPeriod", VT_UINT, NUM(max_moves), 0, 100000,
+          "a number 0..100000 (0: no cap)" },
 };
 
-static const char *const sections[] = { "Daemon", "Libvirt", "QEMU", "Tracking", "Metrics" };
+static const char *const sections[] = { "Daemon", "Libvirt", "QEMU", "Tracking", "Metrics", "Planner" };
 
 enum { KEY_PERIOD = 0, KEY_SCAN_INTERVAL = 11 };
 
@@ -295,6 +310,13 @@ static int set_value(struct parser *p, size_t k, const char *value)
                 memset(field, 0, d->size);
                 memcpy(field, value, strlen(value));
                 return 0;
+        case VT_UINT: {
+                uint32_t u;
+                if (parse_u32(value, &u) < 0 || (nsec_t) u < d->min_ns || (nsec_t) u > d->max_ns)
+                        break;
+                memcpy(field, &u, sizeof(u));
+                return 0;
+        }
         case VT_SOCKET_LIST:
                 if (value[0] == '\0') {
                         p->cfg.n_qmp_sockets = 0;
@@ -711,6 +733,12 @@ void config_dump(const struct vp_config *c, FILE *f)
                                 fprintf(f, "%s = %.*s\n", d->key, (int) strnlen(field, d->size),
                                         field);
                         break;
+                case VT_UINT: {
+                        uint32_t u;
+                        memcpy(&u, field, sizeof(u));
+                        fprintf(f, "%s = %u\n", d->key, u);
+                        break;
+                }
                 case VT_SOCKET_LIST:
                         if (c->n_qmp_sockets == 0)
                                 fprintf(f, "%s =\n", d->key);

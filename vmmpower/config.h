@@ -43,6 +43,13 @@ struct vp_config {
         nsec_t load_half_life_ns;       /* LoadHalfLife, default 4s */
         /* [Metrics] */
         char metrics_textfile[CONFIG_PATH_MAX]; /* TextfilePath, default "" (off) */
+        /* [Planner] (advisory: plans are computed and shown, not yet acted on) */
+        bool planner_enabled;           /* Enabled, default yes */
+        char model_file[CONFIG_PATH_MAX];      /* ModelFile, default "" (derived from sysfs) */
+        uint32_t headroom_pct;          /* HeadroomPercent, default 80, 10..100 */
+        uint32_t wait_budget_pct;       /* WaitBudgetPercent, default 5, 1..100 */
+        nsec_t shrink_dwell_ns;         /* ShrinkDwell, default 10s, 0..1h */
+        uint32_t max_moves;             /* MaxMovesPerPeriod, default 16, 0 = no cap */
 };
 
 struct config_error {

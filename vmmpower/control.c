@@ -61,7 +61,8 @@ static const struct {
         bool readonly;
 } commands[] = {
         { "status", true }, { "vms", true },    { "cpus", true },    { "top", true },
-        { "metrics", true }, { "version", true }, { "notify", false }, { "reload", false },
+        { "metrics", true }, { "version", true }, { "plan", true },    { "notify", false },
+        { "reload", false },
 };
 
 int control_command_readonly(const char *cmd)
@@ -138,6 +139,8 @@ int control_execute(struct daemon *d, const struct control_request *req, struct 
                 render_vms(d, req->json, body);
         else if (strcmp(cmd, "cpus") == 0 && req->argc == 1)
                 render_cpus(d, req->json, body);
+        else if (strcmp(cmd, "plan") == 0 && req->argc == 1)
+                render_plan(d, req->json, body);
         else if (strcmp(cmd, "top") == 0 && req->argc == 1)
                 render_top(d, body);
         else if (strcmp(cmd, "metrics") == 0 && req->argc == 1)

@@ -127,6 +127,36 @@ static void stop_libvirt(struct daemon *d)
         d->libvirt = NULL;
 }
 
+static int load_energy_model(const struct vp_config *cfg, const struct topology *topo, struct em_host **ret)
+{
+        struct energy_model *m = calloc(1, sizeof(*m));
+        struct em_error err = { 0 };
+        int r;
+
+        if (!m)
+                return -ENOMEM;
+        if (cfg->model_file[0]) {
+                r = energy_model_parse_file(cfg->model_file, m, &err);
+                if (r < 0) {
+                        if (err.line > 0)
+                                log_error("%s:%u: %s", err.file, err.line, err.message);
+                        else
+                                log_error("%s: %s", cfg->model_file, err.message);
+                }
+        } else {
+                r = energy_model_from_topology(topo, m);
+                if (r < 0)
+                        log_error_errno(r, "Failed to derive an energy model from sysfs: %m");
+        }
+        if (r == 0) {
+                r = em_host_new(topo, m, ret);
+                if (r < 0)
+                        log_error_errno(r, "The energy model does not fit this host's topology: %m");
+        }
+        free(m);
+        return r;
+}
+
 /*
  * Build what depends on the configuration.  On success the daemon runs with
  * cfg; on failure nothing changed.  starting: first call (no threads yet).
@@ -138,6 +168,7 @@ static int daemon_apply_config(struct daemon *d, const struct vp_config *cfg, bo
         struct tracker *tracker = NULL;
         struct pcpu_stat *pcpu = NULL;
         struct control_server *control = NULL;
+        struct em_host *em = NULL;
         bool new_tracker, new_control, new_libvirt;
         int r;
 
@@ -163,6 +194,11 @@ static int daemon_apply_config(struct daemon *d, const struct vp_config *cfg, bo
                 log_error_errno(r, "Failed to set up pCPU sampling: %m");
                 goto fail;
         }
+        if (cfg->planner_enabled) {
+                r = load_energy_model(cfg, topo, &em);
+                if (r < 0)
+                        goto fail;
+        }
         if (new_tracker) {
                 r = tracker_new(cfg->procfs_root, cfg->load_half_life_ns, &tracker);
                 if (r < 0) {
@@ -178,9 +214,15 @@ static int daemon_apply_config(struct daemon *d, const struct vp_config *cfg, bo
                         goto fail;
         }
 
-        /* Commit. */
+        /* Commit.  A new topology or model invalidates the previous plan. */
         topology_free(d->topo);
         d->topo = topo;
+        em_host_free(d->em);
+        d->em = em;
+        plan_free(d->plan);
+        d->plan = NULL;
+        snprintf(d->model_source, sizeof(d->model_source), "%s",
+                 cfg->model_file[0] ? cfg->model_file : "derived from sysfs");
         pcpu_stat_free(d->pcpu);
         d->pcpu = pcpu;
         if (new_tracker) {
@@ -211,6 +253,7 @@ static int daemon_apply_config(struct daemon *d, const struct vp_config *cfg, bo
         return 0;
 fail:
         control_server_free(control);
+        em_host_free(em);
         tracker_free(tracker);
         pcpu_stat_free(pcpu);
         topology_free(topo);
@@ -353,6 +396,75 @@ static void sample_halt_poll(struct daemon *d)
         }
 }
 
+/*
+ * The planner's inputs from the tracker: one plan_vcpu per tracked vCPU with
+ * a measurement, keyed (pid << 16 | index) so that keys stay stable across
+ * periods.  Utilisation is the decayed average (the plan should not chase
+ * one period's noise); the wait ratio is the last period's (growth must be
+ * immediate).  Advisory: the plan is computed, kept and shown; nothing on
+ * the host is changed by it yet.
+ */
+static void plan_period(struct daemon *d, nsec_t now)
+{
+        struct plan_policy pol;
+        struct plan *next = NULL;
+        size_t n = 0, want = 0;
+        nsec_t cpu0;
+        int r;
+
+        if (!d->em)
+                return;
+        for (size_t i = 0; i < tracker_n_vms(d->tracker); i++)
+                want += tracker_vm(d->tracker, i)->n_vcpus;
+        if (want > d->plan_in_alloc) {
+                struct plan_vcpu *p = realloc(d->plan_in, want * sizeof(*p));
+                if (!p) {
+                        d->counters.plan_errors++;
+                        return;
+                }
+                d->plan_in = p;
+                d->plan_in_alloc = want;
+        }
+        for (size_t i = 0; i < tracker_n_vms(d->tracker); i++) {
+                const struct vm_load *vm = tracker_vm(d->tracker, i);
+                for (unsigned j = 0; j < vm->n_vcpus; j++) {
+                        const struct vcpu_load *v = &vm->vcpus[j];
+                        if (!v->valid || v->gone)
+                                continue;
+                        d->plan_in[n++] = (struct plan_vcpu) {
+                                .key = ((uint64_t) vm->info.pid << 16) | (uint64_t) (v->index & 0xffff),
+                                .vm = (uint32_t) vm->info.pid,
+                                .mode = PLACE_PACK,
+                                .util = v->util_avg,
+                                .wait_ratio = v->wait_ratio,
+                                .cur_cpu = -1,
+                        };
+                }
+        }
+        d->plan_in_n = n;
+        plan_policy_defaults(&pol);
+        pol.headroom_pct = d->cfg.headroom_pct;
+        pol.wait_budget = d->cfg.wait_budget_pct / 100.0;
+        pol.shrink_dwell_ns = d->cfg.shrink_dwell_ns;
+        pol.period_ns = d->cfg.period_ns;
+        pol.max_moves = d->cfg.max_moves;
+        cpu0 = thread_cputime_ns();
+        r = plan_compute(d->em, &pol, d->plan_in, n, NULL, 0, d->plan, now, &next);
+        d->counters.last_plan_cpu_ns = thread_cputime_ns() - cpu0;
+        if (r < 0) {
+                if (d->counters.plan_errors++ == 0)
+                        log_warning_errno(r, "Planning failed: %m, keeping the previous plan.");
+                return;
+        }
+        d->counters.plans++;
+        if (!d->plan || next->why.decision != PLAN_KEEP || next->why.n_active != d->plan->why.n_active)
+                log_debug("Plan: %s, %u active pCPUs, modelled %.0f mW (spread %.0f mW): %s",
+                          plan_decision_to_string(next->why.decision), next->why.n_active, next->why.plan_mw,
+                          next->why.spread_mw, next->why.text);
+        plan_free(d->plan);
+        d->plan = next;
+}
+
 void daemon_period(struct daemon *d, nsec_t now)
 {
         nsec_t cpu0 = thread_cputime_ns();
@@ -362,6 +474,7 @@ void daemon_period(struct daemon *d, nsec_t now)
                 discover(d, now);
         sample_halt_poll(d);
         (void) tracker_sample(d->tracker, now);
+        plan_period(d, now);
         r = pcpu_stat_sample(d->pcpu, now);
         if (r < 0)
                 log_debug_errno(r, "pCPU sampling failed: %m");
@@ -571,6 +684,12 @@ int daemon_run(struct daemon *d)
 void daemon_done(struct daemon *d)
 {
         stop_libvirt(d);
+        plan_free(d->plan);
+        d->plan = NULL;
+        free(d->plan_in);
+        d->plan_in = NULL;
+        em_host_free(d->em);
+        d->em = NULL;
         control_server_free(d->control);
         d->control = NULL;
         tracker_free(d->tracker);

@@ -5,6 +5,8 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "energy_model.h"
+#include "placement.h"
 #include "libvirt_src.h"
 #include "pcpu_stat.h"
 #include "procscan.h"
@@ -42,6 +44,8 @@ struct daemon_counters {
         uint64_t notifies;            /* hook notifications received */
         uint64_t control_requests, control_denied, control_errors;
         uint64_t metrics_write_errors;
+        uint64_t plans, plan_errors;
+        nsec_t last_plan_cpu_ns;      /* thread CPU time of the last plan_compute() */
         nsec_t last_period_cpu_ns;    /* thread CPU time of the last control period */
         nsec_t last_period_wall_ns;
 };
@@ -54,6 +58,11 @@ struct daemon {
         struct tracker *tracker;
         struct pcpu_stat *pcpu;
         struct libvirt_src *libvirt;
+        struct em_host *em;       /* energy model bound to the topology; NULL: planner off */
+        char model_source[CONFIG_PATH_MAX]; /* model file, or "derived from sysfs" */
+        struct plan *plan;        /* the current (advisory) plan, NULL before the first */
+        struct plan_vcpu *plan_in;/* plan inputs of the last period, [plan_in_n] */
+        size_t plan_in_n, plan_in_alloc;
         struct control_server *control;
         struct procscan_stats procscan_stats;
         struct daemon_counters counters;
@@ -87,3 +96,4 @@ void render_vms(const struct daemon *d, bool json, struct strbuf *out);
 void render_cpus(const struct daemon *d, bool json, struct strbuf *out);
 void render_top(const struct daemon *d, struct strbuf *out);
 void render_metrics(const struct daemon *d, struct strbuf *out);
+void render_plan(const struct daemon *d, bool json, struct strbuf *out);

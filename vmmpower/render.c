@@ -272,3 +272,97 @@ void render_top(const struct daemon *d, struct strbuf *out)
         strbuf_puts(out, "\n");
         render_vms(d, false, out);
 }
+
+static const char *plan_vm_name(const struct daemon *d, pid_t pid)
+{
+        const struct vm_load *vm = tracker_find_vm(d->tracker, pid);
+
+        return vm ? vm->info.name : "(gone)";
+}
+
+static void plan_idle_limit(const struct daemon *d, unsigned cpu, char *buf, size_t size)
+{
+        const struct plan *p = d->plan;
+        int s = p->cpu_idle_state[cpu];
+
+        if (s < 0 || (unsigned) s >= d->em->model.n_idle)
+                snprintf(buf, size, "-");
+        else
+                snprintf(buf, size, "%s", d->em->model.idle[s].name);
+}
+
+void render_plan(const struct daemon *d, bool json, struct strbuf *out)
+{
+        const struct plan *p = d->plan;
+
+        if (!d->em) {
+                strbuf_puts(out, json ? "{\"enabled\":false}\n" : "planner: disabled ([Planner] Enabled = no)\n");
+                return;
+        }
+        if (!p) {
+                strbuf_puts(out, json ? "{\"enabled\":true,\"plan\":null}\n" : "planner: no plan yet\n");
+                return;
+        }
+        if (json) {
+                strbuf_printf(out, "{\"enabled\":true,\"advisory\":true,\"model\":");
+                strbuf_json_string(out, d->model_source);
+                strbuf_printf(out,
+                              ",\"decision\":\"%s\",\"plan_mw\":%.1f,\"spread_mw\":%.1f,\"prev_mw\":%.1f,"
+                              "\"target_mw\":%.1f,\"n_active\":%u,\"moves\":%u,\"moves_deferred\":%u,"
+                              "\"forced_wake_cpu\":%d,\"plan_cpu_ns\":%" PRId64 ",\"reason\":",
+                              plan_decision_to_string(p->why.decision), p->why.plan_mw, p->why.spread_mw,
+                              p->why.prev_mw, p->why.target_mw, p->why.n_active, p->why.moves,
+                              p->why.moves_deferred, p->why.forced_wake_cpu, d->counters.last_plan_cpu_ns);
+                strbuf_json_string(out, p->why.text);
+                strbuf_puts(out, ",\"cpus\":[");
+                for (unsigned cpu = 0; cpu < p->n_cpus; cpu++) {
+                        char idle[64];
+                        plan_idle_limit(d, cpu, idle, sizeof(idle));
+                        strbuf_printf(out, "%s{\"cpu\":%u,\"active\":%s,\"work\":%.4f,\"level\":%u,\"idle_limit\":",
+                                      cpu ? "," : "", cpu, cpuset_isset(&p->active, cpu) ? "true" : "false",
+                                      p->cpu_work[cpu], p->fdom_level[d->em->cpu_fdom[cpu]]);
+                        strbuf_json_string(out, idle);
+                        strbuf_printf(out, ",\"max_latency_us\":%u}", p->cpu_max_latency_us[cpu]);
+                }
+                strbuf_puts(out, "],\"vcpus\":[");
+                for (unsigned i = 0; i < p->n_vcpus && i < d->plan_in_n; i++) {
+                        pid_t pid = (pid_t) (p->vcpu_key[i] >> 16);
+                        strbuf_printf(out, "%s{\"vm\":", i ? "," : "");
+                        strbuf_json_string(out, plan_vm_name(d, pid));
+                        strbuf_printf(out, ",\"pid\":%d,\"vcpu\":%u,\"util\":%.4f,\"cpu\":%d}", (int) pid,
+                                      (unsigned) (p->vcpu_key[i] & 0xffff), d->plan_in[i].util, p->vcpu_cpu[i]);
+                }
+                strbuf_puts(out, "]}\n");
+                return;
+        }
+        strbuf_printf(out, "plan (advisory: shown, not applied): %s, %u of %u pCPUs active, %u moves (%u deferred)\n",
+                      plan_decision_to_string(p->why.decision), p->why.n_active, cpuset_count(&d->topo->online),
+                      p->why.moves, p->why.moves_deferred);
+        strbuf_printf(out, "modelled power: plan %.0f mW, spread %.0f mW, previous placement %.0f mW, best %.0f mW\n",
+                      p->why.plan_mw, p->why.spread_mw, p->why.prev_mw, p->why.target_mw);
+        strbuf_printf(out, "reason: %s\n", p->why.text);
+        if (p->why.forced_wake_cpu >= 0)
+                strbuf_printf(out, "forced wake: CPU %d for vCPU %u of %s\n", p->why.forced_wake_cpu,
+                              (unsigned) (p->why.forced_by_key & 0xffff),
+                              plan_vm_name(d, (pid_t) (p->why.forced_by_key >> 16)));
+        strbuf_printf(out, "model: %s; planned in %.1f us CPU\n\n", d->model_source,
+                      (double) d->counters.last_plan_cpu_ns / NSEC_PER_USEC);
+        strbuf_printf(out, "%4s %6s %6s %6s %-16s %s\n", "CPU", "ACTIVE", "WORK%", "LEVEL", "DEEPEST-IDLE",
+                      "MAX-EXIT-LATENCY");
+        for (unsigned cpu = 0; cpu < p->n_cpus; cpu++) {
+                char idle[64];
+                if (!cpuset_isset(&d->topo->online, cpu))
+                        continue;
+                plan_idle_limit(d, cpu, idle, sizeof(idle));
+                strbuf_printf(out, "%4u %6s %6.1f %6u %-16.16s ", cpu, cpuset_isset(&p->active, cpu) ? "yes" : "no",
+                              pct(p->cpu_work[cpu]), p->fdom_level[d->em->cpu_fdom[cpu]], idle);
+                if (p->cpu_max_latency_us[cpu] == EM_LATENCY_ANY)
+                        strbuf_puts(out, "any\n");
+                else
+                        strbuf_printf(out, "%u us\n", p->cpu_max_latency_us[cpu]);
+        }
+        strbuf_printf(out, "\n%-24s %4s %8s %4s\n", "VM", "VCPU", "AVG%", "CPU");
+        for (unsigned i = 0; i < p->n_vcpus && i < d->plan_in_n; i++)
+                strbuf_printf(out, "%-24.24s %4u %8.1f %4d\n", plan_vm_name(d, (pid_t) (p->vcpu_key[i] >> 16)),
+                              (unsigned) (p->vcpu_key[i] & 0xffff), pct(d->plan_in[i].util), p->vcpu_cpu[i]);
+}

@@ -28,6 +28,7 @@ static void help(void)
                "  status                  daemon state and counters\n"
                "  vms                     every tracked VM and vCPU with its load\n"
                "  cpus                    host CPUs: topology, busy share, idle-state residency\n"
+               "  plan                    the planner's current plan with its reasons (advisory)\n"
                "  top [--interval S] [--count N]   status, cpus and vms, refreshed\n"
                "  metrics                 Prometheus text format\n"
                "  notify OP DOMAIN        tell the daemon a domain changed (libvirt hook)\n"

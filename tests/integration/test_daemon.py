@@ -120,6 +120,28 @@ class DaemonWithGuests(unittest.TestCase):
         self.assertIn('vmmpower_vcpu_utilization_ratio{vm="%s"' % self.c.name, text)
         self.assertRegex(text, r'vmmpower_cpu_idle_state_seconds_total\{cpu="0",state="[^"]+"\} [0-9.]+')
 
+    def test_3_plan_covers_every_vcpu(self):
+        """The advisory plan places every measured vCPU on an online pCPU and models no more
+        power than spreading them."""
+        d = self.d
+        d.wait_periods(2)
+        p = d.json("plan")
+        self.assertTrue(p["enabled"])
+        online = {c["cpu"] for c in d.json("cpus")["cpus"] if c["online"]}
+        planned = {(v["pid"], v["vcpu"]): v["cpu"] for v in p["vcpus"]}
+        for g in (self.a, self.b, self.c):
+            for idx in g.vcpu_tids():
+                self.assertIn((g.pid, idx), planned, "vCPU %d of %s not in the plan" % (idx, g.name))
+                self.assertIn(planned[(g.pid, idx)], online)
+        self.assertLessEqual(p["plan_mw"], p["spread_mw"] + 1e-6)
+        active = {c["cpu"] for c in p["cpus"] if c["active"]}
+        self.assertEqual(active, set(planned.values()))
+        log("plan: %s, %d active pCPUs, %.0f mW vs spread %.0f mW" % (
+            p["decision"], p["n_active"], p["plan_mw"], p["spread_mw"]))
+        rc, out, _ = d.ctl("plan")
+        self.assertEqual(rc, 0)
+        self.assertIn("advisory", out)
+
     def test_4_destroyed_vm_leaves_within_one_period(self):
         d = self.d
         self.assertIsNotNone(d.vm_by_pid(self.b.pid))

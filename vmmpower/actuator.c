@@ -1,0 +1,437 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Placement actuator primitives (see actuator.h).
+ *
+ * Pinning sequence, for both backends: read the current mask, skip if it
+ * is already what we want, journal (original, current, wanted) durably,
+ * apply, read back.  A read-back that differs is recorded in the journal
+ * (so restore still recognises the mask as ours) and returned as -ERANGE.
+ *
+ * Backoff: delay = initial_ns * 2^attempts capped at max_ns; after
+ * max_attempts retries the caller gives up (counted).  Defaults (10 ms,
+ * 5 s, 8 attempts) cover a libvirt job lock held for a few seconds by a
+ * migration or a snapshot without retrying in a tight loop.
+ */
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <libvirt/libvirt.h>
+#include <libvirt/virterror.h>
+
+#include "actuator.h"
+#include "log.h"
+
+bool retry_schedule(struct retry_state *s, const struct backoff *b, nsec_t now, struct retry_counters *c)
+{
+        nsec_t delay = b->initial_ns;
+
+        if (s->attempts >= b->max_attempts) {
+                if (!s->gave_up && c)
+                        c->gave_up++;
+                s->gave_up = true;
+                s->pending = false;
+                return false;
+        }
+        for (unsigned i = 0; i < s->attempts && delay < b->max_ns; i++)
+                delay *= 2;
+        if (delay > b->max_ns)
+                delay = b->max_ns;
+        s->attempts++;
+        s->next_ns = now + delay;
+        s->pending = true;
+        if (c)
+                c->scheduled++;
+        return true;
+}
+
+int actuator_thread_starttime(pid_t pid, pid_t tid, uint64_t *ret)
+{
+        char path[64], buf[1024], *p, *save = NULL;
+        ssize_t n;
+        int field = 2;
+
+        path_printf(path, sizeof(path), "/proc/%d/task/%d/stat", (int) pid, (int) tid);
+        n = read_small_file(path, buf, sizeof(buf));
+        if (n == -ENOENT)
+                return -ESRCH;
+        if (n < 0)
+                return (int) n;
+        /* comm (field 2) may contain spaces and ')': fields resume after the last ')'. */
+        p = strrchr(buf, ')');
+        if (!p)
+                return -EINVAL;
+        for (char *t = strtok_r(p + 1, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
+                if (++field == 22)
+                        return parse_u64(t, ret) < 0 ? -EINVAL : 0;
+        }
+        return -EINVAL;
+}
+
+int actuator_thread_key(pid_t pid, pid_t tid, uint64_t starttime, char *buf, size_t size)
+{
+        int r = path_printf(buf, size, "%d:%d:%" PRIu64, (int) pid, (int) tid, starttime);
+        return r < 0 ? r : 0;
+}
+
+static int parse_thread_key(const char *key, pid_t *pid, pid_t *tid, uint64_t *st)
+{
+        char tmp[96], *a, *b;
+        int p, t;
+
+        if (strlen(key) >= sizeof(tmp))
+                return -EINVAL;
+        strcpy(tmp, key);
+        a = strchr(tmp, ':');
+        b = a ? strchr(a + 1, ':') : NULL;
+        if (!b)
+                return -EINVAL;
+        *a = *b = '\0';
+        if (parse_int(tmp, &p) < 0 || parse_int(a + 1, &t) < 0 || parse_u64(b + 1, st) < 0 || p <= 0 || t <= 0)
+                return -EINVAL;
+        *pid = p;
+        *tid = t;
+        return 0;
+}
+
+static int get_affinity(pid_t tid, cpuset_t *ret)
+{
+        size_t sz = CPU_ALLOC_SIZE(VP_MAX_CPUS);
+        cpu_set_t *m = CPU_ALLOC(VP_MAX_CPUS);
+
+        if (!m)
+                return -ENOMEM;
+        CPU_ZERO_S(sz, m);
+        if (sched_getaffinity(tid, sz, m) < 0) {
+                int r = -errno;
+                CPU_FREE(m);
+                return r;
+        }
+        cpuset_zero(ret);
+        for (unsigned c = 0; c < VP_MAX_CPUS; c++)
+                if (CPU_ISSET_S(c, sz, m))
+                        cpuset_set(ret, c);
+        CPU_FREE(m);
+        return 0;
+}
+
+static int set_affinity(pid_t tid, const cpuset_t *s)
+{
+        size_t sz = CPU_ALLOC_SIZE(VP_MAX_CPUS);
+        cpu_set_t *m = CPU_ALLOC(VP_MAX_CPUS);
+        int r = 0;
+
+        if (!m)
+                return -ENOMEM;
+        CPU_ZERO_S(sz, m);
+        CPUSET_FOREACH(c, s)
+                CPU_SET_S((unsigned) c, sz, m);
+        if (sched_setaffinity(tid, sz, m) < 0)
+                r = -errno;
+        CPU_FREE(m);
+        return r;
+}
+
+/* The thread, if it is still the one identified by starttime. */
+static int check_thread(pid_t pid, pid_t tid, uint64_t starttime)
+{
+        uint64_t st;
+        int r = actuator_thread_starttime(pid, tid, &st);
+
+        if (r < 0)
+                return r;
+        return st == starttime ? 0 : -ESRCH;
+}
+
+int actuator_pin_thread(struct journal *j, pid_t pid, pid_t tid, uint64_t starttime, const cpuset_t *cpus)
+{
+        char key[96], cur_s[JOURNAL_VALUE_MAX], want_s[JOURNAL_VALUE_MAX], act_s[JOURNAL_VALUE_MAX];
+        cpuset_t cur, act;
+        int r;
+
+        if (cpuset_empty(cpus))
+                return -EINVAL;
+        if (starttime == 0) {
+                r = actuator_thread_starttime(pid, tid, &starttime);
+                if (r < 0)
+                        return r;
+        } else {
+                r = check_thread(pid, tid, starttime);
+                if (r < 0)
+                        return r;
+        }
+        r = get_affinity(tid, &cur);
+        if (r < 0)
+                return r;
+        if (cpuset_equal(&cur, cpus))
+                return 0;
+        if (cpuset_format_list(&cur, cur_s, sizeof(cur_s)) < 0 ||
+            cpuset_format_list(cpus, want_s, sizeof(want_s)) < 0)
+                return -ENOBUFS;
+        actuator_thread_key(pid, tid, starttime, key, sizeof(key));
+        r = journal_before_write(j, JOURNAL_KIND_AFFINITY, key, cur_s, want_s);
+        if (r < 0)
+                return r;
+        r = set_affinity(tid, cpus);
+        if (r < 0)
+                return r;
+        r = get_affinity(tid, &act);
+        if (r < 0)
+                return r;
+        if (!cpuset_equal(&act, cpus)) {
+                cpuset_format_list(&act, act_s, sizeof(act_s));
+                (void) journal_note_actual(j, JOURNAL_KIND_AFFINITY, key, act_s);
+                return -ERANGE;
+        }
+        return 0;
+}
+
+static int affinity_read(void *userdata, const char *key, char *buf, size_t size)
+{
+        pid_t pid, tid;
+        uint64_t st;
+        cpuset_t s;
+        int r;
+
+        if (parse_thread_key(key, &pid, &tid, &st) < 0)
+                return -EINVAL;
+        r = check_thread(pid, tid, st);
+        if (r < 0)
+                return r;
+        r = get_affinity(tid, &s);
+        if (r < 0)
+                return r;
+        return cpuset_format_list(&s, buf, size);
+}
+
+static int affinity_write(void *userdata, const char *key, const char *value)
+{
+        pid_t pid, tid;
+        uint64_t st;
+        cpuset_t s;
+        int r;
+
+        if (parse_thread_key(key, &pid, &tid, &st) < 0 || cpuset_parse_list(value, &s) < 0)
+                return -EINVAL;
+        r = check_thread(pid, tid, st);
+        if (r < 0)
+                return r;
+        return set_affinity(tid, &s);
+}
+
+void actuator_affinity_knob_io(struct journal_knob_io *ret)
+{
+        *ret = (struct journal_knob_io) { affinity_read, affinity_write, NULL };
+}
+
+/* ---- libvirt ---- */
+
+int actuator_cpumap_to_cpuset(const unsigned char *map, size_t maplen, cpuset_t *ret)
+{
+        cpuset_t s;
+
+        cpuset_zero(&s);
+        for (size_t c = 0; c < maplen * 8; c++)
+                if (map[c / 8] & (1u << (c % 8))) {
+                        if (c >= VP_MAX_CPUS)
+                                return -E2BIG;
+                        cpuset_set(&s, (unsigned) c);
+                }
+        *ret = s;
+        return 0;
+}
+
+int actuator_cpuset_to_cpumap(const cpuset_t *s, unsigned n_host_cpus, unsigned char *map, size_t maplen)
+{
+        if (maplen < (n_host_cpus + 7) / 8)
+                return -ENOBUFS;
+        memset(map, 0, maplen);
+        CPUSET_FOREACH(c, s) {
+                if ((unsigned) c >= n_host_cpus)
+                        return -EINVAL;
+                map[c / 8] |= (unsigned char) (1u << (c % 8));
+        }
+        return 0;
+}
+
+static int virt_errno(void)
+{
+        virErrorPtr e = virGetLastError();
+
+        if (!e)
+                return -EIO;
+        switch (e->code) {
+        case VIR_ERR_NO_DOMAIN:
+        case VIR_ERR_OPERATION_INVALID: /* domain not running: its live pinning is gone */
+        case VIR_ERR_INVALID_ARG:       /* vCPU index beyond the domain's vCPUs */
+                return -ENOENT;
+        case VIR_ERR_OPERATION_DENIED:
+        case VIR_ERR_AUTH_FAILED:
+        case VIR_ERR_ACCESS_DENIED:
+                return -EACCES;
+        case VIR_ERR_OPERATION_TIMEOUT: /* job lock held (migration, snapshot): retry later */
+        case VIR_ERR_AGENT_UNRESPONSIVE:
+                return -EBUSY;
+        case VIR_ERR_NO_SUPPORT:
+                return -EOPNOTSUPP;
+        default:
+                return -EIO;
+        }
+}
+
+struct vdom {
+        virDomainPtr dom;
+        int n_host_cpus;
+        size_t maplen;
+};
+
+static int vdom_open(virConnectPtr conn, const char *uuid, struct vdom *ret)
+{
+        int n;
+
+        ret->dom = virDomainLookupByUUIDString(conn, uuid);
+        if (!ret->dom)
+                return virt_errno();
+        n = virNodeGetCPUMap(conn, NULL, NULL, 0);
+        if (n <= 0) {
+                n = virt_errno();
+                virDomainFree(ret->dom);
+                return n;
+        }
+        ret->n_host_cpus = n;
+        ret->maplen = (size_t) VIR_CPU_MAPLEN(n);
+        return 0;
+}
+
+static int vdom_get_pin(struct vdom *d, unsigned vcpu, cpuset_t *ret)
+{
+        _cleanup_free_ unsigned char *maps = NULL;
+        int n;
+
+        if (vcpu >= 4096)
+                return -ENOENT;
+        maps = calloc(vcpu + 1, d->maplen);
+        if (!maps)
+                return -ENOMEM;
+        n = virDomainGetVcpuPinInfo(d->dom, (int) vcpu + 1, maps, (int) d->maplen, VIR_DOMAIN_AFFECT_LIVE);
+        if (n < 0)
+                return virt_errno();
+        if ((unsigned) n <= vcpu)
+                return -ENOENT;
+        return actuator_cpumap_to_cpuset(VIR_GET_CPUMAP(maps, d->maplen, vcpu), d->maplen, ret);
+}
+
+static int vdom_set_pin(struct vdom *d, unsigned vcpu, const cpuset_t *s)
+{
+        _cleanup_free_ unsigned char *map = calloc(1, d->maplen);
+        int r;
+
+        if (!map)
+                return -ENOMEM;
+        r = actuator_cpuset_to_cpumap(s, (unsigned) d->n_host_cpus, map, d->maplen);
+        if (r < 0)
+                return r;
+        if (virDomainPinVcpuFlags(d->dom, vcpu, map, (int) d->maplen, VIR_DOMAIN_AFFECT_LIVE) < 0)
+                return virt_errno();
+        return 0;
+}
+
+int actuator_pin_vcpu(struct journal *j, void *conn, const char *uuid, unsigned vcpu, const cpuset_t *cpus)
+{
+        char key[96], cur_s[JOURNAL_VALUE_MAX], want_s[JOURNAL_VALUE_MAX], act_s[JOURNAL_VALUE_MAX];
+        struct vdom d;
+        cpuset_t cur, act;
+        int r;
+
+        if (!conn || cpuset_empty(cpus))
+                return -EINVAL;
+        r = path_printf(key, sizeof(key), "%s:%u", uuid, vcpu);
+        if (r < 0)
+                return r;
+        r = vdom_open(conn, uuid, &d);
+        if (r < 0)
+                return r;
+        r = vdom_get_pin(&d, vcpu, &cur);
+        if (r < 0 || cpuset_equal(&cur, cpus))
+                goto out;
+        if (cpuset_format_list(&cur, cur_s, sizeof(cur_s)) < 0 ||
+            cpuset_format_list(cpus, want_s, sizeof(want_s)) < 0) {
+                r = -ENOBUFS;
+                goto out;
+        }
+        r = journal_before_write(j, JOURNAL_KIND_VCPUPIN, key, cur_s, want_s);
+        if (r < 0)
+                goto out;
+        r = vdom_set_pin(&d, vcpu, cpus);
+        if (r < 0)
+                goto out;
+        r = vdom_get_pin(&d, vcpu, &act);
+        if (r == 0 && !cpuset_equal(&act, cpus)) {
+                cpuset_format_list(&act, act_s, sizeof(act_s));
+                (void) journal_note_actual(j, JOURNAL_KIND_VCPUPIN, key, act_s);
+                r = -ERANGE;
+        }
+out:
+        virDomainFree(d.dom);
+        return r;
+}
+
+static int parse_vcpu_key(const char *key, char *uuid, size_t size, unsigned *vcpu)
+{
+        const char *c = strrchr(key, ':');
+        uint32_t v;
+
+        if (!c || (size_t) (c - key) >= size || parse_u32(c + 1, &v) < 0)
+                return -EINVAL;
+        memcpy(uuid, key, (size_t) (c - key));
+        uuid[c - key] = '\0';
+        *vcpu = v;
+        return 0;
+}
+
+static int vcpupin_read(void *userdata, const char *key, char *buf, size_t size)
+{
+        char uuid[80];
+        unsigned vcpu;
+        struct vdom d;
+        cpuset_t s;
+        int r;
+
+        if (parse_vcpu_key(key, uuid, sizeof(uuid), &vcpu) < 0)
+                return -EINVAL;
+        r = vdom_open(userdata, uuid, &d);
+        if (r < 0)
+                return r;
+        r = vdom_get_pin(&d, vcpu, &s);
+        virDomainFree(d.dom);
+        if (r < 0)
+                return r;
+        return cpuset_format_list(&s, buf, size);
+}
+
+static int vcpupin_write(void *userdata, const char *key, const char *value)
+{
+        char uuid[80];
+        unsigned vcpu;
+        struct vdom d;
+        cpuset_t s;
+        int r;
+
+        if (parse_vcpu_key(key, uuid, sizeof(uuid), &vcpu) < 0 || cpuset_parse_list(value, &s) < 0)
+                return -EINVAL;
+        r = vdom_open(userdata, uuid, &d);
+        if (r < 0)
+                return r;
+        r = vdom_set_pin(&d, vcpu, &s);
+        virDomainFree(d.dom);
+        return r;
+}
+
+void actuator_vcpupin_knob_io(void *conn, struct journal_knob_io *ret)
+{
+        if (conn)
+                *ret = (struct journal_knob_io) { vcpupin_read, vcpupin_write, conn };
+        else
+                *ret = (struct journal_knob_io) { 0 };
+}

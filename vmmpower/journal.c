@@ -1,0 +1,852 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Knob journal (see journal.h for the contract, docs/power-driver.md for the
+ * file format).
+ *
+ * Why one append-only file and not one file per knob written atomically:
+ * an append costs one write() + one fdatasync(); an atomic per-knob file
+ * costs create + write + fsync + rename + fsync(dir), i.e. two syncs and
+ * four metadata operations per write, and thousands of files for a large
+ * host (cpuidle states x CPUs).  The price of appending is that a crash can
+ * tear the last record; every record therefore carries its length and a
+ * CRC-32, and a record that fails either check is ignored (and cut off
+ * before the next append).  The file is compacted (rewritten atomically
+ * with one record per knob) when superseded records outnumber live ones.
+ *
+ * Why every record holds (original, before, after) and not just the
+ * original: the record is durable before the knob is written, so after a
+ * kill -9 the knob holds either "before" or "after" of its last record.
+ * Restore can then tell "ours" (one of those two) from "someone else's"
+ * (anything else) without a second, post-write record.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "actuator.h"
+#include "journal.h"
+#include "log.h"
+#include "power_driver.h"
+#include "util.h"
+
+#define JOURNAL_HEADER "vmmpower-journal 1\n"
+#define JOURNAL_FILE "journal"
+
+struct entry {
+        enum journal_kind kind;
+        bool live;
+        char *key;
+        char *orig;
+        char *before;
+        char *after;
+};
+
+struct journal {
+        char *dir;
+        char *path;
+        int dirfd;
+        int fd; /* -1 until the first record */
+        bool sync;
+        off_t size;
+        unsigned n_records; /* records in the file, for compaction */
+        struct entry *entries;
+        size_t n_entries, n_alloc, n_live;
+        uint32_t *index; /* open addressing: entry index + 1, 0 = empty */
+        size_t index_size;
+        struct journal_load_stats load;
+};
+
+static const char *const kind_names[_JOURNAL_KIND_MAX] = {
+        [JOURNAL_KIND_SYSFS] = "sysfs",
+        [JOURNAL_KIND_AFFINITY] = "affinity",
+        [JOURNAL_KIND_VCPUPIN] = "vcpupin",
+};
+
+const char *journal_kind_to_string(enum journal_kind k)
+{
+        return k < _JOURNAL_KIND_MAX ? kind_names[k] : NULL;
+}
+
+static int kind_from_string(const char *s, enum journal_kind *ret)
+{
+        for (int k = 0; k < _JOURNAL_KIND_MAX; k++)
+                if (strcmp(s, kind_names[k]) == 0) {
+                        *ret = (enum journal_kind) k;
+                        return 0;
+                }
+        return -EINVAL;
+}
+
+unsigned journal_crc32(const void *data, size_t len)
+{
+        static uint32_t table[256];
+        static bool init;
+        const unsigned char *p = data;
+        uint32_t crc = 0xffffffffu;
+
+        if (!init) {
+                for (uint32_t i = 0; i < 256; i++) {
+                        uint32_t c = i;
+                        for (int b = 0; b < 8; b++)
+                                c = c & 1 ? 0xedb88320u ^ (c >> 1) : c >> 1;
+                        table[i] = c;
+                }
+                init = true;
+        }
+        for (size_t i = 0; i < len; i++)
+                crc = table[(crc ^ p[i]) & 0xff] ^ (crc >> 8);
+        return crc ^ 0xffffffffu;
+}
+
+/* Values compare without one trailing newline: sysfs reads end in '\n', writes need not. */
+static bool value_eq(const char *a, const char *b)
+{
+        size_t la = strlen(a), lb = strlen(b);
+
+        if (la > 0 && a[la - 1] == '\n')
+                la--;
+        if (lb > 0 && b[lb - 1] == '\n')
+                lb--;
+        return la == lb && memcmp(a, b, la) == 0;
+}
+
+static uint64_t hash_key(enum journal_kind kind, const char *key)
+{
+        uint64_t h = 0xcbf29ce484222325ull ^ (uint64_t) kind;
+
+        for (const unsigned char *p = (const unsigned char *) key; *p; p++)
+                h = (h ^ *p) * 0x100000001b3ull;
+        return h;
+}
+
+static struct entry *lookup(const struct journal *j, enum journal_kind kind, const char *key)
+{
+        if (j->index_size == 0)
+                return NULL;
+        for (size_t i = hash_key(kind, key) & (j->index_size - 1);; i = (i + 1) & (j->index_size - 1)) {
+                uint32_t v = j->index[i];
+                if (v == 0)
+                        return NULL;
+                struct entry *e = &j->entries[v - 1];
+                if (e->kind == kind && strcmp(e->key, key) == 0)
+                        return e;
+        }
+}
+
+static void index_insert(struct journal *j, size_t idx)
+{
+        const struct entry *e = &j->entries[idx];
+        size_t i = hash_key(e->kind, e->key) & (j->index_size - 1);
+
+        while (j->index[i] != 0)
+                i = (i + 1) & (j->index_size - 1);
+        j->index[i] = (uint32_t) idx + 1;
+}
+
+static void entry_clear(struct entry *e)
+{
+        free(e->key);
+        free(e->orig);
+        free(e->before);
+        free(e->after);
+        e->key = e->orig = e->before = e->after = NULL;
+}
+
+static int set_str(char **p, const char *s)
+{
+        char *c = strdup(s);
+        if (!c)
+                return -ENOMEM;
+        free(*p);
+        *p = c;
+        return 0;
+}
+
+/* Find or create the entry for a key.  New entries are not live yet. */
+static int get_entry(struct journal *j, enum journal_kind kind, const char *key, struct entry **ret)
+{
+        struct entry *e = lookup(j, kind, key);
+
+        if (e) {
+                *ret = e;
+                return 0;
+        }
+        if (j->n_entries + 1 > j->index_size / 2) {
+                size_t ns = j->index_size ? j->index_size * 2 : 64;
+                uint32_t *ni = calloc(ns, sizeof(*ni));
+                if (!ni)
+                        return -ENOMEM;
+                free(j->index);
+                j->index = ni;
+                j->index_size = ns;
+                for (size_t i = 0; i < j->n_entries; i++)
+                        index_insert(j, i);
+        }
+        if (j->n_entries == j->n_alloc) {
+                size_t na = j->n_alloc ? j->n_alloc * 2 : 32;
+                struct entry *ne = realloc(j->entries, na * sizeof(*ne));
+                if (!ne)
+                        return -ENOMEM;
+                j->entries = ne;
+                j->n_alloc = na;
+        }
+        e = &j->entries[j->n_entries];
+        *e = (struct entry) { .kind = kind };
+        e->key = strdup(key);
+        if (!e->key)
+                return -ENOMEM;
+        index_insert(j, j->n_entries++);
+        *ret = e;
+        return 0;
+}
+
+static int entry_set(struct journal *j, struct entry *e, const char *orig, const char *before,
+                     const char *after)
+{
+        int r;
+
+        if ((r = set_str(&e->orig, orig)) < 0 || (r = set_str(&e->before, before)) < 0 ||
+            (r = set_str(&e->after, after)) < 0)
+                return r;
+        if (!e->live) {
+                e->live = true;
+                j->n_live++;
+        }
+        return 0;
+}
+
+static void entry_drop(struct journal *j, struct entry *e)
+{
+        if (e->live) {
+                e->live = false;
+                j->n_live--;
+        }
+}
+
+/* Field escaping: bytes <= ' ', >= 0x7f, '%' and '=' as %XX; the empty string as "=". */
+static void put_field(struct strbuf *sb, const char *s)
+{
+        static const char hex[] = "0123456789ABCDEF";
+
+        strbuf_append(sb, " ", 1);
+        if (!*s) {
+                strbuf_append(sb, "=", 1);
+                return;
+        }
+        for (const unsigned char *p = (const unsigned char *) s; *p; p++) {
+                if (*p <= ' ' || *p >= 0x7f || *p == '%' || *p == '=') {
+                        char esc[3] = { '%', hex[*p >> 4], hex[*p & 15] };
+                        strbuf_append(sb, esc, 3);
+                } else
+                        strbuf_append(sb, (const char *) p, 1);
+        }
+}
+
+static int hexval(char c)
+{
+        if (c >= '0' && c <= '9')
+                return c - '0';
+        if (c >= 'A' && c <= 'F')
+                return c - 'A' + 10;
+        return -1;
+}
+
+/* Decode one field in place (NUL-terminated token).  */
+static int get_field(char *tok)
+{
+        char *o = tok;
+
+        if (strcmp(tok, "=") == 0) {
+                tok[0] = '\0';
+                return 0;
+        }
+        for (char *p = tok; *p; p++) {
+                if (*p == '%') {
+                        int h = hexval(p[1]), l = h < 0 ? -1 : hexval(p[2]);
+                        if (h < 0 || l < 0 || (h == 0 && l == 0))
+                                return -EINVAL;
+                        *o++ = (char) (h << 4 | l);
+                        p += 2;
+                } else if (*p == '=')
+                        return -EINVAL;
+                else
+                        *o++ = *p;
+        }
+        *o = '\0';
+        return 0;
+}
+
+static void build_record(struct strbuf *out, const struct entry *e, bool drop)
+{
+        struct strbuf p;
+
+        strbuf_init(&p);
+        strbuf_puts(&p, drop ? "D" : "K");
+        put_field(&p, kind_names[e->kind]);
+        put_field(&p, e->key);
+        if (!drop) {
+                put_field(&p, e->orig);
+                put_field(&p, e->before);
+                put_field(&p, e->after);
+        }
+        if (!p.oom)
+                strbuf_printf(out, "%zu %08x %s\n", p.len, journal_crc32(p.data, p.len), p.data);
+        else
+                out->oom = true;
+        strbuf_free(&p);
+}
+
+/* Apply one payload (already CRC-checked) to the table. */
+static int apply_payload(struct journal *j, char *payload)
+{
+        char *tok[6], *save = NULL;
+        size_t n = 0;
+        enum journal_kind kind;
+        struct entry *e;
+        int r;
+
+        for (char *t = strtok_r(payload, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
+                if (n == ELEMENTSOF(tok))
+                        return -EINVAL;
+                tok[n++] = t;
+        }
+        if (n < 3)
+                return -EINVAL;
+        for (size_t i = 1; i < n; i++)
+                if (get_field(tok[i]) < 0)
+                        return -EINVAL;
+        if (kind_from_string(tok[1], &kind) < 0 || !*tok[2])
+                return -EINVAL;
+        if (strcmp(tok[0], "K") == 0 && n == 6) {
+                r = get_entry(j, kind, tok[2], &e);
+                if (r < 0)
+                        return r;
+                return entry_set(j, e, tok[3], tok[4], tok[5]);
+        }
+        if (strcmp(tok[0], "D") == 0 && n == 3) {
+                e = lookup(j, kind, tok[2]);
+                if (e)
+                        entry_drop(j, e);
+                return 0;
+        }
+        return -EINVAL;
+}
+
+/*
+ * Parse the file content.  Returns the offset just past the last good
+ * record (where the next append goes), or -errno.
+ */
+static ssize_t load(struct journal *j, char *data, size_t len)
+{
+        size_t hl = strlen(JOURNAL_HEADER), off, good;
+
+        if (len < hl) {
+                /* Created but the header never fully made it: an empty journal. */
+                if (memcmp(data, JOURNAL_HEADER, len) != 0)
+                        return -EBADMSG;
+                return 0;
+        }
+        if (memcmp(data, JOURNAL_HEADER, hl) != 0)
+                return -EBADMSG;
+        off = good = hl;
+        while (off < len) {
+                char *nl = memchr(data + off, '\n', len - off);
+                if (!nl) {
+                        j->load.torn++;
+                        break;
+                }
+                *nl = '\0';
+                char *line = data + off, *sp1, *sp2;
+                uint64_t plen, crc;
+                bool ok = false;
+
+                off = (size_t) (nl - data) + 1;
+                sp1 = strchr(line, ' ');
+                sp2 = sp1 ? strchr(sp1 + 1, ' ') : NULL;
+                if (sp2) {
+                        *sp1 = *sp2 = '\0';
+                        char *payload = sp2 + 1;
+                        ok = parse_u64(line, &plen) == 0 && strlen(sp1 + 1) == 8 &&
+                             sscanf(sp1 + 1, "%8" SCNx64, &crc) == 1 && plen == strlen(payload) &&
+                             crc == journal_crc32(payload, plen) && apply_payload(j, payload) == 0;
+                }
+                if (!ok) {
+                        /* A torn record followed only by other garbage counts as torn. */
+                        if (off >= len)
+                                j->load.torn++;
+                        else
+                                j->load.corrupt++;
+                        continue;
+                }
+                j->load.records++;
+                good = off;
+        }
+        return (ssize_t) good;
+}
+
+int journal_open(const char *state_dir, struct journal **ret)
+{
+        struct journal *j;
+        char *data = NULL;
+        struct stat st;
+        int r, fd = -1;
+
+        j = calloc(1, sizeof(*j));
+        if (!j)
+                return -ENOMEM;
+        j->fd = -1;
+        j->dirfd = -1;
+        j->sync = true;
+        j->dir = strdup(state_dir);
+        if (!j->dir || asprintf(&j->path, "%s/%s", state_dir, JOURNAL_FILE) < 0) {
+                j->path = NULL;
+                r = -ENOMEM;
+                goto fail;
+        }
+        if (mkdir(state_dir, 0700) < 0 && errno != EEXIST) {
+                r = log_error_errno(errno, "Failed to create state directory %s: %m", state_dir);
+                goto fail;
+        }
+        j->dirfd = open(state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (j->dirfd < 0) {
+                r = -errno;
+                goto fail;
+        }
+        fd = open(j->path, O_RDWR | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0 && errno != ENOENT) {
+                r = log_error_errno(errno, "Failed to open %s: %m", j->path);
+                goto fail;
+        }
+        if (fd >= 0) {
+                ssize_t good;
+                size_t got = 0;
+
+                if (fstat(fd, &st) < 0) {
+                        r = -errno;
+                        goto fail;
+                }
+                data = malloc((size_t) st.st_size + 1);
+                if (!data) {
+                        r = -ENOMEM;
+                        goto fail;
+                }
+                while (got < (size_t) st.st_size) {
+                        ssize_t n = pread(fd, data + got, (size_t) st.st_size - got, (off_t) got);
+                        if (n < 0) {
+                                r = -errno;
+                                goto fail;
+                        }
+                        if (n == 0)
+                                break;
+                        got += (size_t) n;
+                }
+                good = load(j, data, got);
+                if (good < 0) {
+                        r = log_error_errno((int) good, "%s is not a vmmpower journal, refusing to use it", j->path);
+                        goto fail;
+                }
+                if (good == 0 || (size_t) good < got) {
+                        /* Cut the torn tail (or a torn header) so appends stay parseable. */
+                        if (ftruncate(fd, good) < 0) {
+                                r = -errno;
+                                goto fail;
+                        }
+                        if (good == 0) {
+                                close(fd);
+                                fd = -1;
+                                (void) unlinkat(j->dirfd, JOURNAL_FILE, 0);
+                        }
+                }
+                if (j->load.torn || j->load.corrupt)
+                        log_warning("Journal %s: %u torn and %u corrupt record(s) ignored",
+                                    j->path, j->load.torn, j->load.corrupt);
+                j->size = good;
+                j->n_records = j->load.records;
+        }
+        j->fd = fd;
+        free(data);
+        *ret = j;
+        return 0;
+fail:
+        if (fd >= 0)
+                close(fd);
+        free(data);
+        journal_free(j);
+        return r;
+}
+
+struct journal *journal_free(struct journal *j)
+{
+        if (!j)
+                return NULL;
+        for (size_t i = 0; i < j->n_entries; i++)
+                entry_clear(&j->entries[i]);
+        free(j->entries);
+        free(j->index);
+        if (j->fd >= 0)
+                close(j->fd);
+        if (j->dirfd >= 0)
+                close(j->dirfd);
+        free(j->dir);
+        free(j->path);
+        free(j);
+        return NULL;
+}
+
+void journal_set_sync(struct journal *j, bool sync)
+{
+        j->sync = sync;
+}
+
+size_t journal_n_entries(const struct journal *j)
+{
+        return j->n_live;
+}
+
+void journal_get_load_stats(const struct journal *j, struct journal_load_stats *ret)
+{
+        *ret = j->load;
+}
+
+const char *journal_original(const struct journal *j, enum journal_kind kind, const char *key)
+{
+        const struct entry *e = lookup(j, kind, key);
+        return e && e->live ? e->orig : NULL;
+}
+
+static int write_all(int fd, const char *data, size_t len)
+{
+        while (len > 0) {
+                ssize_t n = write(fd, data, len);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                data += n;
+                len -= (size_t) n;
+        }
+        return 0;
+}
+
+static int ensure_file(struct journal *j)
+{
+        int fd, r;
+
+        if (j->fd >= 0)
+                return 0;
+        fd = open(j->path, O_RDWR | O_APPEND | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0)
+                return log_error_errno(errno, "Failed to create %s: %m", j->path);
+        r = write_all(fd, JOURNAL_HEADER, strlen(JOURNAL_HEADER));
+        if (r == 0 && j->sync && (fdatasync(fd) < 0 || fsync(j->dirfd) < 0))
+                r = -errno;
+        if (r < 0) {
+                close(fd);
+                (void) unlinkat(j->dirfd, JOURNAL_FILE, 0);
+                return log_error_errno(r, "Failed to initialise %s: %m", j->path);
+        }
+        j->fd = fd;
+        j->size = (off_t) strlen(JOURNAL_HEADER);
+        j->n_records = 0;
+        return 0;
+}
+
+static int rewrite(struct journal *j)
+{
+        struct strbuf sb;
+        int r, fd;
+
+        if (j->n_live == 0) {
+                if (j->fd >= 0) {
+                        close(j->fd);
+                        j->fd = -1;
+                }
+                if (unlinkat(j->dirfd, JOURNAL_FILE, 0) < 0 && errno != ENOENT)
+                        return -errno;
+                if (j->sync)
+                        (void) fsync(j->dirfd);
+                return 0;
+        }
+        strbuf_init(&sb);
+        strbuf_puts(&sb, JOURNAL_HEADER);
+        for (size_t i = 0; i < j->n_entries; i++)
+                if (j->entries[i].live)
+                        build_record(&sb, &j->entries[i], false);
+        if (sb.oom) {
+                strbuf_free(&sb);
+                return -ENOMEM;
+        }
+        r = write_file_atomic(j->path, sb.data, sb.len, 0600);
+        if (r == 0 && j->sync && fsync(j->dirfd) < 0)
+                r = -errno;
+        if (r == 0) {
+                fd = open(j->path, O_RDWR | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
+                if (fd < 0)
+                        r = -errno;
+                else {
+                        if (j->fd >= 0)
+                                close(j->fd);
+                        j->fd = fd;
+                        j->size = (off_t) sb.len;
+                        j->n_records = (unsigned) j->n_live;
+                }
+        }
+        strbuf_free(&sb);
+        return r;
+}
+
+static int append(struct journal *j, const struct entry *e, bool drop)
+{
+        struct strbuf sb;
+        int r;
+
+        r = ensure_file(j);
+        if (r < 0)
+                return r;
+        strbuf_init(&sb);
+        build_record(&sb, e, drop);
+        if (sb.oom) {
+                strbuf_free(&sb);
+                return -ENOMEM;
+        }
+        r = write_all(j->fd, sb.data, sb.len);
+        if (r == 0 && j->sync && fdatasync(j->fd) < 0)
+                r = -errno;
+        if (r < 0) {
+                /* Never leave a half record in the middle of the file. */
+                (void) ftruncate(j->fd, j->size);
+                strbuf_free(&sb);
+                return log_error_errno(r, "Failed to append to %s: %m", j->path);
+        }
+        j->size += (off_t) sb.len;
+        j->n_records++;
+        strbuf_free(&sb);
+        if (j->n_records > 2 * j->n_live + 256)
+                (void) rewrite(j); /* best effort: the appended file is valid as it is */
+        return 0;
+}
+
+static int check_value(const char *s)
+{
+        return strlen(s) < JOURNAL_VALUE_MAX ? 0 : -E2BIG;
+}
+
+int journal_before_write(struct journal *j, enum journal_kind kind, const char *key,
+                         const char *current, const char *after)
+{
+        struct entry *e, saved;
+        int r;
+
+        if (kind >= _JOURNAL_KIND_MAX || !*key || strlen(key) >= JOURNAL_KEY_MAX ||
+            check_value(current) < 0 || check_value(after) < 0)
+                return -EINVAL;
+        r = get_entry(j, kind, key, &e);
+        if (r < 0)
+                return r;
+        saved = *e;
+        e->orig = e->before = e->after = NULL;
+        r = entry_set(j, e, saved.live ? saved.orig : current, current, after);
+        if (r == 0)
+                r = append(j, e, false);
+        if (r < 0) {
+                /* Keep the table equal to the file. */
+                bool live_now = e->live;
+                free(e->orig);
+                free(e->before);
+                free(e->after);
+                e->orig = saved.orig;
+                e->before = saved.before;
+                e->after = saved.after;
+                if (live_now && !saved.live)
+                        entry_drop(j, e);
+                return r;
+        }
+        free(saved.orig);
+        free(saved.before);
+        free(saved.after);
+        return 0;
+}
+
+int journal_note_actual(struct journal *j, enum journal_kind kind, const char *key, const char *actual)
+{
+        struct entry *e = lookup(j, kind, key);
+        _cleanup_free_ char *after = NULL;
+
+        if (!e || !e->live)
+                return -ENOENT;
+        if (value_eq(e->after, actual))
+                return 0;
+        after = strdup(e->after);
+        if (!after)
+                return -ENOMEM;
+        /* The knob now holds "actual", produced by our write of "after". */
+        return journal_before_write(j, kind, key, after, actual);
+}
+
+int journal_forget(struct journal *j, enum journal_kind kind, const char *key)
+{
+        struct entry *e = lookup(j, kind, key);
+        int r;
+
+        if (!e || !e->live)
+                return 0;
+        r = append(j, e, true);
+        if (r < 0)
+                return r;
+        entry_drop(j, e);
+        return 0;
+}
+
+static bool is_gone(int r)
+{
+        return r == -ENOENT || r == -ESRCH || r == -ENODEV || r == -ENXIO;
+}
+
+enum restore_result { R_DONE, R_UNCHANGED, R_FOREIGN, R_GONE, R_FAILED, R_SKIPPED };
+
+static enum restore_result restore_one(const struct entry *e, const struct journal_knob_io *io)
+{
+        char cur[JOURNAL_VALUE_MAX + 2], esc[256], esc2[256];
+        int r;
+
+        if (!io->read || !io->write)
+                return R_SKIPPED;
+        r = io->read(io->userdata, e->key, cur, sizeof(cur));
+        if (is_gone(r))
+                return R_GONE;
+        if (r < 0) {
+                log_warning_errno(r, "Restore %s %s: read failed: %m", kind_names[e->kind], e->key);
+                return R_FAILED;
+        }
+        if (value_eq(cur, e->orig))
+                return R_UNCHANGED;
+        if (!value_eq(cur, e->after) && !value_eq(cur, e->before)) {
+                escape_bytes(cur, strlen(cur), esc, sizeof(esc));
+                escape_bytes(e->after, strlen(e->after), esc2, sizeof(esc2));
+                log_notice("Restore %s %s: holds \"%s\", we wrote \"%s\"; changed by someone else, leaving it",
+                           kind_names[e->kind], e->key, esc, esc2);
+                return R_FOREIGN;
+        }
+        r = io->write(io->userdata, e->key, e->orig);
+        if (is_gone(r))
+                return R_GONE;
+        if (r < 0) {
+                log_warning_errno(r, "Restore %s %s: write failed: %m", kind_names[e->kind], e->key);
+                return R_FAILED;
+        }
+        r = io->read(io->userdata, e->key, cur, sizeof(cur));
+        if (is_gone(r))
+                return R_GONE;
+        if (r < 0 || !value_eq(cur, e->orig)) {
+                log_debug("Restore %s %s: read-back differs", kind_names[e->kind], e->key);
+                return R_FAILED;
+        }
+        return R_DONE;
+}
+
+int journal_restore(struct journal *j, const struct journal_knob_io io[_JOURNAL_KIND_MAX],
+                    struct restore_stats *ret)
+{
+        struct restore_stats st = { .torn = j->load.torn + j->load.corrupt };
+        int r;
+
+        /*
+         * Two passes: a knob that failed may succeed once the others are
+         * back (cpufreq: restoring scaling_min_freq above the current
+         * scaling_max_freq is clamped until max is restored).
+         */
+        for (int pass = 0; pass < 2; pass++) {
+                bool last = pass == 1;
+                unsigned failed = 0;
+
+                for (size_t i = 0; i < j->n_entries; i++) {
+                        struct entry *e = &j->entries[i];
+                        if (!e->live)
+                                continue;
+                        enum restore_result res = restore_one(e, &io[e->kind]);
+                        switch (res) {
+                        case R_DONE:
+                                st.restored++;
+                                break;
+                        case R_UNCHANGED:
+                                st.unchanged++;
+                                break;
+                        case R_FOREIGN:
+                                st.foreign++;
+                                break;
+                        case R_GONE:
+                                st.gone++;
+                                break;
+                        case R_SKIPPED:
+                                if (last)
+                                        st.skipped++;
+                                continue;
+                        case R_FAILED:
+                                failed++;
+                                if (last)
+                                        st.failed++;
+                                continue;
+                        }
+                        entry_drop(j, e);
+                }
+                if (failed == 0)
+                        break;
+        }
+        /* Skipped entries on pass 0 with nothing failing: count them too. */
+        if (st.skipped == 0)
+                for (size_t i = 0; i < j->n_entries; i++)
+                        if (j->entries[i].live && !(io[j->entries[i].kind].read && io[j->entries[i].kind].write))
+                                st.skipped++;
+        r = rewrite(j);
+        if (r < 0)
+                return log_error_errno(r, "Failed to update %s after restore: %m", j->path);
+        log_info("Restore: %u restored, %u unchanged, %u changed by others (left), %u gone, %u failed, %u skipped",
+                 st.restored, st.unchanged, st.foreign, st.gone, st.failed, st.skipped);
+        if (ret)
+                *ret = st;
+        return (int) j->n_live;
+}
+
+static int sysfs_io_read(void *userdata, const char *key, char *buf, size_t size)
+{
+        return power_driver_sysfs_knob_read(userdata, key, buf, size);
+}
+
+static int sysfs_io_write(void *userdata, const char *key, const char *value)
+{
+        return power_driver_sysfs_knob_write(userdata, key, value);
+}
+
+int journal_restore_all(const char *state_dir, const char *sysfs_root, void *libvirt_conn,
+                        struct restore_stats *ret)
+{
+        struct journal_knob_io io[_JOURNAL_KIND_MAX] = {
+                [JOURNAL_KIND_SYSFS] = { sysfs_io_read, sysfs_io_write, (void *) sysfs_root },
+        };
+        struct journal *j = NULL;
+        char path[PATH_MAX];
+        int r;
+
+        r = path_printf(path, sizeof(path), "%s/%s", state_dir, JOURNAL_FILE);
+        if (r < 0)
+                return r;
+        if (access(path, F_OK) < 0) {
+                if (errno != ENOENT)
+                        return -errno;
+                if (ret)
+                        *ret = (struct restore_stats) { 0 };
+                return 0;
+        }
+        actuator_affinity_knob_io(&io[JOURNAL_KIND_AFFINITY]);
+        actuator_vcpupin_knob_io(libvirt_conn, &io[JOURNAL_KIND_VCPUPIN]);
+        r = journal_open(state_dir, &j);
+        if (r < 0)
+                return r;
+        r = journal_restore(j, io, ret);
+        journal_free(j);
+        return r;
+}

@@ -1,0 +1,130 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/*
+ * The journal: every host knob vmmpowerd changes is recorded here BEFORE
+ * it is written, so that the host can be put back exactly as it was on
+ * exit, on `vmmpowerd --restore`, and at start after a crash.
+ *
+ * One append-only file <state_dir>/journal (default /run/vmmpower/journal).
+ * Each record is one line "<len> <crc32> <payload>\n" and carries the full
+ * state of one knob: kind, key, original value, the value the knob held
+ * just before our write ("before") and the value we are writing ("after").
+ * The record is fdatasync()ed before journal_before_write() returns, so when
+ * the caller then writes the knob, the journal already knows both values the
+ * knob can hold if we are killed at any instruction: "before" (write not
+ * done) or "after" (write done).  The last record for a key wins.  A torn
+ * last record (kill -9 / power loss mid-append) fails its length or CRC
+ * check and is ignored and cut off.  Format and rationale: docs/power-driver.md.
+ *
+ * Restore, per knob: current value == after or before -> write back the
+ * original (read back to verify); == original -> nothing to do; anything else
+ * -> someone else changed it: left alone, logged, counted; gone (-ENOENT,
+ * -ESRCH: CPU offline, thread exited, tid reused) -> counted and dropped.
+ * When every knob is handled the journal file is removed; otherwise it is
+ * rewritten atomically with just the knobs that still need restoring.
+ */
+
+enum journal_kind {
+        JOURNAL_KIND_SYSFS,    /* key: path relative to the sysfs root */
+        JOURNAL_KIND_AFFINITY, /* key: "pid:tid:starttime"; value: cpulist */
+        JOURNAL_KIND_VCPUPIN,  /* key: "uuid:vcpu"; value: cpulist */
+        _JOURNAL_KIND_MAX,
+};
+
+const char *journal_kind_to_string(enum journal_kind k);
+
+#define JOURNAL_VALUE_MAX 4096 /* longest value (bytes) a knob may hold */
+#define JOURNAL_KEY_MAX 1024
+
+struct journal;
+
+/*
+ * Open the journal under state_dir (created 0700 if missing).  An existing
+ * journal is loaded (a previous run's originals are kept: they are the
+ * values to restore, not what the knobs hold now); a torn tail is cut off.
+ * The file itself is only created by the first record, so "a journal file
+ * exists" means "some knob may need restoring".
+ */
+int journal_open(const char *state_dir, struct journal **ret);
+struct journal *journal_free(struct journal *j); /* closes; never restores */
+
+/* true (default): fdatasync each record; false: no sync (benchmarks, sim). */
+void journal_set_sync(struct journal *j, bool sync);
+
+/*
+ * Record that we are about to write `after` to knob (kind, key) which holds
+ * `current` now (raw bytes as read, trailing newline included).  The first
+ * time a key is seen, `current` becomes its original.  Returns 0 once the
+ * record is durable; -errno otherwise, and then the caller must NOT write.
+ */
+int journal_before_write(struct journal *j, enum journal_kind kind, const char *key,
+                         const char *current, const char *after);
+
+/*
+ * The write was made but the knob reads back a different value (cpufreq
+ * clamped it): record `actual` as a value we produced, so restore still
+ * recognises the knob as ours.
+ */
+int journal_note_actual(struct journal *j, enum journal_kind kind, const char *key,
+                        const char *actual);
+
+/* The knob is gone for good (thread exited): forget it (appends a drop record). */
+int journal_forget(struct journal *j, enum journal_kind kind, const char *key);
+
+/* The original recorded for a key, or NULL. */
+const char *journal_original(const struct journal *j, enum journal_kind kind, const char *key);
+size_t journal_n_entries(const struct journal *j);
+
+struct journal_load_stats {
+        unsigned records;
+        unsigned torn;    /* incomplete last record (cut off) */
+        unsigned corrupt; /* complete line with bad length/CRC/syntax (skipped) */
+};
+void journal_get_load_stats(const struct journal *j, struct journal_load_stats *ret);
+
+/*
+ * How restore reads and writes a kind of knob.  read() returns the length
+ * (value NUL-terminated in buf, raw) or -errno, -ENOENT/-ESRCH meaning the
+ * knob is gone.  write() returns 0 or -errno.  A NULL read means "cannot
+ * restore this kind now" (e.g. no libvirt connection): entries are kept.
+ */
+struct journal_knob_io {
+        int (*read)(void *userdata, const char *key, char *buf, size_t size);
+        int (*write)(void *userdata, const char *key, const char *value);
+        void *userdata;
+};
+
+struct restore_stats {
+        unsigned restored;  /* written back to the original, read back equal */
+        unsigned unchanged; /* already held the original */
+        unsigned foreign;   /* changed by someone else since: left alone */
+        unsigned gone;      /* knob no longer exists: dropped */
+        unsigned failed;    /* write/read-back failed: kept in the journal */
+        unsigned skipped;   /* no way to restore this kind now: kept */
+        unsigned torn;      /* torn/corrupt records ignored when loading */
+};
+
+/*
+ * Restore every knob; see the comment at the top.  Entries that were
+ * handled are removed; the file is removed when none remain, else rewritten
+ * atomically.  Returns the number of entries kept (0 = complete) or -errno.
+ */
+int journal_restore(struct journal *j, const struct journal_knob_io io[_JOURNAL_KIND_MAX],
+                    struct restore_stats *ret);
+
+/*
+ * CLI entry point for `vmmpowerd --restore` and start-after-crash: restore
+ * the journal under state_dir (no journal: 0, stats zeroed), sysfs knobs
+ * under sysfs_root, affinity through sched_setaffinity, vCPU pins through
+ * libvirt_conn (a virConnectPtr; NULL: vCPU pin entries are kept).
+ * Returns the number of entries kept or -errno.
+ */
+int journal_restore_all(const char *state_dir, const char *sysfs_root, void *libvirt_conn,
+                        struct restore_stats *ret);
+
+/* Exposed for tests. */
+unsigned journal_crc32(const void *data, size_t len);
