@@ -13,6 +13,7 @@
  * migration or a snapshot without retrying in a tight loop.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>

@@ -20,6 +20,8 @@
  * (anything else) without a second, post-write record.
  */
 #include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -101,14 +103,14 @@ unsigned journal_crc32(const void *data, size_t len)
         return crc ^ 0xffffffffu;
 }
 
-/* Values compare without one trailing newline: sysfs reads end in '\n', writes need not. */
+/* Values compare without trailing newline/blanks: sysfs reads end in '\n', writes need not. */
 static bool value_eq(const char *a, const char *b)
 {
         size_t la = strlen(a), lb = strlen(b);
 
-        if (la > 0 && a[la - 1] == '\n')
+        while (la > 0 && (a[la - 1] == '\n' || a[la - 1] == ' '))
                 la--;
-        if (lb > 0 && b[lb - 1] == '\n')
+        while (lb > 0 && (b[lb - 1] == '\n' || b[lb - 1] == ' '))
                 lb--;
         return la == lb && memcmp(a, b, la) == 0;
 }

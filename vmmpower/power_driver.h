@@ -1,0 +1,232 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "actuator.h"
+#include "cpuset.h"
+#include "journal.h"
+#include "util.h"
+
+/*
+ * Power driver: the mechanism through which plans reach the host, in the
+ * shape of the 2013 power-driver proposal (at_max_capacity, go_faster,
+ * go_slower, best_wake_cpu, best_sleep_cpu, enter_idle, load_scale,
+ * task_boost, late_callback) plus set_perf for explicit limits.  One const
+ * ops table per backend, validated once at registration like struct
+ * cpufreq_driver.  Backends:
+ *
+ *  - "sysfs": the real host, every path under a configurable sysfs root.
+ *    cpufreq limits per policy (scaling_min_freq / scaling_max_freq,
+ *    energy_performance_preference where present), cpuidle per-state
+ *    `disable` per CPU, per-CPU PM QoS resume latency, KVM halt_poll_ns.
+ *    Every write: journal first, then one checked write(), then read back:
+ *    a read-back that differs (cpufreq clamps silently) is -ERANGE with the
+ *    actual value in power_driver_last_write(), never success.  Errors are
+ *    the real errno, each with a documented action (docs/power-driver.md):
+ *      EINVAL/ERANGE/EOVERFLOW  value rejected: remembered for that knob,
+ *                               the same value is not written again
+ *      EBUSY/EAGAIN/EINTR       retried from late_callback with backoff
+ *      EACCES/EPERM/EROFS       the knob class is disabled, logged once
+ *      ENOENT/ENODEV/ENXIO      CPU/policy gone: knob dropped
+ *  - "sim": records the requested state in memory and calls a hook after
+ *    each change (the energy model is plugged in there).  No host writes.
+ *
+ * A "perf level" is a cap on a frequency domain: permille of the range
+ * cpuinfo_min_freq..cpuinfo_max_freq, written as scaling_max_freq (snapped
+ * to scaling_available_frequencies where the driver lists them).
+ */
+
+#define POWER_CAPACITY_SCALE 1024 /* load_scale() unit, as SCHED_CAPACITY_SCALE */
+
+struct power_driver;
+
+enum {
+        POWER_PERF_LEVEL = 1 << 0,   /* level_permille -> scaling_max_freq */
+        POWER_PERF_MIN_KHZ = 1 << 1, /* min_khz -> scaling_min_freq */
+        POWER_PERF_MAX_KHZ = 1 << 2, /* max_khz -> scaling_max_freq */
+        POWER_PERF_EPP = 1 << 3,     /* epp -> energy_performance_preference */
+};
+
+struct power_perf_request {
+        unsigned flags;
+        unsigned level_permille;
+        uint32_t min_khz;
+        uint32_t max_khz;
+        char epp[32];
+};
+
+struct power_idle_constraint {
+        int deepest_state;  /* deepest allowed cpuidle state index; -1 = no limit */
+        int32_t latency_us; /* PM QoS resume latency limit; -1 = none; 0 = no wake latency at all */
+};
+
+struct power_driver_ops {
+        const char *name; /* required */
+
+        /* optional: discover the host, allocate private state */
+        int (*init)(struct power_driver *drv);
+        /* optional: free private state (never restores: that is the journal's job) */
+        void (*exit)(struct power_driver *drv);
+
+        /* required: 1 if cpu runs at its highest allowed capacity, 0 if not, -errno */
+        int (*at_max_capacity)(struct power_driver *drv, unsigned cpu);
+        /* required: raise / lower the perf level of the domains covering cpus
+         * by magnitude_permille of their range (at least one step) */
+        int (*go_faster)(struct power_driver *drv, const cpuset_t *cpus, unsigned magnitude_permille);
+        int (*go_slower)(struct power_driver *drv, const cpuset_t *cpus, unsigned magnitude_permille);
+        /* optional: pick a CPU from candidates; when NULL the driver delegates
+         * to the planner's callback in power_driver_config */
+        int (*best_wake_cpu)(struct power_driver *drv, const cpuset_t *candidates);
+        int (*best_sleep_cpu)(struct power_driver *drv, const cpuset_t *candidates);
+        /* required: idle constraint of one CPU (deepest state, wake latency) */
+        int (*enter_idle)(struct power_driver *drv, unsigned cpu, const struct power_idle_constraint *c);
+        /* required: current / max capacity of cpu in POWER_CAPACITY_SCALE units */
+        int (*load_scale)(struct power_driver *drv, unsigned cpu);
+        /* optional: run cpu's domain at its maximum until now + duration_ns */
+        int (*task_boost)(struct power_driver *drv, unsigned cpu, nsec_t duration_ns, nsec_t now);
+        /* optional: deferred work (retries, boost expiry); may block */
+        int (*late_callback)(struct power_driver *drv, nsec_t now);
+        /* required: explicit limits for the policy of cpu */
+        int (*set_perf)(struct power_driver *drv, unsigned cpu, const struct power_perf_request *req);
+        /* optional: KVM halt polling (global module parameter), -EOPNOTSUPP if absent */
+        int (*set_halt_poll)(struct power_driver *drv, uint64_t halt_poll_ns);
+};
+
+struct power_driver_config {
+        const char *sysfs_root;   /* sysfs: default "/sys" */
+        struct journal *journal;  /* sysfs: required */
+        struct backoff backoff;   /* zero: BACKOFF_DEFAULT */
+        unsigned n_cpus;          /* sim: number of CPUs (required) */
+        uint32_t sim_max_khz;     /* sim: frequency at level 1000 (default 1000000) */
+        /* best_wake_cpu / best_sleep_cpu delegate (the planner), optional */
+        int (*best_cpu)(void *userdata, bool wake, const cpuset_t *candidates);
+        void *best_cpu_userdata;
+        /* sim: called after every state change of cpu */
+        void (*sim_hook)(void *userdata, struct power_driver *drv, unsigned cpu);
+        void *sim_userdata;
+};
+
+enum power_knob_class {
+        POWER_KNOB_CPUFREQ,
+        POWER_KNOB_CPUIDLE,
+        POWER_KNOB_PM_QOS,
+        POWER_KNOB_HALT_POLL,
+        _POWER_KNOB_CLASS_MAX,
+};
+
+struct power_driver_stats {
+        unsigned writes;          /* written and read back equal */
+        unsigned skipped;         /* knob already held the value: no write, no journal record */
+        unsigned clamped;         /* read back differs (-ERANGE) */
+        unsigned rejected;        /* EINVAL/ERANGE/EOVERFLOW from the write */
+        unsigned rejected_cached; /* value known to be rejected: not written again */
+        unsigned busy;            /* EBUSY/EAGAIN/EINTR */
+        unsigned retries;         /* retries attempted from late_callback */
+        unsigned gave_up;         /* retries exhausted */
+        unsigned denied;          /* EACCES/EPERM/EROFS */
+        unsigned class_disabled;  /* writes refused because their class is disabled */
+        unsigned gone;            /* ENOENT/ENODEV/ENXIO */
+        unsigned journal_errors;  /* journal failed: write not made */
+        unsigned other_errors;
+};
+
+struct power_write_info {
+        char path[256]; /* relative to the sysfs root */
+        char wanted[64];
+        char actual[64]; /* read back (when error == -ERANGE or 0) */
+        int error;
+};
+
+/*
+ * Validate ops (required members present) and add it to the registry.
+ * -EINVAL (logged, naming the missing member), -EEXIST, -ENOSPC.
+ * The built-in "sysfs" and "sim" are registered on first use.
+ */
+int power_driver_register(const struct power_driver_ops *ops);
+/* Validation only: 0, or -EINVAL with *ret_missing = the member's name. */
+int power_driver_validate(const struct power_driver_ops *ops, const char **ret_missing);
+
+int power_driver_new(const char *name, const struct power_driver_config *cfg, struct power_driver **ret);
+struct power_driver *power_driver_free(struct power_driver *drv);
+
+/* The time used to schedule retries by ops that take no `now`. */
+void power_driver_set_now(struct power_driver *drv, nsec_t now);
+
+int power_driver_at_max_capacity(struct power_driver *drv, unsigned cpu);
+int power_driver_go_faster(struct power_driver *drv, const cpuset_t *cpus, unsigned magnitude_permille);
+int power_driver_go_slower(struct power_driver *drv, const cpuset_t *cpus, unsigned magnitude_permille);
+int power_driver_best_wake_cpu(struct power_driver *drv, const cpuset_t *candidates); /* -EOPNOTSUPP if no op, no delegate */
+int power_driver_best_sleep_cpu(struct power_driver *drv, const cpuset_t *candidates);
+int power_driver_enter_idle(struct power_driver *drv, unsigned cpu, const struct power_idle_constraint *c);
+int power_driver_load_scale(struct power_driver *drv, unsigned cpu);
+int power_driver_task_boost(struct power_driver *drv, unsigned cpu, nsec_t duration_ns, nsec_t now);
+int power_driver_late_callback(struct power_driver *drv, nsec_t now);
+int power_driver_set_perf(struct power_driver *drv, unsigned cpu, const struct power_perf_request *req);
+int power_driver_set_halt_poll(struct power_driver *drv, uint64_t halt_poll_ns);
+
+const char *power_driver_name(const struct power_driver *drv);
+const struct power_driver_config *power_driver_get_config(const struct power_driver *drv);
+void *power_driver_priv(const struct power_driver *drv);
+void power_driver_set_priv(struct power_driver *drv, void *priv);
+struct power_driver_stats *power_driver_stats(struct power_driver *drv);
+const struct power_write_info *power_driver_last_write(const struct power_driver *drv);
+bool power_driver_class_disabled(const struct power_driver *drv, enum power_knob_class c);
+/* Number of knobs with a retry pending. */
+unsigned power_driver_pending_retries(const struct power_driver *drv);
+
+/* ---- sysfs backend ---- */
+
+/*
+ * I/O seam: every sysfs read and write of the driver and of journal restore
+ * goes through these.  read(): raw bytes NUL-terminated, returns length or
+ * -errno.  write(): one write of data, 0 or -errno.  Tests install fault
+ * injecting versions; NULL restores the default.  Default write on a
+ * regular file (a fixture tree, not sysfs) replaces the file atomically
+ * (tmp + rename), as a sysfs store is atomic.
+ */
+struct power_sysfs_io {
+        ssize_t (*read)(void *userdata, const char *path, char *buf, size_t size);
+        int (*write)(void *userdata, const char *path, const char *data, size_t len);
+        void *userdata;
+};
+void power_driver_sysfs_set_io(const struct power_sysfs_io *io);
+ssize_t power_sysfs_default_read(void *userdata, const char *path, char *buf, size_t size);
+int power_sysfs_default_write(void *userdata, const char *path, const char *data, size_t len);
+
+/* Knob access for journal restore: relpath under root (NULL root = "/sys"). */
+int power_driver_sysfs_knob_read(const char *root, const char *relpath, char *buf, size_t size);
+int power_driver_sysfs_knob_write(const char *root, const char *relpath, const char *value);
+
+/* What the sysfs backend found (for tests and `vmmpowerctl`). */
+struct power_sysfs_info {
+        unsigned n_policies;
+        unsigned n_cpus;
+        unsigned n_idle_knobs;
+        unsigned n_pm_qos;
+        bool has_epp;
+        bool has_halt_poll;
+};
+int power_sysfs_get_info(const struct power_driver *drv, struct power_sysfs_info *ret);
+/* Current cap of cpu's policy in kHz as the driver tracks it. */
+int power_sysfs_policy_cap_khz(const struct power_driver *drv, unsigned cpu, uint32_t *ret);
+
+/* ---- sim backend ---- */
+
+struct power_sim_cpu {
+        unsigned level_permille;   /* cap */
+        unsigned min_permille;     /* floor */
+        char epp[32];
+        struct power_idle_constraint idle;
+        nsec_t boost_until_ns;     /* 0: no boost */
+        unsigned saved_level_permille;
+        uint64_t changes;
+};
+const struct power_sim_cpu *power_sim_cpu(const struct power_driver *drv, unsigned cpu);
+uint64_t power_sim_halt_poll_ns(const struct power_driver *drv);
+
+extern const struct power_driver_ops power_driver_sysfs_ops;
+extern const struct power_driver_ops power_driver_sim_ops;
