@@ -4,9 +4,12 @@
  * (vmmpower/hint_proto.c).  The input is split into chunks whose sizes come
  * from the input itself, so line splits across reads, disconnects mid-line and
  * time steps are all explored.  Layout:
- *   byte 0: vCPU count - 1 (mod 16) and trust (bits 4-5)
+ *   byte 0: vCPU count - 1 (mod 16) and trust (bits 4-5), bit 6: boosts disabled,
+ *           bit 7: slow bucket (1 token/s, burst 1)
  *   then repeated: one control byte c, then (c & 0x3f) + 1 data bytes;
- *   c & 0x40: advance time by c * 7 ms before the chunk; c & 0x80: disconnect after it.
+ *   c & 0x40: advance time by c * 7 ms before the chunk; c & 0x80: disconnect after it;
+ *   c == 0xff: vCPU hotplug to (next byte % 16) + 1; c == 0xfe: new policy (next byte:
+ *   trust, max_level, boost cap), as on a metadata change.
  * Invariants checked: replies are whole lines of printable ASCII within the
  * line limit, effective levels within [0, max_level], weights within
  * [0, 1024], counters consistent, and the framer never holds a full buffer.
@@ -48,8 +51,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         hint_policy_init(&p);
         p.trust = (enum hint_trust) ((data[0] >> 4) % _HINT_TRUST_MAX);
         p.max_level = 700 + (data[0] & 0x3);
-        p.burst = 4;
-        p.rate_per_sec = 50;
+        p.burst = (data[0] & 0x80) ? 1 : 4;
+        p.rate_per_sec = (data[0] & 0x80) ? 1 : 50;
+        p.boost_cap_ms = (data[0] & 0x40) ? 0 : 500;
         vm = hint_vm_new((data[0] & 0xf) + 1, &p, now);
         assert(vm);
         strbuf_init(&reply);
@@ -67,12 +71,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 uint8_t c = data[i++];
                 size_t n = MIN((size_t) (c & 0x3f) + 1, size - i);
 
+                if ((c == 0xff || c == 0xfe) && i < size) {
+                        uint8_t a = data[i++];
+                        if (c == 0xff)
+                                assert(hint_vm_set_vcpus(vm, (a % 16) + 1) == 0);
+                        else {
+                                struct hint_policy q = vm->policy;
+                                q.trust = (enum hint_trust) (a % _HINT_TRUST_MAX);
+                                q.max_level = (a & 0x80) ? 1024 : (uint32_t) a * 4;
+                                q.boost_cap_ms = (a & 0x40) ? 0 : 1000;
+                                assert(hint_vm_set_policy(vm, &q, now) == 0);
+                                assert(vm->bucket.tokens_milli <= (uint64_t) q.burst * 1000);
+                        }
+                        continue;
+                }
+
                 if (c & 0x40)
                         now += (nsec_t) c * 7 * NSEC_PER_MSEC;
                 strbuf_reset(&reply);
                 int r = hint_vm_feed(vm, data + i, n, now, &reply);
                 assert(r >= 0);
-                assert(r == 0 || p.trust == HINT_TRUST_FULL);
+                assert(r == 0 || vm->policy.trust == HINT_TRUST_FULL);
                 check_reply(&reply);
                 assert(vm->framer.len < HINT_LINE_MAX);
                 i += n;
@@ -89,9 +108,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         for (uint32_t k = 0; k < vm->n_vcpus; k++) {
                 struct hint_effective e;
                 assert(hint_vm_effective(vm, k, now, &e) == 0);
-                assert(e.level <= p.max_level);
+                assert(e.level <= vm->policy.max_level);
                 assert(e.weight <= 1024 && e.util <= HINT_LEVEL_MAX);
-                assert(!e.boosted || e.boost_remaining_ns <= (nsec_t) p.boost_cap_ms * NSEC_PER_MSEC);
+                assert(!e.boosted || e.boost_remaining_ns <= 1000 * NSEC_PER_MSEC);
         }
         strbuf_free(&reply);
         hint_vm_free(vm);
