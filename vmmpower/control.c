@@ -354,17 +354,21 @@ static void server_accept(struct io_watch *w, uint32_t events)
         }
 }
 
-void control_server_expire(struct control_server *cs, nsec_t now)
+unsigned control_server_expire(struct control_server *cs, nsec_t now)
 {
         struct control_client *c, *next;
+        unsigned n = 0;
 
         if (!cs)
-                return;
+                return 0;
         for (c = cs->clients; c; c = next) {
                 next = c->next;
-                if (now - c->since_ns > CONTROL_CLIENT_TIMEOUT_NS)
+                if (now - c->since_ns > CONTROL_CLIENT_TIMEOUT_NS) {
                         client_free(c);
+                        n++;
+                }
         }
+        return n;
 }
 
 int control_server_new(struct daemon *d, const char *path, const char *group, int epoll_fd,
@@ -372,6 +376,7 @@ int control_server_new(struct daemon *d, const char *path, const char *group, in
 {
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
         struct control_server *cs;
+        char tmp[sizeof(sa.sun_path)];
         int fd, r;
 
         if (strlen(path) >= sizeof(sa.sun_path))
@@ -391,33 +396,44 @@ int control_server_new(struct daemon *d, const char *path, const char *group, in
                 cs->have_group = true;
                 cs->group_gid = gr->gr_gid;
         }
-        strcpy(sa.sun_path, path);
+        /* Bind at PATH.new, set its mode and owner, and only then rename it over
+         * PATH: a reload that fails half-way leaves the running socket alone. */
+        if (path_printf(tmp, sizeof(sa.sun_path), "%s.new", path) < 0) {
+                free(cs);
+                return log_error_errno(ENAMETOOLONG, "Control socket path too long: %s", path);
+        }
+        strcpy(sa.sun_path, tmp);
         fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         if (fd < 0) {
                 r = -errno;
                 free(cs);
                 return r;
         }
-        (void) unlink(path);
+        (void) unlink(tmp);
         if (bind(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0 || listen(fd, 16) < 0) {
-                r = log_error_errno(errno, "Failed to listen on %s: %m", path);
+                r = log_error_errno(errno, "Failed to listen on %s: %m", tmp);
                 goto fail;
         }
         /* Access is decided by peer credentials; the mode only keeps strangers
          * from connecting at all when no group is configured. */
-        if (chmod(path, cs->have_group ? 0660 : 0600) < 0 ||
-            (cs->have_group && chown(path, 0, cs->group_gid) < 0)) {
-                r = log_error_errno(errno, "Failed to set permissions of %s: %m", path);
+        if (chmod(tmp, cs->have_group ? 0660 : 0600) < 0 ||
+            (cs->have_group && chown(tmp, 0, cs->group_gid) < 0)) {
+                r = log_error_errno(errno, "Failed to set permissions of %s: %m", tmp);
                 goto fail;
         }
         r = io_watch_add(epoll_fd, &cs->watch, fd, EPOLLIN, server_accept);
         if (r < 0)
                 goto fail;
+        if (rename(tmp, path) < 0) {
+                r = log_error_errno(errno, "Failed to move %s to %s: %m", tmp, path);
+                io_watch_del(epoll_fd, &cs->watch);
+                goto fail;
+        }
         *ret = cs;
         return 0;
 fail:
         close(fd);
-        (void) unlink(path);
+        (void) unlink(tmp);
         free(cs);
         return r;
 }

@@ -42,8 +42,8 @@ int control_server_new(struct daemon *d, const char *path, const char *group, in
 void control_server_free(struct control_server *cs);
 /* Let free() leave the socket path alone (a new server took it over). */
 void control_server_forget_path(struct control_server *cs);
-/* Drop clients idle longer than CONTROL_CLIENT_TIMEOUT_NS. */
-void control_server_expire(struct control_server *cs, nsec_t now);
+/* Drop clients idle longer than CONTROL_CLIENT_TIMEOUT_NS.  Returns how many were freed. */
+unsigned control_server_expire(struct control_server *cs, nsec_t now);
 
 /* Execute one parsed request against the daemon (used by the server and tests). */
 int control_execute(struct daemon *d, const struct control_request *req, struct strbuf *body);

@@ -42,6 +42,8 @@
 static struct io_watch signal_watch, timer_watch, libvirt_watch, watchdog_watch;
 static struct daemon *the_daemon; /* the watches' context: one daemon per process */
 
+static void qmp_cache_clear(struct daemon *d);
+
 int daemon_load_config(const struct daemon_options *opts, struct vp_config *c, struct config_error *err)
 {
         const char *path = opts->config_path ? opts->config_path : VMMPOWER_SYSCONFDIR "/vmmpower.conf";
@@ -125,6 +127,9 @@ static void stop_libvirt(struct daemon *d)
         io_watch_del(d->epoll_fd, &libvirt_watch);
         libvirt_src_stop(d->libvirt);
         d->libvirt = NULL;
+        /* Disabled or reconfigured: what it said no longer holds. */
+        if (d->tracker && tracker_set_source(d->tracker, VM_SOURCE_LIBVIRT, NULL, 0, now_ns()) < 0)
+                log_warning("Failed to clear the libvirt source.");
 }
 
 static int load_energy_model(const struct vp_config *cfg, const struct topology *topo, struct em_host **ret)
@@ -231,11 +236,16 @@ static int daemon_apply_config(struct daemon *d, const struct vp_config *cfg, bo
                 d->libvirt_snapshot_seen = false;
         }
         if (new_control) {
+                /* The old server may be the one running this reload (a client's
+                 * "reload" request): retire it, the loop frees it after the batch. */
                 if (d->control && strcmp(old->control_socket, cfg->control_socket) == 0)
                         control_server_forget_path(d->control);
-                control_server_free(d->control);
+                control_server_free(d->retired_control);
+                d->retired_control = d->control;
                 d->control = control;
         }
+        d->batch_invalid = true; /* watches may be gone: end this epoll batch */
+        qmp_cache_clear(d);
         if (new_libvirt)
                 stop_libvirt(d);
         d->cfg = *cfg;
@@ -297,6 +307,53 @@ void daemon_request_scan(struct daemon *d)
                 libvirt_src_request_reconcile(d->libvirt);
 }
 
+/*
+ * QMP discovery.  Every query blocks the loop for up to QMPTimeout, so one
+ * pass spends at most half a control period on them (plus the query that
+ * crosses the line), starting where the previous pass stopped; sockets not
+ * asked this time keep their last answer.  What is published is every
+ * socket's last good answer.
+ */
+static void discover_qmp(struct daemon *d, nsec_t now)
+{
+        struct vm_info vms[CONFIG_MAX_QMP];
+        nsec_t t0 = now_ns(), budget = d->cfg.period_ns / 2;
+        unsigned n_sock = MIN(d->cfg.n_qmp_sockets, CONFIG_MAX_QMP);
+        size_t n = 0;
+        int r;
+
+        for (unsigned k = 0; k < n_sock && now_ns() - t0 < budget; k++) {
+                unsigned i = (d->qmp_next + k) % n_sock;
+                struct vm_info vm;
+
+                d->counters.qmp_queries++;
+                r = qmp_query_vm(d->cfg.qmp_sockets[i], d->cfg.qmp_timeout_ns, &vm);
+                vm_info_done(&d->qmp_cache[i]);
+                d->qmp_cache_valid[i] = r == 0;
+                if (r < 0) {
+                        d->counters.qmp_errors++;
+                        log_debug_errno(r, "QMP query of %s failed: %m", d->cfg.qmp_sockets[i]);
+                } else
+                        d->qmp_cache[i] = vm;
+                d->qmp_next = (i + 1) % n_sock;
+        }
+        for (unsigned i = 0; i < n_sock; i++)
+                if (d->qmp_cache_valid[i])
+                        vms[n++] = d->qmp_cache[i]; /* shallow: the tracker copies */
+        r = tracker_set_source(d->tracker, VM_SOURCE_QMP, n ? vms : NULL, n, now);
+        if (r < 0)
+                log_warning_errno(r, "Failed to apply QMP results: %m");
+}
+
+static void qmp_cache_clear(struct daemon *d)
+{
+        for (unsigned i = 0; i < CONFIG_MAX_QMP; i++) {
+                vm_info_done(&d->qmp_cache[i]);
+                d->qmp_cache_valid[i] = false;
+        }
+        d->qmp_next = 0;
+}
+
 static void discover(struct daemon *d, nsec_t now)
 {
         int r;
@@ -314,28 +371,9 @@ static void discover(struct daemon *d, nsec_t now)
                                 log_warning_errno(r, "Failed to apply procfs scan: %m");
                         vm_info_free_array(vms, n);
                 }
-        }
-        if (d->cfg.n_qmp_sockets > 0) {
-                struct vm_info *vms = calloc(d->cfg.n_qmp_sockets, sizeof(*vms));
-                size_t n = 0;
-
-                if (!vms)
-                        return;
-                for (unsigned i = 0; i < d->cfg.n_qmp_sockets; i++) {
-                        d->counters.qmp_queries++;
-                        r = qmp_query_vm(d->cfg.qmp_sockets[i], d->cfg.qmp_timeout_ns, &vms[n]);
-                        if (r < 0) {
-                                d->counters.qmp_errors++;
-                                log_debug_errno(r, "QMP query of %s failed: %m", d->cfg.qmp_sockets[i]);
-                                continue;
-                        }
-                        n++;
-                }
-                r = tracker_set_source(d->tracker, VM_SOURCE_QMP, vms, n, now);
-                if (r < 0)
-                        log_warning_errno(r, "Failed to apply QMP results: %m");
-                vm_info_free_array(vms, n);
-        }
+        } else if (tracker_set_source(d->tracker, VM_SOURCE_PROC, NULL, 0, now) < 0)
+                log_warning("Failed to clear the procfs source.");
+        discover_qmp(d, now);
         d->next_scan_ns = now + d->cfg.proc_scan_interval_ns;
         d->scan_requested = false;
 }
@@ -349,15 +387,19 @@ static void write_textfile(struct daemon *d)
                 return;
         strbuf_init(&sb);
         render_metrics(d, &sb);
-        r = sb.oom ? -ENOMEM : write_file_atomic(d->cfg.metrics_textfile, sb.data, sb.len, 0644);
+        /* No fsync: the rename is atomic, and a metrics file lost in a crash is
+         * rewritten within a period; fsync would stall the loop on a slow disk. */
+        r = sb.oom ? -ENOMEM : write_file_atomic_nosync(d->cfg.metrics_textfile, sb.data, sb.len, 0644);
         if (r < 0) {
+                d->counters.metrics_write_errors++;
                 /* Log the first failure of a streak only: this runs every period. */
-                if (d->counters.metrics_write_errors++ == 0)
+                if (!d->metrics_failing)
                         log_warning_errno(r, "Failed to write metrics to %s: %m, will retry every period.",
                                           d->cfg.metrics_textfile);
-        } else if (d->counters.metrics_write_errors > 0) {
+                d->metrics_failing = true;
+        } else if (d->metrics_failing) {
                 log_info("Metrics textfile %s written again.", d->cfg.metrics_textfile);
-                d->counters.metrics_write_errors = 0;
+                d->metrics_failing = false;
         }
         strbuf_free(&sb);
 }
@@ -372,8 +414,10 @@ static void write_textfile(struct daemon *d)
 static void sample_halt_poll(struct daemon *d)
 {
         static uint64_t halt_poll_ns[VM_MAX_VCPUS];
+        nsec_t t0 = now_ns();
 
-        for (size_t i = 0; i < tracker_n_vms(d->tracker); i++) {
+        /* At most a quarter of the period (plus the query crossing it). */
+        for (size_t i = 0; i < tracker_n_vms(d->tracker) && now_ns() - t0 < d->cfg.period_ns / 4; i++) {
                 const struct vm_load *vm = tracker_vm(d->tracker, i);
                 int n;
 
@@ -416,14 +460,16 @@ static void plan_period(struct daemon *d, nsec_t now)
                 return;
         for (size_t i = 0; i < tracker_n_vms(d->tracker); i++)
                 want += tracker_vm(d->tracker, i)->n_vcpus;
-        if (want > d->plan_in_alloc) {
-                struct plan_vcpu *p = realloc(d->plan_in, want * sizeof(*p));
+        /* Inputs are built in the scratch buffer and swapped in with the plan,
+         * so that the plan shown always goes with its own inputs. */
+        if (want > d->plan_scratch_alloc) {
+                struct plan_vcpu *p = realloc(d->plan_scratch, want * sizeof(*p));
                 if (!p) {
                         d->counters.plan_errors++;
                         return;
                 }
-                d->plan_in = p;
-                d->plan_in_alloc = want;
+                d->plan_scratch = p;
+                d->plan_scratch_alloc = want;
         }
         for (size_t i = 0; i < tracker_n_vms(d->tracker); i++) {
                 const struct vm_load *vm = tracker_vm(d->tracker, i);
@@ -431,7 +477,7 @@ static void plan_period(struct daemon *d, nsec_t now)
                         const struct vcpu_load *v = &vm->vcpus[j];
                         if (!v->valid || v->gone)
                                 continue;
-                        d->plan_in[n++] = (struct plan_vcpu) {
+                        d->plan_scratch[n++] = (struct plan_vcpu) {
                                 .key = ((uint64_t) vm->info.pid << 16) | (uint64_t) (v->index & 0xffff),
                                 .vm = (uint32_t) vm->info.pid,
                                 .mode = PLACE_PACK,
@@ -441,7 +487,6 @@ static void plan_period(struct daemon *d, nsec_t now)
                         };
                 }
         }
-        d->plan_in_n = n;
         plan_policy_defaults(&pol);
         pol.headroom_pct = d->cfg.headroom_pct;
         pol.wait_budget = d->cfg.wait_budget_pct / 100.0;
@@ -449,7 +494,7 @@ static void plan_period(struct daemon *d, nsec_t now)
         pol.period_ns = d->cfg.period_ns;
         pol.max_moves = d->cfg.max_moves;
         cpu0 = thread_cputime_ns();
-        r = plan_compute(d->em, &pol, d->plan_in, n, NULL, 0, d->plan, now, &next);
+        r = plan_compute(d->em, &pol, d->plan_scratch, n, NULL, 0, d->plan, now, &next);
         d->counters.last_plan_cpu_ns = thread_cputime_ns() - cpu0;
         if (r < 0) {
                 if (d->counters.plan_errors++ == 0)
@@ -463,6 +508,16 @@ static void plan_period(struct daemon *d, nsec_t now)
                           next->why.spread_mw, next->why.text);
         plan_free(d->plan);
         d->plan = next;
+        {
+                struct plan_vcpu *t = d->plan_in;
+                size_t ta = d->plan_in_alloc;
+
+                d->plan_in = d->plan_scratch;
+                d->plan_in_alloc = d->plan_scratch_alloc;
+                d->plan_in_n = n;
+                d->plan_scratch = t;
+                d->plan_scratch_alloc = ta;
+        }
 }
 
 void daemon_period(struct daemon *d, nsec_t now)
@@ -479,7 +534,8 @@ void daemon_period(struct daemon *d, nsec_t now)
         if (r < 0)
                 log_debug_errno(r, "pCPU sampling failed: %m");
         write_textfile(d);
-        control_server_expire(d->control, now);
+        if (control_server_expire(d->control, now) > 0)
+                d->batch_invalid = true;
         d->counters.periods++;
         d->counters.last_period_cpu_ns = thread_cputime_ns() - cpu0;
         d->counters.last_period_wall_ns = now_ns() - now;
@@ -672,10 +728,16 @@ int daemon_run(struct daemon *d)
                                 continue;
                         return log_error_errno(errno, "epoll_wait failed: %m");
                 }
-                for (int i = 0; i < n && !d->quit; i++) {
+                /* A handler that frees watches (reload, client expiry) ends the
+                 * batch: later entries may point at them.  epoll is level-triggered,
+                 * so whatever was left is reported again. */
+                d->batch_invalid = false;
+                for (int i = 0; i < n && !d->quit && !d->batch_invalid; i++) {
                         struct io_watch *w = ev[i].data.ptr;
                         w->fn(w, ev[i].events);
                 }
+                control_server_free(d->retired_control);
+                d->retired_control = NULL;
         }
         (void) notify_send("STOPPING=1");
         return 0;
@@ -684,14 +746,19 @@ int daemon_run(struct daemon *d)
 void daemon_done(struct daemon *d)
 {
         stop_libvirt(d);
+        qmp_cache_clear(d);
         plan_free(d->plan);
         d->plan = NULL;
         free(d->plan_in);
         d->plan_in = NULL;
+        free(d->plan_scratch);
+        d->plan_scratch = NULL;
         em_host_free(d->em);
         d->em = NULL;
         control_server_free(d->control);
         d->control = NULL;
+        control_server_free(d->retired_control);
+        d->retired_control = NULL;
         tracker_free(d->tracker);
         d->tracker = NULL;
         pcpu_stat_free(d->pcpu);

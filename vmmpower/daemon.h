@@ -63,8 +63,16 @@ struct daemon {
         struct plan *plan;        /* the current (advisory) plan, NULL before the first */
         struct plan_vcpu *plan_in;/* plan inputs of the last period, [plan_in_n] */
         size_t plan_in_n, plan_in_alloc;
+        struct plan_vcpu *plan_scratch; /* inputs being built for the next plan */
+        size_t plan_scratch_alloc;
         struct control_server *control;
+        struct control_server *retired_control; /* replaced by a reload; freed after the epoll batch */
+        bool batch_invalid;       /* a handler freed watches: stop dispatching this batch */
+        bool metrics_failing;     /* in a streak of failed textfile writes */
         struct procscan_stats procscan_stats;
+        struct vm_info qmp_cache[CONFIG_MAX_QMP]; /* last good answer per configured QMP socket */
+        bool qmp_cache_valid[CONFIG_MAX_QMP];
+        unsigned qmp_next;        /* where the next QMP pass starts */
         struct daemon_counters counters;
         int epoll_fd, signal_fd, timer_fd, watchdog_fd;
         nsec_t start_ns;          /* monotonic */

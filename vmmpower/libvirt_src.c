@@ -33,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -586,6 +587,8 @@ static void *thread_main(void *p)
 
 /* ---- public ------------------------------------------------------------- */
 
+#define STOP_TIMEOUT_S 5
+
 static void libvirt_src_free(struct libvirt_src *ls)
 {
         if (!ls)
@@ -658,9 +661,21 @@ void libvirt_src_stop(struct libvirt_src *ls)
         if (!ls)
                 return;
         if (ls->thread_started) {
+                struct timespec deadline;
+
                 atomic_store(&ls->stop, true);
                 kick(ls);
-                pthread_join(ls->thread, NULL);
+                /* Bounded: a libvirt call without a client-side timeout must not
+                 * hang the daemon's loop (and trip the watchdog).  A thread that
+                 * does not finish in time is left to finish alone, with its state. */
+                clock_gettime(CLOCK_REALTIME, &deadline);
+                deadline.tv_sec += STOP_TIMEOUT_S;
+                if (pthread_timedjoin_np(ls->thread, NULL, &deadline) != 0) {
+                        log_warning("libvirt thread did not stop within %d s (a libvirt call hangs), "
+                                    "leaving it behind.", STOP_TIMEOUT_S);
+                        pthread_detach(ls->thread);
+                        return;
+                }
         }
         libvirt_src_free(ls);
 }

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "daemon.h"
@@ -75,6 +76,19 @@ static void detach_stdio(void)
         dup2(fd, STDERR_FILENO);
         if (fd > STDERR_FILENO)
                 close(fd);
+}
+
+/* The tracker keeps one fd per vCPU thread and pcpu_stat one per pCPU idle
+ * state: raise the soft limit to the hard one, where the manager set it lower. */
+static void raise_nofile(void)
+{
+        struct rlimit rl;
+
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+                rl.rlim_cur = rl.rlim_max;
+                if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+                        log_warning_errno(errno, "Failed to raise the open-file limit: %m, ignoring.");
+        }
 }
 
 int main(int argc, char *argv[])
@@ -171,6 +185,7 @@ int main(int argc, char *argv[])
                 return 0;
         }
 
+        raise_nofile();
         r = daemon_init(&d, &opts);
         if (r < 0) {
                 daemon_done(&d);

@@ -85,7 +85,8 @@ static void vcpu_family(const struct daemon *d, struct strbuf *out, const char *
                                 continue;
                         strbuf_puts(out, name);
                         vcpu_labels(out, vm, &vm->vcpus[j]);
-                        strbuf_printf(out, " %.6g\n", val);
+                        /* Counters keep ns resolution: %.6g would lose it past ~11 days. */
+                        strbuf_printf(out, strcmp(type, "counter") == 0 ? " %.9f\n" : " %.6g\n", val);
                 }
         }
 }

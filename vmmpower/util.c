@@ -244,7 +244,7 @@ int write_string_at(int dirfd, const char *path, const char *s)
         return r;
 }
 
-int write_file_atomic(const char *path, const char *data, size_t len, mode_t mode)
+static int write_file_atomic_full(const char *path, const char *data, size_t len, mode_t mode, bool sync)
 {
         char tmp[PATH_MAX];
         size_t off = 0;
@@ -266,7 +266,7 @@ int write_file_atomic(const char *path, const char *data, size_t len, mode_t mod
                 }
                 off += (size_t) n;
         }
-        if (fchmod(fd, mode) < 0 || fsync(fd) < 0) {
+        if (fchmod(fd, mode) < 0 || (sync && fsync(fd) < 0)) {
                 r = -errno;
                 goto fail;
         }
@@ -286,6 +286,60 @@ fail:
                 close(fd);
         unlink(tmp);
         return r;
+}
+
+int write_file_atomic(const char *path, const char *data, size_t len, mode_t mode)
+{
+        return write_file_atomic_full(path, data, len, mode, true);
+}
+
+int write_file_atomic_nosync(const char *path, const char *data, size_t len, mode_t mode)
+{
+        return write_file_atomic_full(path, data, len, mode, false);
+}
+
+/* Length of the valid UTF-8 sequence at p (1..4), 0 if invalid. */
+static size_t utf8_len(const unsigned char *p)
+{
+        unsigned char c = p[0];
+        size_t n;
+        uint32_t cp;
+
+        if (c < 0x80)
+                return 1;
+        if (c >= 0xc2 && c <= 0xdf)
+                n = 2, cp = c & 0x1f;
+        else if (c >= 0xe0 && c <= 0xef)
+                n = 3, cp = c & 0x0f;
+        else if (c >= 0xf0 && c <= 0xf4)
+                n = 4, cp = c & 0x07;
+        else
+                return 0;
+        for (size_t i = 1; i < n; i++) {
+                if ((p[i] & 0xc0) != 0x80)
+                        return 0;
+                cp = (cp << 6) | (p[i] & 0x3f);
+        }
+        if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+            (cp >= 0xd800 && cp <= 0xdfff))
+                return 0; /* overlong, beyond Unicode, surrogate */
+        if (cp >= 0x80 && cp <= 0x9f)
+                return 0; /* C1 control characters */
+        return n;
+}
+
+void sanitize_name(char *s)
+{
+        unsigned char *p = (unsigned char *) s;
+
+        while (*p) {
+                size_t n = utf8_len(p);
+                if (n == 0 || (n == 1 && (*p < 0x20 || *p == 0x7f))) {
+                        *p++ = '?';
+                        continue;
+                }
+                p += n;
+        }
 }
 
 int path_printf(char *buf, size_t size, const char *fmt, ...)

@@ -57,6 +57,15 @@ int write_string_at(int dirfd, const char *path, const char *s);
 
 /* Write file atomically: tmp file in the same dir, fsync, rename. */
 int write_file_atomic(const char *path, const char *data, size_t len, mode_t mode);
+/* The same without fsync (atomic, not durable): for files rewritten every period. */
+int write_file_atomic_nosync(const char *path, const char *data, size_t len, mode_t mode);
+
+/*
+ * Make an untrusted name safe to show anywhere (tables, JSON, Prometheus
+ * labels, logs): valid UTF-8 is kept, except control characters (C0, DEL,
+ * C1); every invalid byte and every control character becomes '?'.  In place.
+ */
+void sanitize_name(char *s);
 
 /* snprintf that returns -ENAMETOOLONG on truncation, else the length. */
 int path_printf(char *buf, size_t size, const char *fmt, ...)

@@ -376,6 +376,10 @@ static int merge_one(const struct tracker *tr, const struct source_state *srcs, 
         if (!nsrc)
                 return 0; /* no source knows it */
         memcpy(info.name, nsrc->name, sizeof(info.name));
+        info.name[sizeof(info.name) - 1] = '\0';
+        /* Names come from QEMU command lines (any local user can start a process
+         * that looks like a VM) and from libvirt: make them safe for every output. */
+        sanitize_name(info.name);
         memcpy(info.uuid, nsrc->uuid, sizeof(info.uuid));
         info.libvirt_id = per[0] ? per[0]->libvirt_id : -1;
         if (info.name[0] == '\0')

@@ -173,7 +173,10 @@ int main(int argc, char *argv[])
 
         if (!socket_path || !*socket_path)
                 socket_path = DEFAULT_SOCKET;
-        while ((c = getopt_long(argc, argv, "+s:ji:n:hV", options, NULL)) >= 0) {
+        /* One pass; GNU getopt moves options after the command too
+         * ("vmmpowerctl top --count 3"); "--" ends options, so that a domain
+         * name starting with '-' is an argument (the libvirt hook uses it). */
+        while ((c = getopt_long(argc, argv, "s:ji:n:hV", options, NULL)) >= 0) {
                 switch (c) {
                 case 's':
                         socket_path = optarg;
@@ -207,44 +210,13 @@ int main(int argc, char *argv[])
                         return EXIT_USAGE;
                 }
         }
-        /* Options may also follow the command ("vmmpowerctl top --count 3"). */
         if (optind >= argc) {
                 help();
                 return EXIT_USAGE;
         }
         {
-                const char *cmd = argv[optind];
-                int rest = optind + 1;
+                const char *cmd = argv[optind++];
 
-                optind = rest;
-                while ((c = getopt_long(argc, argv, "s:ji:n:", options, NULL)) >= 0) {
-                        switch (c) {
-                        case 's':
-                                socket_path = optarg;
-                                break;
-                        case 'j':
-                                json = true;
-                                break;
-                        case 'i': {
-                                char *end;
-                                interval_s = strtod(optarg, &end);
-                                if (*end || !(interval_s >= 0.1 && interval_s <= 3600)) {
-                                        fprintf(stderr, "vmmpowerctl: --interval takes seconds, 0.1 to 3600\n");
-                                        return EXIT_USAGE;
-                                }
-                                break;
-                        }
-                        case 'n':
-                                if (parse_int(optarg, &c) < 0 || c < 1) {
-                                        fprintf(stderr, "vmmpowerctl: --count takes a positive number\n");
-                                        return EXIT_USAGE;
-                                }
-                                count = c;
-                                break;
-                        default:
-                                return EXIT_USAGE;
-                        }
-                }
                 if (control_command_readonly(cmd) == -ENOENT) {
                         fprintf(stderr, "vmmpowerctl: unknown command '%s' (see --help)\n", cmd);
                         return EXIT_USAGE;

@@ -121,8 +121,8 @@ class DaemonWithGuests(unittest.TestCase):
         self.assertRegex(text, r'vmmpower_cpu_idle_state_seconds_total\{cpu="0",state="[^"]+"\} [0-9.]+')
 
     def test_3_plan_covers_every_vcpu(self):
-        """The advisory plan places every measured vCPU on an online pCPU and models no more
-        power than spreading them."""
+        """The advisory plan places every measured vCPU on an online pCPU, and its best
+        placement models no more power than spreading them."""
         d = self.d
         d.wait_periods(2)
         p = d.json("plan")
@@ -133,7 +133,9 @@ class DaemonWithGuests(unittest.TestCase):
             for idx in g.vcpu_tids():
                 self.assertIn((g.pid, idx), planned, "vCPU %d of %s not in the plan" % (idx, g.name))
                 self.assertIn(planned[(g.pid, idx)], online)
-        self.assertLessEqual(p["plan_mw"], p["spread_mw"] + 1e-6)
+        # The best placement found never models more than spread (the applied one may lag
+        # behind it during the shrink dwell).
+        self.assertLessEqual(p["target_mw"], p["spread_mw"] + 1e-6)
         active = {c["cpu"] for c in p["cpus"] if c["active"]}
         self.assertEqual(active, set(planned.values()))
         log("plan: %s, %d active pCPUs, %.0f mW vs spread %.0f mW" % (
@@ -296,6 +298,36 @@ class DaemonBadInput(unittest.TestCase):
         rc, _, err = d2.ctl("status", user=nobody)
         self.assertNotEqual(rc, 0)
         self.assertEqual(d2.status()["control"]["denied"], 2)
+
+    def test_runs_with_the_units_capabilities(self):
+        """The capability bounding set and NoNewPrivileges of config/vmmpowerd.service are
+        enough: start-up with a ControlGroup (chown of the socket), libvirt, /proc of QEMU."""
+        unit = os.path.join(vmlib.SOURCE_DIR, "config", "vmmpowerd.service")
+        caps = None
+        with open(unit) as f:
+            for line in f:
+                if line.startswith("CapabilityBoundingSet="):
+                    caps = line.split("=", 1)[1].split()
+        self.assertTrue(caps, "no CapabilityBoundingSet in the unit")
+        bset = "-all," + ",".join("+" + c[len("CAP_"):].lower() for c in caps)
+        try:
+            grp.getgrnam("vmmpt-ctl")
+        except KeyError:
+            subprocess.run(["groupadd", "--system", "vmmpt-ctl"], check=True)
+        d = Daemon({"Daemon": {"ControlGroup": "vmmpt-ctl"}})
+        wrapped = ["setpriv", "--bounding-set=" + bset, "--inh-caps=-all", "--no-new-privs", "--"]
+        d.proc = None
+        d.logf = open(d.log_path, "ab")
+        d.proc = subprocess.Popen(wrapped + [VMMPOWERD, "--foreground", "--config", d.config],
+                                  stdout=d.logf, stderr=d.logf, stdin=subprocess.DEVNULL)
+        self.addCleanup(d.stop)
+        d.wait_for(lambda: d.ctl("version")[0] == 0 or d.proc.poll() is not None, 15, "start-up")
+        self.assertIsNone(d.proc.poll(), d.log())
+        with open("/proc/%d/status" % d.proc.pid) as f:
+            capeff = [l for l in f if l.startswith("CapEff:")][0]
+        log("daemon under the unit's bounding set: %s" % capeff.strip())
+        d.wait_for(lambda: d.status()["libvirt"]["connected"], 15, "libvirt connection")
+        self.assertEqual(os.stat(d.socket).st_gid, grp.getgrnam("vmmpt-ctl").gr_gid)
 
     def test_sd_notify_and_watchdog(self):
         """Type=notify without systemd: READY=1, WATCHDOG=1 at half of WATCHDOG_USEC, STOPPING=1."""

@@ -83,6 +83,21 @@ static void test_escape(void **state)
         assert_non_null(strstr(out, "..."));
 }
 
+static void test_sanitize_name(void **state)
+{
+        char a[] = "vm-\xc3\xa9t\xc3\xa9", b[] = "ev\xffil\x1b[31mRED\nx\x7f", c[] = "\xc2\x85\xed\xa0\x80\xe2\x82",
+             d[] = "\xf0\x9f\x98\x80ok\xc0\xaf";
+
+        sanitize_name(a);
+        assert_string_equal(a, "vm-\xc3\xa9t\xc3\xa9"); /* valid UTF-8 kept */
+        sanitize_name(b);
+        assert_string_equal(b, "ev?il?[31mRED?x?"); /* invalid byte, ESC, newline, DEL */
+        sanitize_name(c);
+        assert_string_equal(c, "?????" "??"); /* C1 control, surrogate, truncated sequence */
+        sanitize_name(d);
+        assert_string_equal(d, "\xf0\x9f\x98\x80ok??"); /* 4-byte kept, overlong replaced */
+}
+
 static void test_strbuf(void **state)
 {
         struct strbuf sb;
@@ -123,6 +138,7 @@ int main(void)
                 cmocka_unit_test(test_parse_u64),      cmocka_unit_test(test_parse_signed),
                 cmocka_unit_test(test_parse_duration), cmocka_unit_test(test_escape),
                 cmocka_unit_test(test_strbuf),         cmocka_unit_test(test_files),
+                cmocka_unit_test(test_sanitize_name),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
