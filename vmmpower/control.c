@@ -249,7 +249,9 @@ static void client_handle_line(struct control_client *c)
                 d->counters.control_errors++;
                 strbuf_free(&body);
                 { client_reply_error(c, r < 0 ? r : -ENOMEM,
-                                          r == -EINVAL ? "wrong arguments" : "command failed"); return; }
+                                          strcmp(req.argv[0], "reload") == 0
+                                                  ? "reload failed, running configuration kept (see the daemon's log)"
+                                                  : r == -EINVAL ? "wrong arguments" : "command failed"); return; }
         }
         strbuf_puts(&c->out, "OK\n");
         strbuf_append(&c->out, body.data ? body.data : "", body.len);
