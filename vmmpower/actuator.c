@@ -265,8 +265,9 @@ static int virt_errno(void)
         switch (e->code) {
         case VIR_ERR_NO_DOMAIN:
         case VIR_ERR_OPERATION_INVALID: /* domain not running: its live pinning is gone */
-        case VIR_ERR_INVALID_ARG:       /* vCPU index beyond the domain's vCPUs */
                 return -ENOENT;
+        case VIR_ERR_INVALID_ARG:
+                return -EINVAL;
         case VIR_ERR_OPERATION_DENIED:
         case VIR_ERR_AUTH_FAILED:
         case VIR_ERR_ACCESS_DENIED:

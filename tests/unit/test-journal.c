@@ -1,0 +1,604 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Journal: record/restore round trip (byte-identical), knobs changed by
+ * someone else are left alone, vanished knobs are dropped, partial restore
+ * keeps exactly the unrestored entries, torn and corrupt records, field
+ * escaping, compaction, and the kill -9 test: a child journals and writes
+ * many knobs through the sysfs power driver and is SIGKILLed at random
+ * points (fixed seed); the parent restores and compares every file byte for
+ * byte with the pristine copy.  Also prints the cost of a durable record
+ * and of restoring N knobs on this disk.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "journal.h"
+#include "power_driver.h"
+#include "util.h"
+
+static char tmpdir[256];
+
+static void sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void sh(const char *fmt, ...)
+{
+        char cmd[2048];
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(cmd, sizeof(cmd), fmt, ap);
+        va_end(ap);
+        assert_int_equal(system(cmd), 0);
+}
+
+static int setup(void **state)
+{
+        strcpy(tmpdir, "/tmp/test-journal.XXXXXX");
+        if (!mkdtemp(tmpdir))
+                return -1;
+        return 0;
+}
+
+static int teardown(void **state)
+{
+        char cmd[300];
+
+        power_driver_sysfs_set_io(NULL);
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+        return system(cmd) == 0 ? 0 : -1;
+}
+
+static void path_of(char *buf, size_t size, const char *name)
+{
+        snprintf(buf, size, "%s/%s", tmpdir, name);
+}
+
+static void put(const char *dir, const char *rel, const char *content)
+{
+        char p[512];
+        int fd;
+
+        snprintf(p, sizeof(p), "%s/%s", dir, rel);
+        fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, content, strlen(content)), (ssize_t) strlen(content));
+        close(fd);
+}
+
+static void get(const char *dir, const char *rel, char *buf, size_t size)
+{
+        char p[512];
+        ssize_t n;
+        int fd;
+
+        snprintf(p, sizeof(p), "%s/%s", dir, rel);
+        fd = open(p, O_RDONLY | O_CLOEXEC);
+        assert_true(fd >= 0);
+        n = read(fd, buf, size - 1);
+        assert_true(n >= 0);
+        buf[n] = '\0';
+        close(fd);
+}
+
+/* Journal + write one plain-file knob, the way the driver does it. */
+static void jwrite(struct journal *j, const char *root, const char *rel, const char *value)
+{
+        char cur[256], data[256];
+
+        assert_true(power_driver_sysfs_knob_read(root, rel, cur, sizeof(cur)) >= 0);
+        assert_int_equal(journal_before_write(j, JOURNAL_KIND_SYSFS, rel, cur, value), 0);
+        snprintf(data, sizeof(data), "%s\n", value);
+        assert_int_equal(power_driver_sysfs_knob_write(root, rel, data), 0);
+}
+
+static bool exists(const char *p)
+{
+        return access(p, F_OK) == 0;
+}
+
+static int io_read(void *ud, const char *key, char *buf, size_t size)
+{
+        return power_driver_sysfs_knob_read(ud, key, buf, size);
+}
+
+static int io_write(void *ud, const char *key, const char *value)
+{
+        return power_driver_sysfs_knob_write(ud, key, value);
+}
+
+static const struct journal_knob_io *sysfs_io(const char *root)
+{
+        static struct journal_knob_io io[_JOURNAL_KIND_MAX];
+        static char r[512];
+
+        snprintf(r, sizeof(r), "%s", root);
+        memset(io, 0, sizeof(io));
+        /* what journal_restore_all() uses for sysfs */
+        io[JOURNAL_KIND_SYSFS].read = io_read;
+        io[JOURNAL_KIND_SYSFS].write = io_write;
+        io[JOURNAL_KIND_SYSFS].userdata = r;
+        return io;
+}
+
+static void test_roundtrip(void **state)
+{
+        char root[300], sd[300], jp[400], buf[256];
+        struct journal *j;
+        struct restore_stats st;
+
+        path_of(root, sizeof(root), "rt-root");
+        path_of(sd, sizeof(sd), "rt-state");
+        snprintf(jp, sizeof(jp), "%s/journal", sd);
+        mkdir(root, 0755);
+        put(root, "a", "3800000\n");
+        put(root, "b", "balance_performance\n");
+        put(root, "c", "0\n");
+        put(root, "d", "no newline");
+
+        assert_int_equal(journal_open(sd, &j), 0);
+        assert_false(exists(jp)); /* nothing recorded: no file */
+        jwrite(j, root, "a", "2000000");
+        assert_true(exists(jp));
+        jwrite(j, root, "a", "1000000");
+        jwrite(j, root, "b", "power");
+        jwrite(j, root, "c", "1");
+        jwrite(j, root, "d", "x y");
+        assert_int_equal(journal_n_entries(j), 4);
+        assert_string_equal(journal_original(j, JOURNAL_KIND_SYSFS, "a"), "3800000\n");
+        assert_string_equal(journal_original(j, JOURNAL_KIND_SYSFS, "d"), "no newline");
+        journal_free(j);
+
+        /* Reopen (a restarted daemon): the originals survive, not the current values. */
+        assert_int_equal(journal_open(sd, &j), 0);
+        assert_int_equal(journal_n_entries(j), 4);
+        assert_string_equal(journal_original(j, JOURNAL_KIND_SYSFS, "a"), "3800000\n");
+        jwrite(j, root, "a", "900000");
+        assert_string_equal(journal_original(j, JOURNAL_KIND_SYSFS, "a"), "3800000\n");
+        assert_int_equal(journal_restore(j, sysfs_io(root), &st), 0);
+        assert_int_equal(st.restored, 4);
+        assert_int_equal(st.foreign + st.gone + st.failed + st.skipped, 0);
+        assert_int_equal(journal_n_entries(j), 0);
+        assert_false(exists(jp));
+        journal_free(j);
+        get(root, "a", buf, sizeof(buf));
+        assert_string_equal(buf, "3800000\n");
+        get(root, "b", buf, sizeof(buf));
+        assert_string_equal(buf, "balance_performance\n");
+        get(root, "c", buf, sizeof(buf));
+        assert_string_equal(buf, "0\n");
+        get(root, "d", buf, sizeof(buf));
+        assert_string_equal(buf, "no newline");
+
+        /* No journal: restore_all is a no-op. */
+        assert_int_equal(journal_restore_all(sd, root, NULL, &st), 0);
+        assert_int_equal(st.restored, 0);
+}
+
+static int busy_write(void *ud, const char *key, const char *value)
+{
+        if (strcmp(key, "stuck") == 0)
+                return -EBUSY;
+        return power_driver_sysfs_knob_write(ud, key, value);
+}
+
+static void test_foreign_gone_partial(void **state)
+{
+        char root[300], sd[300], jp[400], buf[256];
+        struct journal *j;
+        struct restore_stats st;
+
+        path_of(root, sizeof(root), "fg-root");
+        path_of(sd, sizeof(sd), "fg-state");
+        snprintf(jp, sizeof(jp), "%s/journal", sd);
+        mkdir(root, 0755);
+        put(root, "ours", "1\n");
+        put(root, "theirs", "1\n");
+        put(root, "gone", "1\n");
+        put(root, "stuck", "1\n");
+        put(root, "untouched", "1\n");
+
+        assert_int_equal(journal_open(sd, &j), 0);
+        jwrite(j, root, "ours", "2");
+        jwrite(j, root, "theirs", "2");
+        jwrite(j, root, "gone", "2");
+        jwrite(j, root, "stuck", "2");
+        /* journalled, but the write never happened (killed in between) */
+        assert_int_equal(journal_before_write(j, JOURNAL_KIND_SYSFS, "untouched", "1\n", "2"), 0);
+        journal_free(j);
+
+        put(root, "theirs", "7\n"); /* an administrator changed it */
+        sh("rm '%s/gone'", root);   /* CPU went offline */
+
+        /* "stuck" fails to write (EBUSY through a wrapped writer): it must be kept. */
+        assert_int_equal(journal_open(sd, &j), 0);
+        struct journal_knob_io io[_JOURNAL_KIND_MAX];
+        memcpy(io, sysfs_io(root), sizeof(io));
+        io[JOURNAL_KIND_SYSFS].write = busy_write;
+        assert_int_equal(journal_restore(j, io, &st), 1);
+        assert_int_equal(st.restored, 1);
+        assert_int_equal(st.foreign, 1);
+        assert_int_equal(st.gone, 1);
+        assert_int_equal(st.failed, 1);
+        assert_int_equal(st.unchanged, 1);
+        assert_int_equal(journal_n_entries(j), 1);
+        assert_non_null(journal_original(j, JOURNAL_KIND_SYSFS, "stuck"));
+        journal_free(j);
+        assert_true(exists(jp));
+        get(root, "theirs", buf, sizeof(buf));
+        assert_string_equal(buf, "7\n");
+        get(root, "ours", buf, sizeof(buf));
+        assert_string_equal(buf, "1\n");
+        get(root, "stuck", buf, sizeof(buf));
+        assert_string_equal(buf, "2\n");
+
+        /* The kept journal holds exactly "stuck"; a later restore completes it. */
+        assert_int_equal(journal_restore_all(sd, root, NULL, &st), 0);
+        assert_int_equal(st.restored, 1);
+        assert_int_equal(st.foreign + st.gone + st.failed, 0);
+        assert_false(exists(jp));
+        get(root, "stuck", buf, sizeof(buf));
+        assert_string_equal(buf, "1\n");
+}
+
+static void test_torn_and_corrupt(void **state)
+{
+        char root[300], sd[300], jp[400];
+        struct journal *j;
+        struct journal_load_stats ls;
+        struct restore_stats st;
+        struct stat s1, s2;
+        int fd;
+
+        path_of(root, sizeof(root), "tc-root");
+        path_of(sd, sizeof(sd), "tc-state");
+        snprintf(jp, sizeof(jp), "%s/journal", sd);
+        mkdir(root, 0755);
+        put(root, "k1", "a\n");
+        put(root, "k2", "b\n");
+        put(root, "k3", "c\n");
+
+        assert_int_equal(journal_open(sd, &j), 0);
+        jwrite(j, root, "k1", "A");
+        jwrite(j, root, "k2", "B");
+        journal_free(j);
+        assert_int_equal(stat(jp, &s1), 0);
+
+        /* A torn append: part of a record, no newline. */
+        fd = open(jp, O_WRONLY | O_APPEND);
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, "41 1234abcd K sysfs k3 c%0A c%0A", 32), 32);
+        close(fd);
+        assert_int_equal(journal_open(sd, &j), 0);
+        journal_get_load_stats(j, &ls);
+        assert_int_equal(ls.torn, 1);
+        assert_int_equal(ls.corrupt, 0);
+        assert_int_equal(ls.records, 2);
+        assert_int_equal(journal_n_entries(j), 2);
+        /* cut off on open, so the next append is clean */
+        assert_int_equal(stat(jp, &s2), 0);
+        assert_int_equal(s2.st_size, s1.st_size);
+        jwrite(j, root, "k3", "C");
+        journal_free(j);
+        assert_int_equal(journal_open(sd, &j), 0);
+        journal_get_load_stats(j, &ls);
+        assert_int_equal(ls.torn + ls.corrupt, 0);
+        assert_int_equal(journal_n_entries(j), 3);
+        journal_free(j);
+
+        /* A complete line whose CRC does not match (bit flip in k2's record): skipped, others kept. */
+        char data[4096];
+        fd = open(jp, O_RDWR);
+        ssize_t n = read(fd, data, sizeof(data) - 1);
+        assert_true(n > 0);
+        data[n] = '\0';
+        char *k2 = strstr(data, " k2 ");
+        assert_non_null(k2);
+        k2[2] = '9'; /* "k9": length unchanged, CRC wrong */
+        assert_int_equal(pwrite(fd, data, (size_t) n, 0), n);
+        close(fd);
+        assert_int_equal(journal_open(sd, &j), 0);
+        journal_get_load_stats(j, &ls);
+        assert_int_equal(ls.corrupt, 1);
+        assert_int_equal(journal_n_entries(j), 2);
+        assert_null(journal_original(j, JOURNAL_KIND_SYSFS, "k2"));
+        assert_null(journal_original(j, JOURNAL_KIND_SYSFS, "k9"));
+        assert_int_equal(journal_restore(j, sysfs_io(root), &st), 0);
+        assert_int_equal(st.restored, 2);
+        assert_int_equal(st.torn, 1);
+        journal_free(j);
+
+        /* A torn header (crash while creating the file) is an empty journal. */
+        sh("printf 'vmmpower-jour' > '%s'", jp);
+        assert_int_equal(journal_open(sd, &j), 0);
+        assert_int_equal(journal_n_entries(j), 0);
+        journal_free(j);
+        /* Somebody else's file is refused, not overwritten. */
+        sh("printf 'hello world\\n' > '%s'", jp);
+        assert_int_equal(journal_open(sd, &j), -EBADMSG);
+        sh("rm '%s'", jp);
+}
+
+static void test_escaping_and_kinds(void **state)
+{
+        char sd[300];
+        struct journal *j;
+        static const char *const weird[] = { "", "a b", "100%", "x=y", "=", "line\nbreak", "tab\there", "\x7f\x01" };
+
+        path_of(sd, sizeof(sd), "esc-state");
+        assert_int_equal(journal_open(sd, &j), 0);
+        for (size_t i = 0; i < ELEMENTSOF(weird); i++) {
+                char key[64];
+                snprintf(key, sizeof(key), "key %zu %%=", i);
+                assert_int_equal(journal_before_write(j, JOURNAL_KIND_SYSFS, key, weird[i], "v"), 0);
+        }
+        assert_int_equal(journal_before_write(j, JOURNAL_KIND_AFFINITY, "1:2:3", "0-1", "1"), 0);
+        assert_int_equal(journal_before_write(j, JOURNAL_KIND_VCPUPIN, "6695eb01-f6a4-8304-79aa-97f2502e193f:0", "0-7", "2"), 0);
+        /* same key, different kinds: distinct knobs */
+        assert_int_equal(journal_before_write(j, JOURNAL_KIND_SYSFS, "1:2:3", "s", "t"), 0);
+        assert_int_equal(journal_before_write(j, JOURNAL_KIND_SYSFS, "", "a", "b"), -EINVAL);
+        journal_free(j);
+
+        assert_int_equal(journal_open(sd, &j), 0);
+        struct journal_load_stats ls;
+        journal_get_load_stats(j, &ls);
+        assert_int_equal(ls.torn + ls.corrupt, 0);
+        assert_int_equal(journal_n_entries(j), ELEMENTSOF(weird) + 3);
+        for (size_t i = 0; i < ELEMENTSOF(weird); i++) {
+                char key[64];
+                snprintf(key, sizeof(key), "key %zu %%=", i);
+                assert_string_equal(journal_original(j, JOURNAL_KIND_SYSFS, key), weird[i]);
+        }
+        assert_string_equal(journal_original(j, JOURNAL_KIND_AFFINITY, "1:2:3"), "0-1");
+        assert_string_equal(journal_original(j, JOURNAL_KIND_SYSFS, "1:2:3"), "s");
+        assert_string_equal(journal_original(j, JOURNAL_KIND_VCPUPIN, "6695eb01-f6a4-8304-79aa-97f2502e193f:0"), "0-7");
+        /* forget */
+        assert_int_equal(journal_forget(j, JOURNAL_KIND_AFFINITY, "1:2:3"), 0);
+        journal_free(j);
+        assert_int_equal(journal_open(sd, &j), 0);
+        assert_null(journal_original(j, JOURNAL_KIND_AFFINITY, "1:2:3"));
+        assert_int_equal(journal_n_entries(j), ELEMENTSOF(weird) + 2);
+        /* vcpupin entries with no libvirt connection are kept (skipped) */
+        struct journal_knob_io io[_JOURNAL_KIND_MAX] = { 0 };
+        struct restore_stats st;
+        assert_int_equal(journal_restore(j, io, &st), (int) ELEMENTSOF(weird) + 2);
+        assert_int_equal(st.skipped, ELEMENTSOF(weird) + 2);
+        journal_free(j);
+        sh("rm -rf '%s'", sd);
+}
+
+static void test_compaction(void **state)
+{
+        char root[300], sd[300], jp[400], v[32];
+        struct journal *j;
+        struct stat s;
+
+        path_of(root, sizeof(root), "cp-root");
+        path_of(sd, sizeof(sd), "cp-state");
+        snprintf(jp, sizeof(jp), "%s/journal", sd);
+        mkdir(root, 0755);
+        put(root, "k", "orig\n");
+        put(root, "l", "orig-l\n");
+        assert_int_equal(journal_open(sd, &j), 0);
+        journal_set_sync(j, false);
+        jwrite(j, root, "l", "L");
+        for (int i = 0; i < 5000; i++) {
+                snprintf(v, sizeof(v), "%d", i);
+                jwrite(j, root, "k", v);
+        }
+        journal_free(j);
+        assert_int_equal(stat(jp, &s), 0);
+        /* 5001 records of ~40 bytes would be ~200 KB; compaction keeps it near 258 records */
+        assert_true(s.st_size < 260 * 64);
+        assert_int_equal(journal_open(sd, &j), 0);
+        assert_int_equal(journal_n_entries(j), 2);
+        assert_string_equal(journal_original(j, JOURNAL_KIND_SYSFS, "k"), "orig\n");
+        struct restore_stats st;
+        assert_int_equal(journal_restore(j, sysfs_io(root), &st), 0);
+        assert_int_equal(st.restored, 2);
+        journal_free(j);
+        get(root, "k", v, sizeof(v));
+        assert_string_equal(v, "orig\n");
+}
+
+/* ---- kill -9 ---- */
+
+static uint64_t rng_state;
+static uint32_t rnd(void)
+{
+        rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+        return (uint32_t) (rng_state >> 33);
+}
+
+static _Noreturn void child_loop(const char *root, const char *sd, uint64_t seed)
+{
+        struct power_driver_config cfg = { .sysfs_root = root };
+        struct power_driver *drv;
+        struct journal *j;
+
+        rng_state = seed;
+        if (journal_open(sd, &j) < 0)
+                _exit(2);
+        cfg.journal = j;
+        if (power_driver_new("sysfs", &cfg, &drv) < 0)
+                _exit(3);
+        static const char *const epp[] = { "performance", "balance_performance", "balance_power", "power" };
+        for (;;) {
+                unsigned cpu = rnd() % 2;
+                switch (rnd() % 5) {
+                case 0: {
+                        struct power_perf_request req = { .flags = POWER_PERF_LEVEL, .level_permille = rnd() % 1001 };
+                        (void) power_driver_set_perf(drv, cpu, &req);
+                        break;
+                }
+                case 1: {
+                        struct power_perf_request req = { .flags = POWER_PERF_EPP };
+                        strcpy(req.epp, epp[rnd() % 4]);
+                        (void) power_driver_set_perf(drv, cpu, &req);
+                        break;
+                }
+                case 2: {
+                        struct power_idle_constraint ic = { .deepest_state = (int) (rnd() % 4) - 1,
+                                                            .latency_us = (int32_t) (rnd() % 300) - 1 };
+                        (void) power_driver_enter_idle(drv, cpu, &ic);
+                        break;
+                }
+                case 3:
+                        (void) power_driver_set_halt_poll(drv, rnd() % 400000);
+                        break;
+                case 4: {
+                        struct power_perf_request req = { .flags = POWER_PERF_MIN_KHZ,
+                                                          .min_khz = 800000 + rnd() % 1000000 };
+                        (void) power_driver_set_perf(drv, cpu, &req);
+                        break;
+                }
+                }
+        }
+}
+
+static unsigned count_diffs(const char *a, const char *b)
+{
+        char cmd[1024];
+        snprintf(cmd, sizeof(cmd), "diff -r -x '*.vp-tmp.*' '%s' '%s' >/dev/null", a, b);
+        return system(cmd) == 0 ? 0 : 1;
+}
+
+static void test_kill9(void **state)
+{
+        char root[300], pristine[300], sd[300], jp[400];
+        unsigned iterations = 120, with_journal = 0, diffs = 0, total_restored = 0, total_torn = 0;
+        unsigned total_unchanged = 0;
+        uint64_t seed = 0x5eed1234;
+
+        path_of(root, sizeof(root), "k9-root");
+        path_of(pristine, sizeof(pristine), "k9-pristine");
+        path_of(sd, sizeof(sd), "k9-state");
+        snprintf(jp, sizeof(jp), "%s/journal", sd);
+        sh("cp -a '%s/sysfs-cpufreq/small-2cpu/sys' '%s' && cp -a '%s/sysfs-cpufreq/small-2cpu/sys' '%s'",
+           TEST_DATA_DIR, root, TEST_DATA_DIR, pristine);
+
+        rng_state = seed;
+        for (unsigned it = 0; it < iterations; it++) {
+                uint64_t child_seed = ((uint64_t) rnd() << 32) | rnd();
+                /* 0..40 ms: from "killed before the first record" to many durable writes */
+                long delay_us = (long) (rnd() % 40000);
+                pid_t pid = fork();
+                assert_true(pid >= 0);
+                if (pid == 0)
+                        child_loop(root, sd, child_seed);
+                struct timespec ts = { 0, delay_us * 1000 };
+                nanosleep(&ts, NULL);
+                kill(pid, SIGKILL);
+                int status;
+                assert_int_equal(waitpid(pid, &status, 0), pid);
+                assert_true(WIFSIGNALED(status));
+
+                struct restore_stats st;
+                with_journal += exists(jp);
+                int r = journal_restore_all(sd, root, NULL, &st);
+                assert_int_equal(r, 0);
+                assert_int_equal(st.foreign, 0);
+                assert_int_equal(st.failed, 0);
+                total_restored += st.restored;
+                total_torn += st.torn;
+                total_unchanged += st.unchanged;
+                assert_false(exists(jp));
+                unsigned d = count_diffs(pristine, root);
+                if (d)
+                        sh("diff -r -x '*.vp-tmp.*' '%s' '%s' || true", pristine, root);
+                diffs += d;
+                assert_int_equal(d, 0);
+                sh("find '%s' -name '*.vp-tmp.*' -delete", root);
+        }
+        printf("kill -9: %u iterations, %u left a journal, %u knobs restored, %u already original, "
+               "%u torn records, %u trees differing\n",
+               iterations, with_journal, total_restored, total_unchanged, total_torn, diffs);
+        assert_int_equal(diffs, 0);
+        /* the test must have exercised something */
+        assert_true(with_journal > iterations / 2);
+        assert_true(total_restored > iterations);
+}
+
+static void bench_in(const char *base)
+{
+        char root[300], sd[300], rel[64], v[32];
+        struct journal *j;
+        struct restore_stats st;
+        const unsigned n = 1000;
+        nsec_t t0, t1, t2;
+
+        snprintf(root, sizeof(root), "%s/bench-root", base);
+        snprintf(sd, sizeof(sd), "%s/bench-state", base);
+        mkdir(root, 0755);
+        for (unsigned i = 0; i < n; i++) {
+                snprintf(rel, sizeof(rel), "k%u", i);
+                put(root, rel, "1000\n");
+        }
+        assert_int_equal(journal_open(sd, &j), 0);
+        t0 = now_ns();
+        for (unsigned i = 0; i < n; i++) {
+                snprintf(rel, sizeof(rel), "k%u", i);
+                snprintf(v, sizeof(v), "%u", i);
+                assert_int_equal(journal_before_write(j, JOURNAL_KIND_SYSFS, rel, "1000\n", v), 0);
+        }
+        t1 = now_ns();
+        journal_set_sync(j, false);
+        for (unsigned i = 0; i < n; i++) {
+                snprintf(rel, sizeof(rel), "k%u", i);
+                snprintf(v, sizeof(v), "v%u", i);
+                assert_int_equal(journal_before_write(j, JOURNAL_KIND_SYSFS, rel, "x", v), 0);
+        }
+        t2 = now_ns();
+        journal_free(j);
+        for (unsigned i = 0; i < n; i++) {
+                snprintf(rel, sizeof(rel), "k%u", i);
+                snprintf(v, sizeof(v), "v%u\n", i);
+                put(root, rel, v);
+        }
+        nsec_t t3 = now_ns();
+        assert_int_equal(journal_restore_all(sd, root, NULL, &st), 0);
+        nsec_t t4 = now_ns();
+        assert_int_equal(st.restored, n);
+        printf("%s: journal record with fdatasync %.1f us, without sync %.2f us; "
+               "restore of %u knobs (plain files, tmp+rename) %.1f ms\n",
+               base, (double) (t1 - t0) / n / 1000.0, (double) (t2 - t1) / n / 1000.0, n,
+               (double) (t4 - t3) / 1e6);
+}
+
+/* ---- numbers (printed, never asserted on timing) ---- */
+
+static void test_bench(void **state)
+{
+        char shm[] = "/dev/shm/test-journal.XXXXXX";
+
+        bench_in(tmpdir); /* ext4 here */
+        /* tmpfs, like /run on a real host */
+        if (mkdtemp(shm)) {
+                bench_in(shm);
+                sh("rm -rf '%s'", shm);
+        }
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_roundtrip),
+                cmocka_unit_test(test_foreign_gone_partial),
+                cmocka_unit_test(test_torn_and_corrupt),
+                cmocka_unit_test(test_escaping_and_kinds),
+                cmocka_unit_test(test_compaction),
+                cmocka_unit_test(test_kill9),
+                cmocka_unit_test(test_bench),
+        };
+        return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,648 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Power driver: ops validation, the sysfs backend against fixture trees
+ * copied into a temp dir (xeon-spr-2s: intel_pstate + EPP; epyc-genoa-1s:
+ * acpi-cpufreq with available frequencies; small-2cpu: PM QoS + halt_poll),
+ * each errno's documented action through the I/O seam, read-back clamping,
+ * restore of everything the driver wrote, and the sim backend.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "journal.h"
+#include "power_driver.h"
+#include "util.h"
+
+#define CPU_REL "devices/system/cpu"
+#define POL0 CPU_REL "/cpufreq/policy0"
+
+struct fixture {
+        char tmp[256];
+        char root[300];
+        char pristine[300];
+        char state[300];
+        struct journal *j;
+        struct power_driver *drv;
+};
+
+static void sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void sh(const char *fmt, ...)
+{
+        char cmd[2048];
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(cmd, sizeof(cmd), fmt, ap);
+        va_end(ap);
+        assert_int_equal(system(cmd), 0);
+}
+
+static void fixture_setup(struct fixture *f, const char *tree)
+{
+        struct power_driver_config cfg = { 0 };
+
+        memset(f, 0, sizeof(*f));
+        strcpy(f->tmp, "/tmp/test-power_driver.XXXXXX");
+        assert_non_null(mkdtemp(f->tmp));
+        snprintf(f->root, sizeof(f->root), "%s/sys", f->tmp);
+        snprintf(f->pristine, sizeof(f->pristine), "%s/pristine", f->tmp);
+        snprintf(f->state, sizeof(f->state), "%s/state", f->tmp);
+        sh("cp -a '%s/%s' '%s' && cp -a '%s/%s' '%s'", TEST_DATA_DIR, tree, f->root, TEST_DATA_DIR, tree, f->pristine);
+        assert_int_equal(journal_open(f->state, &f->j), 0);
+        cfg.sysfs_root = f->root;
+        cfg.journal = f->j;
+        assert_int_equal(power_driver_new("sysfs", &cfg, &f->drv), 0);
+}
+
+static void fixture_teardown(struct fixture *f)
+{
+        power_driver_free(f->drv);
+        journal_free(f->j);
+        power_driver_sysfs_set_io(NULL);
+        sh("rm -rf '%s'", f->tmp);
+}
+
+static void read_knob(struct fixture *f, const char *rel, char *buf, size_t size)
+{
+        char path[512];
+
+        snprintf(path, sizeof(path), "%s/%s", f->root, rel);
+        assert_true(read_small_file(path, buf, size) >= 0);
+}
+
+static void assert_knob(struct fixture *f, const char *rel, const char *want)
+{
+        char buf[256];
+
+        read_knob(f, rel, buf, sizeof(buf));
+        assert_string_equal(buf, want);
+}
+
+/* Restore everything and check the tree is byte-identical to the pristine copy. */
+static void assert_restores_pristine(struct fixture *f)
+{
+        struct restore_stats st;
+        char jpath[512];
+
+        journal_free(f->j);
+        f->j = NULL;
+        power_driver_sysfs_set_io(NULL);
+        assert_int_equal(journal_restore_all(f->state, f->root, NULL, &st), 0);
+        assert_int_equal(st.foreign, 0);
+        assert_int_equal(st.failed, 0);
+        sh("diff -r '%s' '%s'", f->pristine, f->root);
+        snprintf(jpath, sizeof(jpath), "%s/journal", f->state);
+        assert_int_equal(access(jpath, F_OK), -1);
+}
+
+/* ---- ops validation ---- */
+
+static int dummy_cap(struct power_driver *d, unsigned c) { return 1; }
+static int dummy_step(struct power_driver *d, const cpuset_t *s, unsigned m) { return 0; }
+static int dummy_idle(struct power_driver *d, unsigned c, const struct power_idle_constraint *ic) { return 0; }
+static int dummy_scale(struct power_driver *d, unsigned c) { return 1024; }
+static int dummy_perf(struct power_driver *d, unsigned c, const struct power_perf_request *r) { return 0; }
+static void dummy_exit(struct power_driver *d) { }
+
+static void test_validate(void **state)
+{
+        const struct power_driver_ops full = {
+                .name = "dummy", .at_max_capacity = dummy_cap, .go_faster = dummy_step,
+                .go_slower = dummy_step, .enter_idle = dummy_idle, .load_scale = dummy_scale,
+                .set_perf = dummy_perf,
+        };
+        static const struct {
+                size_t off;
+                const char *name;
+        } req[] = {
+                { offsetof(struct power_driver_ops, at_max_capacity), "at_max_capacity" },
+                { offsetof(struct power_driver_ops, go_faster), "go_faster" },
+                { offsetof(struct power_driver_ops, go_slower), "go_slower" },
+                { offsetof(struct power_driver_ops, enter_idle), "enter_idle" },
+                { offsetof(struct power_driver_ops, load_scale), "load_scale" },
+                { offsetof(struct power_driver_ops, set_perf), "set_perf" },
+        };
+        const char *missing = NULL;
+
+        assert_int_equal(power_driver_validate(&full, &missing), 0);
+        for (size_t i = 0; i < ELEMENTSOF(req); i++) {
+                struct power_driver_ops o = full;
+                memset((char *) &o + req[i].off, 0, sizeof(void *));
+                missing = NULL;
+                assert_int_equal(power_driver_validate(&o, &missing), -EINVAL);
+                assert_string_equal(missing, req[i].name);
+                assert_int_equal(power_driver_register(&o), -EINVAL);
+        }
+        struct power_driver_ops o = full;
+        o.name = NULL;
+        assert_int_equal(power_driver_validate(&o, &missing), -EINVAL);
+        assert_string_equal(missing, "name");
+        o = full;
+        o.exit = dummy_exit;
+        assert_int_equal(power_driver_validate(&o, &missing), -EINVAL);
+        assert_string_equal(missing, "init");
+
+        /* Registration: once; another table under the same name is refused. */
+        static const struct power_driver_ops reg = {
+                .name = "dummy", .at_max_capacity = dummy_cap, .go_faster = dummy_step,
+                .go_slower = dummy_step, .enter_idle = dummy_idle, .load_scale = dummy_scale,
+                .set_perf = dummy_perf,
+        };
+        static const struct power_driver_ops reg2 = {
+                .name = "dummy", .at_max_capacity = dummy_cap, .go_faster = dummy_step,
+                .go_slower = dummy_step, .enter_idle = dummy_idle, .load_scale = dummy_scale,
+                .set_perf = dummy_perf,
+        };
+        assert_int_equal(power_driver_register(&reg), 0);
+        assert_int_equal(power_driver_register(&reg), 0);
+        assert_int_equal(power_driver_register(&reg2), -EEXIST);
+
+        /* Optional ops absent: wrappers answer -EOPNOTSUPP, best_* delegate is used. */
+        struct power_driver *d;
+        cpuset_t s;
+        assert_int_equal(power_driver_new("dummy", NULL, &d), 0);
+        cpuset_parse_list("2-3", &s);
+        assert_int_equal(power_driver_task_boost(d, 0, 1, 1), -EOPNOTSUPP);
+        assert_int_equal(power_driver_best_wake_cpu(d, &s), -EOPNOTSUPP);
+        assert_int_equal(power_driver_set_halt_poll(d, 1), -EOPNOTSUPP);
+        assert_int_equal(power_driver_late_callback(d, 5), 0);
+        power_driver_free(d);
+        assert_int_equal(power_driver_new("no-such-driver", NULL, &d), -ENOENT);
+}
+
+static int pick_last(void *ud, bool wake, const cpuset_t *cand)
+{
+        int last = -1;
+
+        (*(int *) ud)++;
+        CPUSET_FOREACH(c, cand)
+                last = c;
+        return wake ? last : cpuset_next(cand, 0);
+}
+
+static void test_best_cpu_delegate(void **state)
+{
+        struct power_driver_config cfg = { .n_cpus = 8, .best_cpu = pick_last };
+        struct power_driver *d;
+        int calls = 0;
+        cpuset_t s;
+
+        cfg.best_cpu_userdata = &calls;
+        assert_int_equal(power_driver_new("sim", &cfg, &d), 0);
+        cpuset_parse_list("2,5,6", &s);
+        assert_int_equal(power_driver_best_wake_cpu(d, &s), 6);
+        assert_int_equal(power_driver_best_sleep_cpu(d, &s), 2);
+        assert_int_equal(calls, 2);
+        cpuset_zero(&s);
+        assert_int_equal(power_driver_best_wake_cpu(d, &s), -ENOENT);
+        power_driver_free(d);
+}
+
+/* ---- sysfs backend on real layouts ---- */
+
+static void test_xeon_perf_epp(void **state)
+{
+        struct fixture f;
+        struct power_sysfs_info info;
+        struct power_perf_request req = { 0 };
+        cpuset_t s;
+        uint32_t cap;
+
+        fixture_setup(&f, "topology/xeon-spr-2s/sys");
+        assert_int_equal(power_sysfs_get_info(f.drv, &info), 0);
+        assert_true(info.n_policies > 1);
+        assert_true(info.has_epp);
+        assert_false(info.has_halt_poll);
+        assert_true(info.n_idle_knobs >= 4 * info.n_cpus);
+
+        assert_int_equal(power_driver_at_max_capacity(f.drv, 0), 1);
+        assert_int_equal(power_driver_load_scale(f.drv, 0), 1024);
+
+        /* level 500: 800000 + 500/1000 * (3800000 - 800000) */
+        req.flags = POWER_PERF_LEVEL | POWER_PERF_EPP;
+        req.level_permille = 500;
+        strcpy(req.epp, "power");
+        assert_int_equal(power_driver_set_perf(f.drv, 0, &req), 0);
+        assert_knob(&f, POL0 "/scaling_max_freq", "2300000");
+        assert_knob(&f, POL0 "/energy_performance_preference", "power");
+        assert_knob(&f, POL0 "/scaling_min_freq", "800000");
+        assert_string_equal(journal_original(f.j, JOURNAL_KIND_SYSFS, POL0 "/scaling_max_freq"), "3800000\n");
+        assert_string_equal(journal_original(f.j, JOURNAL_KIND_SYSFS, POL0 "/energy_performance_preference"),
+                            "balance_performance\n");
+        assert_int_equal(power_driver_at_max_capacity(f.drv, 0), 0);
+        assert_int_equal(power_driver_load_scale(f.drv, 0), (int) (2300000ull * 1024 / 3800000));
+
+        /* go_slower by 10% of the range from 2300000 -> 2000000; another policy untouched */
+        cpuset_parse_list("0", &s);
+        assert_int_equal(power_driver_go_slower(f.drv, &s, 100), 0);
+        assert_int_equal(power_sysfs_policy_cap_khz(f.drv, 0, &cap), 0);
+        assert_int_equal(cap, 2000000);
+        assert_knob(&f, POL0 "/scaling_max_freq", "2000000");
+        assert_knob(&f, CPU_REL "/cpufreq/policy1/scaling_max_freq", "3800000");
+        /* go_faster with magnitude 1000 saturates at cpuinfo_max */
+        assert_int_equal(power_driver_go_faster(f.drv, &s, 1000), 0);
+        assert_knob(&f, POL0 "/scaling_max_freq", "3800000");
+        assert_int_equal(power_driver_at_max_capacity(f.drv, 0), 1);
+
+        /* Same value again: no write, no journal record (skipped counter). */
+        unsigned skipped = power_driver_stats(f.drv)->skipped;
+        assert_int_equal(power_driver_set_perf(f.drv, 0, &req), 0); /* 2300000 + power */
+        assert_int_equal(power_driver_stats(f.drv)->skipped, skipped + 1); /* epp unchanged */
+
+        /* min and max together, raising the floor above the current cap: cap first */
+        req = (struct power_perf_request) { .flags = POWER_PERF_MIN_KHZ | POWER_PERF_MAX_KHZ,
+                                             .min_khz = 3000000, .max_khz = 3500000 };
+        assert_int_equal(power_driver_set_perf(f.drv, 0, &req), 0);
+        assert_knob(&f, POL0 "/scaling_min_freq", "3000000");
+        assert_knob(&f, POL0 "/scaling_max_freq", "3500000");
+
+        /* idle: deepest state 1 disables states 2 and 3 only */
+        struct power_idle_constraint ic = { .deepest_state = 1, .latency_us = -1 };
+        assert_int_equal(power_driver_enter_idle(f.drv, 3, &ic), 0);
+        assert_knob(&f, CPU_REL "/cpu3/cpuidle/state0/disable", "0");
+        assert_knob(&f, CPU_REL "/cpu3/cpuidle/state1/disable", "0");
+        assert_knob(&f, CPU_REL "/cpu3/cpuidle/state2/disable", "1");
+        assert_knob(&f, CPU_REL "/cpu3/cpuidle/state3/disable", "1");
+        /* No PM QoS file in this fixture: a latency constraint is not supported. */
+        ic.latency_us = 10;
+        assert_int_equal(power_driver_enter_idle(f.drv, 3, &ic), -EOPNOTSUPP);
+        assert_int_equal(power_driver_set_halt_poll(f.drv, 0), -EOPNOTSUPP);
+
+        assert_restores_pristine(&f);
+        fixture_teardown(&f);
+}
+
+static void test_epyc_available_frequencies(void **state)
+{
+        struct fixture f;
+        struct power_perf_request req = { .flags = POWER_PERF_LEVEL, .level_permille = 500 };
+        struct power_sysfs_info info;
+        cpuset_t s;
+
+        fixture_setup(&f, "topology/epyc-genoa-1s/sys");
+        assert_int_equal(power_sysfs_get_info(f.drv, &info), 0);
+        assert_false(info.has_epp);
+        /* 1500000 + 0.5 * 900000 = 1950000 snaps up to the listed 2200000 */
+        assert_int_equal(power_driver_set_perf(f.drv, 0, &req), 0);
+        assert_knob(&f, POL0 "/scaling_max_freq", "2200000");
+        /* a small step down still moves by one listed frequency */
+        cpuset_parse_list("0", &s);
+        assert_int_equal(power_driver_go_slower(f.drv, &s, 1), 0);
+        assert_knob(&f, POL0 "/scaling_max_freq", "1500000");
+        /* never below the floor (scaling_min_freq 1500000) */
+        assert_int_equal(power_driver_go_slower(f.drv, &s, 500), 0);
+        assert_knob(&f, POL0 "/scaling_max_freq", "1500000");
+        assert_int_equal(power_driver_go_faster(f.drv, &s, 1), 0);
+        assert_knob(&f, POL0 "/scaling_max_freq", "2200000");
+        /* EPP on a driver without it */
+        req = (struct power_perf_request) { .flags = POWER_PERF_EPP, .epp = "power" };
+        assert_int_equal(power_driver_set_perf(f.drv, 0, &req), -EOPNOTSUPP);
+
+        /* boost: to max until now + 5ms, then back to the saved cap in late_callback */
+        assert_int_equal(power_driver_task_boost(f.drv, 0, 5 * NSEC_PER_MSEC, 1000), 0);
+        assert_knob(&f, POL0 "/scaling_max_freq", "2400000");
+        assert_int_equal(power_driver_late_callback(f.drv, 1000 + 4 * NSEC_PER_MSEC), 0);
+        assert_knob(&f, POL0 "/scaling_max_freq", "2400000");
+        /* a request during the boost lands after it */
+        req = (struct power_perf_request) { .flags = POWER_PERF_LEVEL, .level_permille = 0 };
+        assert_int_equal(power_driver_set_perf(f.drv, 0, &req), 0);
+        assert_knob(&f, POL0 "/scaling_max_freq", "2400000");
+        assert_int_equal(power_driver_late_callback(f.drv, 1000 + 5 * NSEC_PER_MSEC), 0);
+        assert_knob(&f, POL0 "/scaling_max_freq", "1500000");
+
+        assert_restores_pristine(&f);
+        fixture_teardown(&f);
+}
+
+static void test_small_qos_halt_poll(void **state)
+{
+        struct fixture f;
+        struct power_sysfs_info info;
+        struct power_idle_constraint ic = { .deepest_state = -1, .latency_us = 20 };
+
+        fixture_setup(&f, "sysfs-cpufreq/small-2cpu/sys");
+        assert_int_equal(power_sysfs_get_info(f.drv, &info), 0);
+        assert_int_equal(info.n_cpus, 2);
+        assert_int_equal(info.n_pm_qos, 2);
+        assert_true(info.has_halt_poll);
+        assert_int_equal(power_driver_enter_idle(f.drv, 1, &ic), 0);
+        assert_knob(&f, CPU_REL "/cpu1/power/pm_qos_resume_latency_us", "20");
+        ic.latency_us = 0; /* no wake latency tolerated: the kernel's "n/a" */
+        assert_int_equal(power_driver_enter_idle(f.drv, 1, &ic), 0);
+        assert_knob(&f, CPU_REL "/cpu1/power/pm_qos_resume_latency_us", "n/a");
+        ic.latency_us = -1;
+        assert_int_equal(power_driver_enter_idle(f.drv, 1, &ic), 0);
+        assert_knob(&f, CPU_REL "/cpu1/power/pm_qos_resume_latency_us", "0");
+        assert_int_equal(power_driver_set_halt_poll(f.drv, 50000), 0);
+        assert_knob(&f, "module/kvm/parameters/halt_poll_ns", "50000");
+        assert_int_equal(power_driver_enter_idle(f.drv, 7, &ic), -ENOENT);
+        assert_restores_pristine(&f);
+        fixture_teardown(&f);
+}
+
+/* ---- fault injection ---- */
+
+struct faults {
+        const char *match; /* path substring */
+        int write_errno;   /* fail writes with this */
+        const char *readback; /* after a write, reads return this */
+        bool armed_readback;
+        unsigned writes, reads, writes_matched;
+};
+
+static ssize_t f_read(void *ud, const char *path, char *buf, size_t size)
+{
+        struct faults *fl = ud;
+
+        fl->reads++;
+        if (fl->match && strstr(path, fl->match) && fl->armed_readback && fl->readback) {
+                snprintf(buf, size, "%s\n", fl->readback);
+                return (ssize_t) strlen(buf);
+        }
+        return power_sysfs_default_read(NULL, path, buf, size);
+}
+
+static int f_write(void *ud, const char *path, const char *data, size_t len)
+{
+        struct faults *fl = ud;
+        int r;
+
+        fl->writes++;
+        if (fl->match && strstr(path, fl->match)) {
+                fl->writes_matched++;
+                if (fl->write_errno)
+                        return -fl->write_errno;
+        }
+        r = power_sysfs_default_write(NULL, path, data, len);
+        if (r == 0 && fl->match && strstr(path, fl->match) && fl->readback) {
+                /* The kernel clamps: the file holds what it would read back. */
+                char buf[128];
+                snprintf(buf, sizeof(buf), "%s\n", fl->readback);
+                r = power_sysfs_default_write(NULL, path, buf, strlen(buf));
+        }
+        return r;
+}
+
+static void install(struct faults *fl)
+{
+        const struct power_sysfs_io io = { f_read, f_write, fl };
+        power_driver_sysfs_set_io(&io);
+}
+
+static void test_errno_einval(void **state)
+{
+        struct fixture f;
+        struct faults fl = { .match = "policy1/energy_performance_preference", .write_errno = EINVAL };
+        struct power_perf_request req = { .flags = POWER_PERF_EPP, .epp = "bogus" };
+        struct power_driver_stats *st;
+
+        fixture_setup(&f, "sysfs-cpufreq/small-2cpu/sys");
+        st = power_driver_stats(f.drv);
+        install(&fl);
+        assert_int_equal(power_driver_set_perf(f.drv, 1, &req), -EINVAL);
+        assert_int_equal(st->rejected, 1);
+        assert_int_equal(fl.writes_matched, 1);
+        /* The same value again: refused without touching the file. */
+        assert_int_equal(power_driver_set_perf(f.drv, 1, &req), -EINVAL);
+        assert_int_equal(st->rejected_cached, 1);
+        assert_int_equal(fl.writes_matched, 1);
+        assert_int_equal(power_driver_pending_retries(f.drv), 0);
+        /* Another value is tried (and accepted once the fault is gone). */
+        fl.write_errno = 0;
+        strcpy(req.epp, "power");
+        assert_int_equal(power_driver_set_perf(f.drv, 1, &req), 0);
+        assert_knob(&f, CPU_REL "/cpufreq/policy1/energy_performance_preference", "power");
+        assert_restores_pristine(&f);
+        fixture_teardown(&f);
+}
+
+static void test_errno_ebusy_backoff(void **state)
+{
+        struct fixture f;
+        struct faults fl = { .match = "cpu0/cpuidle/state2/disable", .write_errno = EBUSY };
+        struct power_idle_constraint ic = { .deepest_state = 1, .latency_us = -1 };
+        struct power_driver_stats *st;
+        nsec_t t = 1000 * NSEC_PER_SEC;
+
+        fixture_setup(&f, "sysfs-cpufreq/small-2cpu/sys");
+        st = power_driver_stats(f.drv);
+        install(&fl);
+        power_driver_set_now(f.drv, t);
+        assert_int_equal(power_driver_enter_idle(f.drv, 0, &ic), -EBUSY);
+        assert_int_equal(st->busy, 1);
+        assert_int_equal(power_driver_pending_retries(f.drv), 1);
+        assert_knob(&f, CPU_REL "/cpu0/cpuidle/state2/disable", "0");
+        /* Not due before the first backoff (10 ms). */
+        assert_int_equal(power_driver_late_callback(f.drv, t + 9 * NSEC_PER_MSEC), 0);
+        assert_int_equal(st->retries, 0);
+        /* Due: retried, still busy: next after 20 ms. */
+        assert_int_equal(power_driver_late_callback(f.drv, t + 10 * NSEC_PER_MSEC), -EBUSY);
+        assert_int_equal(st->retries, 1);
+        assert_int_equal(power_driver_late_callback(f.drv, t + 29 * NSEC_PER_MSEC), 0);
+        assert_int_equal(st->retries, 1);
+        /* The knob frees up: the retry succeeds and the pending entry is gone. */
+        fl.write_errno = 0;
+        assert_int_equal(power_driver_late_callback(f.drv, t + 30 * NSEC_PER_MSEC), 0);
+        assert_int_equal(st->retries, 2);
+        assert_int_equal(power_driver_pending_retries(f.drv), 0);
+        assert_knob(&f, CPU_REL "/cpu0/cpuidle/state2/disable", "1");
+
+        /* Permanently busy: gives up after max_attempts retries. */
+        fl.write_errno = EBUSY;
+        fl.match = "cpu1/cpuidle/state2/disable";
+        assert_int_equal(power_driver_enter_idle(f.drv, 1, &ic), -EBUSY);
+        nsec_t now = t;
+        for (int i = 0; i < 200 && power_driver_pending_retries(f.drv) > 0; i++) {
+                now += NSEC_PER_SEC;
+                (void) power_driver_late_callback(f.drv, now);
+        }
+        assert_int_equal(power_driver_pending_retries(f.drv), 0);
+        assert_int_equal(st->gave_up, 1);
+        assert_int_equal(st->retries, 2 + BACKOFF_DEFAULT.max_attempts);
+        assert_restores_pristine(&f);
+        fixture_teardown(&f);
+}
+
+static void test_errno_eacces(void **state)
+{
+        struct fixture f;
+        struct faults fl = { .match = "policy0/scaling_max_freq", .write_errno = EACCES };
+        struct power_perf_request req = { .flags = POWER_PERF_LEVEL, .level_permille = 100 };
+        struct power_idle_constraint ic = { .deepest_state = 0, .latency_us = -1 };
+        struct power_driver_stats *st;
+
+        fixture_setup(&f, "sysfs-cpufreq/small-2cpu/sys");
+        st = power_driver_stats(f.drv);
+        install(&fl);
+        assert_int_equal(power_driver_set_perf(f.drv, 0, &req), -EACCES);
+        assert_int_equal(st->denied, 1);
+        assert_true(power_driver_class_disabled(f.drv, POWER_KNOB_CPUFREQ));
+        /* Every cpufreq knob is now refused without I/O, other classes still work. */
+        unsigned w = fl.writes;
+        assert_int_equal(power_driver_set_perf(f.drv, 1, &req), -EACCES);
+        assert_int_equal(fl.writes, w);
+        assert_int_equal(st->class_disabled, 1);
+        assert_int_equal(power_driver_enter_idle(f.drv, 0, &ic), 0);
+        assert_knob(&f, CPU_REL "/cpu0/cpuidle/state1/disable", "1");
+        assert_false(power_driver_class_disabled(f.drv, POWER_KNOB_CPUIDLE));
+        assert_restores_pristine(&f);
+        fixture_teardown(&f);
+}
+
+static void test_errno_enoent(void **state)
+{
+        struct fixture f;
+        struct faults fl = { .match = "cpu1/power/pm_qos", .write_errno = ENOENT };
+        struct power_idle_constraint ic = { .deepest_state = -1, .latency_us = 5 };
+        struct power_driver_stats *st;
+
+        fixture_setup(&f, "sysfs-cpufreq/small-2cpu/sys");
+        st = power_driver_stats(f.drv);
+        install(&fl);
+        assert_int_equal(power_driver_enter_idle(f.drv, 1, &ic), -ENOENT);
+        assert_int_equal(st->gone, 1);
+        /* dropped: not tried again */
+        unsigned m = fl.writes_matched;
+        assert_int_equal(power_driver_enter_idle(f.drv, 1, &ic), -ENOENT);
+        assert_int_equal(fl.writes_matched, m);
+        assert_int_equal(power_driver_pending_retries(f.drv), 0);
+        /* a CPU whose policy directory vanished: the read fails with ENOENT too */
+        sh("rm -rf '%s/" CPU_REL "/cpufreq/policy0'", f.root);
+        struct power_perf_request req = { .flags = POWER_PERF_LEVEL, .level_permille = 100 };
+        assert_int_equal(power_driver_set_perf(f.drv, 0, &req), -ENOENT);
+        assert_int_equal(st->gone, 2);
+        fixture_teardown(&f);
+}
+
+static void test_clamped(void **state)
+{
+        struct fixture f;
+        struct faults fl = { .match = "policy0/scaling_min_freq", .readback = "2000000" };
+        struct power_perf_request req = { .flags = POWER_PERF_MIN_KHZ, .min_khz = 3000000 };
+        const struct power_write_info *lw;
+        struct power_driver_stats *st;
+
+        fixture_setup(&f, "sysfs-cpufreq/small-2cpu/sys");
+        st = power_driver_stats(f.drv);
+        install(&fl);
+        assert_int_equal(power_driver_set_perf(f.drv, 0, &req), -ERANGE);
+        lw = power_driver_last_write(f.drv);
+        assert_int_equal(lw->error, -ERANGE);
+        assert_string_equal(lw->wanted, "3000000");
+        assert_string_equal(lw->actual, "2000000");
+        assert_string_equal(lw->path, POL0 "/scaling_min_freq");
+        assert_int_equal(st->clamped, 1);
+        assert_int_equal(st->writes, 0);
+        assert_knob(&f, POL0 "/scaling_min_freq", "2000000");
+        /* The clamped value is known to the journal: restore puts 800000 back. */
+        assert_restores_pristine(&f);
+        fixture_teardown(&f);
+}
+
+static void test_other_errno(void **state)
+{
+        struct fixture f;
+        struct faults fl = { .match = "halt_poll_ns", .write_errno = EIO };
+
+        fixture_setup(&f, "sysfs-cpufreq/small-2cpu/sys");
+        install(&fl);
+        assert_int_equal(power_driver_set_halt_poll(f.drv, 1), -EIO);
+        assert_int_equal(power_driver_stats(f.drv)->other_errors, 1);
+        assert_int_equal(power_driver_pending_retries(f.drv), 0);
+        assert_false(power_driver_class_disabled(f.drv, POWER_KNOB_HALT_POLL));
+        assert_restores_pristine(&f);
+        fixture_teardown(&f);
+}
+
+/* A journal that cannot record: the knob must not be written. */
+static void test_journal_failure_blocks_write(void **state)
+{
+        struct fixture f;
+
+        fixture_setup(&f, "sysfs-cpufreq/small-2cpu/sys");
+        sh("chmod 0500 '%s'", f.state);
+        if (geteuid() == 0) {
+                /* root ignores the mode: take the directory away instead */
+                sh("rm -rf '%s' && touch '%s'", f.state, f.state);
+        }
+        assert_true(power_driver_set_halt_poll(f.drv, 7) < 0);
+        assert_int_equal(power_driver_stats(f.drv)->journal_errors, 1);
+        assert_knob(&f, "module/kvm/parameters/halt_poll_ns", "200000");
+        sh("rm -rf '%s'", f.state);
+        fixture_teardown(&f);
+}
+
+/* ---- sim ---- */
+
+static void hook(void *ud, struct power_driver *d, unsigned cpu)
+{
+        ((unsigned *) ud)[cpu]++;
+}
+
+static void test_sim(void **state)
+{
+        unsigned calls[4] = { 0 };
+        struct power_driver_config cfg = { .n_cpus = 4, .sim_max_khz = 2000000, .sim_hook = hook, .sim_userdata = calls };
+        struct power_driver *d;
+        struct power_perf_request req = { .flags = POWER_PERF_MAX_KHZ | POWER_PERF_EPP, .max_khz = 1000000, .epp = "power" };
+        struct power_idle_constraint ic = { .deepest_state = 2, .latency_us = 50 };
+        cpuset_t s;
+
+        assert_int_equal(power_driver_new("sim", &cfg, &d), 0);
+        assert_int_equal(power_driver_at_max_capacity(d, 1), 1);
+        assert_int_equal(power_driver_set_perf(d, 1, &req), 0);
+        assert_int_equal(power_sim_cpu(d, 1)->level_permille, 500);
+        assert_string_equal(power_sim_cpu(d, 1)->epp, "power");
+        assert_int_equal(power_driver_load_scale(d, 1), 512);
+        assert_int_equal(power_driver_at_max_capacity(d, 1), 0);
+        cpuset_parse_list("1-2", &s);
+        assert_int_equal(power_driver_go_slower(d, &s, 100), 0);
+        assert_int_equal(power_sim_cpu(d, 1)->level_permille, 400);
+        assert_int_equal(power_sim_cpu(d, 2)->level_permille, 900);
+        assert_int_equal(power_driver_task_boost(d, 2, 100, 1000), 0);
+        assert_int_equal(power_sim_cpu(d, 2)->level_permille, 1000);
+        assert_int_equal(power_driver_late_callback(d, 1099), 0);
+        assert_int_equal(power_sim_cpu(d, 2)->level_permille, 1000);
+        assert_int_equal(power_driver_late_callback(d, 1100), 0);
+        assert_int_equal(power_sim_cpu(d, 2)->level_permille, 900);
+        assert_int_equal(power_driver_enter_idle(d, 3, &ic), 0);
+        assert_int_equal(power_sim_cpu(d, 3)->idle.deepest_state, 2);
+        assert_int_equal(power_sim_cpu(d, 3)->idle.latency_us, 50);
+        assert_int_equal(power_driver_set_halt_poll(d, 1234), 0);
+        assert_int_equal(power_sim_halt_poll_ns(d), 1234);
+        assert_int_equal(calls[0], 0);
+        assert_int_equal(calls[1], 2);
+        assert_int_equal(calls[2], 3);
+        assert_int_equal(calls[3], 1);
+        assert_int_equal(power_driver_enter_idle(d, 4, &ic), -ENOENT);
+        power_driver_free(d);
+        cfg.n_cpus = 0;
+        assert_int_equal(power_driver_new("sim", &cfg, &d), -EINVAL);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_validate),
+                cmocka_unit_test(test_best_cpu_delegate),
+                cmocka_unit_test(test_xeon_perf_epp),
+                cmocka_unit_test(test_epyc_available_frequencies),
+                cmocka_unit_test(test_small_qos_halt_poll),
+                cmocka_unit_test(test_errno_einval),
+                cmocka_unit_test(test_errno_ebusy_backoff),
+                cmocka_unit_test(test_errno_eacces),
+                cmocka_unit_test(test_errno_enoent),
+                cmocka_unit_test(test_clamped),
+                cmocka_unit_test(test_other_errno),
+                cmocka_unit_test(test_journal_failure_blocks_write),
+                cmocka_unit_test(test_sim),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
