@@ -14,6 +14,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
@@ -47,13 +48,20 @@ bool retry_schedule(struct retry_state *s, const struct backoff *b, nsec_t now, 
         return true;
 }
 
+static char proc_root[PATH_MAX] = "/proc";
+
+int actuator_set_proc_root(const char *root)
+{
+        return path_printf(proc_root, sizeof(proc_root), "%s", root ? root : "/proc") < 0 ? -ENAMETOOLONG : 0;
+}
+
 int actuator_thread_starttime(pid_t pid, pid_t tid, uint64_t *ret)
 {
-        char path[64], buf[1024], *p, *save = NULL;
+        char path[PATH_MAX + 64], buf[1024], *p, *save = NULL;
         ssize_t n;
         int field = 2;
 
-        path_printf(path, sizeof(path), "/proc/%d/task/%d/stat", (int) pid, (int) tid);
+        path_printf(path, sizeof(path), "%s/%d/task/%d/stat", proc_root, (int) pid, (int) tid);
         n = read_small_file(path, buf, sizeof(buf));
         if (n == -ENOENT)
                 return -ESRCH;

@@ -26,7 +26,10 @@
  * Failures carry the real errno; a vanished thread/domain is -ESRCH/-ENOENT.
  */
 
-/* Field 22 of /proc/<pid>/task/<tid>/stat (clock ticks since boot). */
+/* procfs root for starttime lookups (default "/proc"; NULL resets).  Process-wide. */
+int actuator_set_proc_root(const char *root);
+
+/* Field 22 of <proc>/<pid>/task/<tid>/stat (clock ticks since boot). */
 int actuator_thread_starttime(pid_t pid, pid_t tid, uint64_t *ret);
 
 /* Journal key for a thread: "pid:tid:starttime". */

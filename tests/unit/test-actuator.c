@@ -172,6 +172,24 @@ static void test_starttime(void **state)
         worker_stop(&w);
         assert_int_equal(actuator_thread_starttime(getpid(), tid, &st_w2), -ESRCH);
         assert_int_equal(actuator_thread_starttime(getpid(), 0x3fffffff, &st_w2), -ESRCH);
+
+        /* A fake procfs root: comm "x) 1 2 (y" and field 22 = 987654 */
+        char cmd[2048];
+        snprintf(cmd, sizeof(cmd),
+                 "mkdir -p '%s/proc/10/task/11' && printf '11 (x) 1 2 (y) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 987654 20 21\\n' "
+                 "> '%s/proc/10/task/11/stat' && "
+                 "mkdir -p '%s/proc/10/task/12' && printf '12 (z) S 1\\n' > '%s/proc/10/task/12/stat'",
+                 tmpdir, tmpdir, tmpdir, tmpdir);
+        assert_int_equal(system(cmd), 0);
+        snprintf(cmd, sizeof(cmd), "%s/proc", tmpdir);
+        assert_int_equal(actuator_set_proc_root(cmd), 0);
+        assert_int_equal(actuator_thread_starttime(10, 11, &st_w2), 0);
+        assert_int_equal(st_w2, 987654);
+        assert_int_equal(actuator_thread_starttime(10, 12, &st_w2), -EINVAL); /* truncated line */
+        assert_int_equal(actuator_thread_starttime(10, 13, &st_w2), -ESRCH);
+        assert_int_equal(actuator_set_proc_root(NULL), 0);
+        assert_int_equal(actuator_thread_starttime(getpid(), getpid(), &st_w2), 0);
+        assert_int_equal(st_w2, st_main);
 }
 
 static void test_pin_and_restore(void **state)
