@@ -80,6 +80,8 @@ class DaemonWithGuests(unittest.TestCase):
 
     def _util(self, g):
         vm = self.d.vm_by_pid(g.pid)
+        log("%s: %s" % (g.name, ", ".join("vCPU%d util %.3f wait %.3f" % (v["index"], v["util"], v["wait_ratio"])
+                                           for v in vm["vcpus"])))
         return {v["index"]: v["util"] for v in vm["vcpus"]}
 
     def test_2_busy_vcpu_and_idle_vcpu(self):
@@ -92,7 +94,7 @@ class DaemonWithGuests(unittest.TestCase):
         # Move the load to vCPU1: the daemon follows within two periods.
         self.a.console.idle("all")
         self.a.console.busy(1)
-        d.wait_periods(2)
+        d.wait_periods(3)
         u = self._util(self.a)
         log("guest a, vCPU1 busy: daemon util %s" % u)
         self.assertLess(u[0], IDLE_MAX)
