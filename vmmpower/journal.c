@@ -25,6 +25,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -417,6 +418,12 @@ int journal_open(const char *state_dir, struct journal **ret)
                 r = -errno;
                 goto fail;
         }
+        /* One user at a time: the daemon, or `vmmpowerd --restore`, not both. */
+        if (flock(j->dirfd, LOCK_EX | LOCK_NB) < 0) {
+                r = errno == EWOULDBLOCK ? -EBUSY : -errno;
+                log_error_errno(r, "Journal in %s is in use by another process: %m", state_dir);
+                goto fail;
+        }
         fd = open(j->path, O_RDWR | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
         if (fd < 0 && errno != ENOENT) {
                 r = log_error_errno(errno, "Failed to open %s: %m", j->path);
@@ -710,7 +717,7 @@ static bool is_gone(int r)
 
 enum restore_result { R_DONE, R_UNCHANGED, R_FOREIGN, R_GONE, R_FAILED, R_SKIPPED };
 
-static enum restore_result restore_one(const struct entry *e, const struct journal_knob_io *io)
+static enum restore_result restore_one(struct entry *e, const struct journal_knob_io *io)
 {
         char cur[JOURNAL_VALUE_MAX + 2], esc[256], esc2[256];
         int r;
@@ -743,8 +750,13 @@ static enum restore_result restore_one(const struct entry *e, const struct journ
         r = io->read(io->userdata, e->key, cur, sizeof(cur));
         if (is_gone(r))
                 return R_GONE;
-        if (r < 0 || !value_eq(cur, e->orig)) {
-                log_debug("Restore %s %s: read-back differs", kind_names[e->kind], e->key);
+        if (r < 0)
+                return R_FAILED;
+        if (!value_eq(cur, e->orig)) {
+                escape_bytes(cur, strlen(cur), esc, sizeof(esc));
+                log_debug("Restore %s %s: read back \"%s\" after writing the original", kind_names[e->kind], e->key, esc);
+                /* The knob now holds what our restore write produced: still ours. */
+                (void) set_str(&e->before, cur);
                 return R_FAILED;
         }
         return R_DONE;

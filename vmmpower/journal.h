@@ -47,7 +47,9 @@ struct journal;
  * journal is loaded (a previous run's originals are kept: they are the
  * values to restore, not what the knobs hold now); a torn tail is cut off.
  * The file itself is only created by the first record, so "a journal file
- * exists" means "some knob may need restoring".
+ * exists" means "some knob may need restoring".  The state directory is
+ * flock()ed while the journal is open: -EBUSY if another process (a running
+ * daemon) holds it.
  */
 int journal_open(const char *state_dir, struct journal **ret);
 struct journal *journal_free(struct journal *j); /* closes; never restores */

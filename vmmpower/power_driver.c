@@ -25,7 +25,9 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -298,6 +300,7 @@ ssize_t power_sysfs_default_read(void *userdata, const char *path, char *buf, si
 
 int power_sysfs_default_write(void *userdata, const char *path, const char *data, size_t len)
 {
+        struct statfs sfs;
         struct stat st;
         ssize_t n;
         int fd, r = 0;
@@ -310,11 +313,17 @@ int power_sysfs_default_write(void *userdata, const char *path, const char *data
                 close(fd);
                 return r;
         }
-        if (S_ISREG(st.st_mode) && st.st_size != 4096) {
+        if (fstatfs(fd, &sfs) < 0) {
+                r = -errno;
+                close(fd);
+                return r;
+        }
+        if (S_ISREG(st.st_mode) && sfs.f_type != SYSFS_MAGIC) {
                 /*
-                 * A fixture tree: a regular file with its real size (sysfs
-                 * attributes report 4096).  Replace it atomically so that an
-                 * interrupted write never leaves a half value, as with sysfs.
+                 * Not sysfs: a fixture tree (or one bind-mounted over
+                 * /sys/devices/system/cpu).  Replace the file atomically so
+                 * that an interrupted write never leaves a half value, as
+                 * a sysfs store never does.
                  */
                 char tmp[PATH_MAX];
                 int tfd;

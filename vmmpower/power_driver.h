@@ -185,8 +185,8 @@ unsigned power_driver_pending_retries(const struct power_driver *drv);
  * goes through these.  read(): raw bytes NUL-terminated, returns length or
  * -errno.  write(): one write of data, 0 or -errno.  Tests install fault
  * injecting versions; NULL restores the default.  Default write on a
- * regular file (a fixture tree, not sysfs) replaces the file atomically
- * (tmp + rename), as a sysfs store is atomic.
+ * regular file outside sysfs (a fixture tree) replaces the file atomically
+ * (tmp + rename, no fsync), as a sysfs store is atomic.
  */
 struct power_sysfs_io {
         ssize_t (*read)(void *userdata, const char *path, char *buf, size_t size);

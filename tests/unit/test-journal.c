@@ -329,6 +329,66 @@ static void test_torn_and_corrupt(void **state)
         sh("rm '%s'", jp);
 }
 
+/* cpufreq-like pair: scaling_min_freq reads back clamped to scaling_max_freq. */
+struct fake_policy {
+        unsigned min_req, max_req;
+};
+
+static int fp_read(void *ud, const char *key, char *buf, size_t size)
+{
+        struct fake_policy *p = ud;
+        unsigned v = strcmp(key, "min") == 0 ? MIN(p->min_req, p->max_req) : p->max_req;
+        return snprintf(buf, size, "%u\n", v);
+}
+
+static int fp_write(void *ud, const char *key, const char *value)
+{
+        struct fake_policy *p = ud;
+        uint32_t v;
+
+        if (parse_u32(value, &v) < 0) /* accepts one trailing newline */
+                return -EINVAL;
+        if (strcmp(key, "min") == 0)
+                p->min_req = v;
+        else
+                p->max_req = v;
+        return 0;
+}
+
+static void test_restore_order_clamp(void **state)
+{
+        struct fake_policy p = { 3000000, 3800000 }; /* an administrator's floor */
+        struct journal_knob_io io[_JOURNAL_KIND_MAX] = { [JOURNAL_KIND_SYSFS] = { fp_read, fp_write, &p } };
+        char sd[300], cur[32];
+        struct journal *j, *j2;
+        struct restore_stats st;
+
+        path_of(sd, sizeof(sd), "ro-state");
+        assert_int_equal(journal_open(sd, &j), 0);
+        /* The journal is exclusive: a second user (vmmpowerd --restore while the daemon runs) is refused. */
+        assert_int_equal(journal_open(sd, &j2), -EBUSY);
+        /* we lower the floor first, then the cap */
+        fp_read(&p, "min", cur, sizeof(cur));
+        assert_int_equal(journal_before_write(j, JOURNAL_KIND_SYSFS, "min", cur, "800000"), 0);
+        fp_write(&p, "min", "800000\n");
+        fp_read(&p, "max", cur, sizeof(cur));
+        assert_int_equal(journal_before_write(j, JOURNAL_KIND_SYSFS, "max", cur, "1000000"), 0);
+        fp_write(&p, "max", "1000000\n");
+        /*
+         * Restoring min first reads back 1000000 (clamped by max); once max
+         * is back the second pass finds min at its original.
+         */
+        assert_int_equal(journal_restore(j, io, &st), 0);
+        assert_int_equal(st.restored, 1);
+        assert_int_equal(st.unchanged, 1);
+        assert_int_equal(st.foreign + st.failed, 0);
+        assert_int_equal(p.min_req, 3000000);
+        assert_int_equal(p.max_req, 3800000);
+        journal_free(j);
+        assert_int_equal(journal_open(sd, &j2), 0);
+        journal_free(j2);
+}
+
 static void test_escaping_and_kinds(void **state)
 {
         char sd[300];
@@ -595,6 +655,7 @@ int main(void)
                 cmocka_unit_test(test_roundtrip),
                 cmocka_unit_test(test_foreign_gone_partial),
                 cmocka_unit_test(test_torn_and_corrupt),
+                cmocka_unit_test(test_restore_order_clamp),
                 cmocka_unit_test(test_escaping_and_kinds),
                 cmocka_unit_test(test_compaction),
                 cmocka_unit_test(test_kill9),

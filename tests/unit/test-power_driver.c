@@ -49,7 +49,8 @@ static void fixture_setup(struct fixture *f, const char *tree)
         struct power_driver_config cfg = { 0 };
 
         memset(f, 0, sizeof(*f));
-        strcpy(f->tmp, "/tmp/test-power_driver.XXXXXX");
+        /* tmpfs when there is one: copying a 3600-file fixture to this disk takes seconds */
+        strcpy(f->tmp, access("/dev/shm", W_OK) == 0 ? "/dev/shm/test-power_driver.XXXXXX" : "/tmp/test-power_driver.XXXXXX");
         assert_non_null(mkdtemp(f->tmp));
         snprintf(f->root, sizeof(f->root), "%s/sys", f->tmp);
         snprintf(f->pristine, sizeof(f->pristine), "%s/pristine", f->tmp);
