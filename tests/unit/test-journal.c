@@ -180,6 +180,23 @@ static void test_roundtrip(void **state)
         get(root, "d", buf, sizeof(buf));
         assert_string_equal(buf, "no newline");
 
+        /* The daemon on TERM: restore through its own open journal, which stays usable. */
+        assert_int_equal(journal_open(sd, &j), 0);
+        jwrite(j, root, "b", "performance");
+        assert_int_equal(journal_restore_all(sd, root, NULL, &st), -EBUSY);
+        assert_int_equal(journal_restore_builtin(j, root, NULL, &st), 0);
+        assert_int_equal(st.restored, 1);
+        assert_false(exists(jp));
+        jwrite(j, root, "c", "1");
+        assert_true(exists(jp));
+        assert_int_equal(journal_restore_builtin(j, root, NULL, &st), 0);
+        assert_int_equal(st.restored, 1);
+        journal_free(j);
+        get(root, "b", buf, sizeof(buf));
+        assert_string_equal(buf, "balance_performance\n");
+        get(root, "c", buf, sizeof(buf));
+        assert_string_equal(buf, "0\n");
+
         /* No journal: restore_all is a no-op. */
         assert_int_equal(journal_restore_all(sd, root, NULL, &st), 0);
         assert_int_equal(st.restored, 0);
