@@ -19,6 +19,7 @@
  * Restore can then tell "ours" (one of those two) from "someone else's"
  * (anything else) without a second, post-write record.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -390,6 +391,26 @@ static ssize_t load(struct journal *j, char *data, size_t len)
         return (ssize_t) good;
 }
 
+/* Leftovers of a compaction killed between writing the temp file and rename(). */
+static void remove_stale_tmp(int dirfd)
+{
+        int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        struct dirent *de;
+        DIR *d;
+
+        if (fd < 0)
+                return;
+        d = fdopendir(fd);
+        if (!d) {
+                close(fd);
+                return;
+        }
+        while ((de = readdir(d)))
+                if (strncmp(de->d_name, JOURNAL_FILE ".tmp.", strlen(JOURNAL_FILE ".tmp.")) == 0)
+                        (void) unlinkat(dirfd, de->d_name, 0);
+        closedir(d);
+}
+
 int journal_open(const char *state_dir, struct journal **ret)
 {
         struct journal *j;
@@ -424,6 +445,7 @@ int journal_open(const char *state_dir, struct journal **ret)
                 log_error_errno(r, "Journal in %s is in use by another process: %m", state_dir);
                 goto fail;
         }
+        remove_stale_tmp(j->dirfd);
         fd = open(j->path, O_RDWR | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
         if (fd < 0 && errno != ENOENT) {
                 r = log_error_errno(errno, "Failed to open %s: %m", j->path);
