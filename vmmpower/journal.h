@@ -37,7 +37,7 @@ enum journal_kind {
 
 const char *journal_kind_to_string(enum journal_kind k);
 
-#define JOURNAL_VALUE_MAX 4096 /* longest value (bytes) a knob may hold */
+#define JOURNAL_VALUE_MAX 16384 /* longest value: a worst-case cpulist of 4096 CPUs is ~10 KB */
 #define JOURNAL_KEY_MAX 1024
 
 struct journal;

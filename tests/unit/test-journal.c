@@ -439,6 +439,20 @@ static void test_escaping_and_kinds(void **state)
         assert_string_equal(journal_original(j, JOURNAL_KIND_AFFINITY, "1:2:3"), "0-1");
         assert_string_equal(journal_original(j, JOURNAL_KIND_SYSFS, "1:2:3"), "s");
         assert_string_equal(journal_original(j, JOURNAL_KIND_VCPUPIN, "6695eb01-f6a4-8304-79aa-97f2502e193f:0"), "0-7");
+        /* worst-case cpulist of a 4096-CPU host (every other CPU) fits */
+        {
+                static char big[16384];
+                cpuset_t every_other;
+                cpuset_zero(&every_other);
+                for (unsigned c = 0; c < VP_MAX_CPUS; c += 2)
+                        cpuset_set(&every_other, c);
+                assert_true(cpuset_format_list(&every_other, big, sizeof(big)) > 9000);
+                assert_int_equal(journal_before_write(j, JOURNAL_KIND_AFFINITY, "9:9:9", big, "1"), 0);
+                journal_free(j);
+                assert_int_equal(journal_open(sd, &j), 0);
+                assert_string_equal(journal_original(j, JOURNAL_KIND_AFFINITY, "9:9:9"), big);
+                assert_int_equal(journal_forget(j, JOURNAL_KIND_AFFINITY, "9:9:9"), 0);
+        }
         /* forget */
         assert_int_equal(journal_forget(j, JOURNAL_KIND_AFFINITY, "1:2:3"), 0);
         journal_free(j);
