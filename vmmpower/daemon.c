@@ -27,8 +27,11 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include <libvirt/libvirt.h>
+
 #include "control.h"
 #include "daemon.h"
+#include "journal.h"
 #include "event.h"
 #include "log.h"
 #include "qmp.h"
@@ -267,6 +270,31 @@ fail:
         tracker_free(tracker);
         pcpu_stat_free(pcpu);
         topology_free(topo);
+        return r;
+}
+
+int daemon_restore_journal(const struct vp_config *cfg)
+{
+        struct restore_stats st = { 0 };
+        virConnectPtr conn = NULL;
+        int r;
+
+        /* vCPU pins made through libvirt are put back through libvirt; without a
+         * connection those entries stay in the journal for a later restore. */
+        if (cfg->libvirt_enabled)
+                conn = virConnectOpen(cfg->libvirt_uri);
+        r = journal_restore_all(cfg->state_dir, cfg->sysfs_root, conn, &st);
+        if (conn)
+                virConnectClose(conn);
+        if (r < 0)
+                return log_error_errno(r, "Failed to restore the journal in %s: %m", cfg->state_dir);
+        if (st.restored + st.unchanged + st.foreign + st.gone + st.failed + st.skipped + st.torn > 0)
+                log_notice("Journal %s: %u restored, %u already original, %u changed by someone else (left), "
+                           "%u gone, %u failed, %u kept for later, %u torn records ignored.",
+                           cfg->state_dir, st.restored, st.unchanged, st.foreign, st.gone, st.failed, st.skipped,
+                           st.torn);
+        if (r > 0)
+                log_warning("%d journal entries could not be restored yet and are kept in %s.", r, cfg->state_dir);
         return r;
 }
 
@@ -659,6 +687,11 @@ int daemon_init(struct daemon *d, const struct daemon_options *opts)
                 return r;
         }
         log_set_max_level(cfg.log_level);
+
+        /* A journal left by a previous run that died: put the host back first.
+         * Failures are logged and the entries kept; the daemon starts anyway. */
+        if (!opts->dry_run)
+                (void) daemon_restore_journal(&cfg);
 
         d->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
         if (d->epoll_fd < 0)

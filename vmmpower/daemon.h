@@ -94,6 +94,13 @@ int daemon_reload(struct daemon *d);
 void daemon_request_scan(struct daemon *d);
 /* One control period: discovery if due, sampling, metrics. */
 void daemon_period(struct daemon *d, nsec_t now);
+/*
+ * Restore every knob recorded in the journal under cfg->state_dir (libvirt
+ * vCPU pins through cfg's libvirt URI when it answers).  Used by
+ * `vmmpowerd --restore` and at start-up after a crash.  Returns 0 when the
+ * journal is empty afterwards, the number of entries kept, or -errno.
+ */
+int daemon_restore_journal(const struct vp_config *cfg);
 /* Load config + conf.d into *c, applying command-line overrides. */
 int daemon_load_config(const struct daemon_options *opts, struct vp_config *c, struct config_error *err);
 

@@ -23,6 +23,7 @@ static void help(void)
                "     --check-config       validate the configuration and conf.d, then exit\n"
                "     --dump-config        print the effective configuration, then exit\n"
                "     --once               one discovery and two periods, print what is tracked, exit\n"
+               "     --restore            put back every host knob the journal records, then exit\n"
                "     --sysfs-root DIR     directory that stands for /sys\n"
                "     --procfs-root DIR    directory that stands for /proc\n"
                "     --control-socket P   control socket path\n"
@@ -93,7 +94,7 @@ static void raise_nofile(void)
 
 int main(int argc, char *argv[])
 {
-        enum { ARG_CHECK = 0x100, ARG_DUMP, ARG_ONCE, ARG_SYSFS, ARG_PROCFS, ARG_SOCKET, ARG_LOGLEVEL };
+        enum { ARG_CHECK = 0x100, ARG_DUMP, ARG_ONCE, ARG_RESTORE, ARG_SYSFS, ARG_PROCFS, ARG_SOCKET, ARG_LOGLEVEL };
         static const struct option options[] = {
                 { "config", required_argument, NULL, 'c' },
                 { "foreground", no_argument, NULL, 'f' },
@@ -101,6 +102,7 @@ int main(int argc, char *argv[])
                 { "check-config", no_argument, NULL, ARG_CHECK },
                 { "dump-config", no_argument, NULL, ARG_DUMP },
                 { "once", no_argument, NULL, ARG_ONCE },
+                { "restore", no_argument, NULL, ARG_RESTORE },
                 { "sysfs-root", required_argument, NULL, ARG_SYSFS },
                 { "procfs-root", required_argument, NULL, ARG_PROCFS },
                 { "control-socket", required_argument, NULL, ARG_SOCKET },
@@ -110,7 +112,7 @@ int main(int argc, char *argv[])
                 {}
         };
         struct daemon_options opts = { 0 };
-        bool foreground = false, check = false, dump = false;
+        bool foreground = false, check = false, dump = false, restore = false;
         struct daemon d;
         int c, r, ready_fd = -1;
 
@@ -134,6 +136,9 @@ int main(int argc, char *argv[])
                 case ARG_ONCE:
                         opts.once = true;
                         foreground = true;
+                        break;
+                case ARG_RESTORE:
+                        restore = true;
                         break;
                 case ARG_SYSFS:
                         opts.sysfs_root = optarg;
@@ -183,6 +188,20 @@ int main(int argc, char *argv[])
                 else
                         printf("Configuration OK.\n");
                 return 0;
+        }
+
+        if (restore) {
+                struct config_error err = { 0 };
+                struct vp_config cfg;
+
+                r = daemon_load_config(&opts, &cfg, &err);
+                if (r < 0) {
+                        config_error_print(&err, stderr);
+                        return 1;
+                }
+                log_set_max_level(cfg.log_level);
+                r = daemon_restore_journal(&cfg);
+                return r == 0 ? 0 : 1;
         }
 
         raise_nofile();

@@ -331,6 +331,53 @@ class DaemonBadInput(unittest.TestCase):
         d.wait_for(lambda: d.status()["libvirt"]["connected"], 15, "libvirt connection")
         self.assertEqual(os.stat(d.socket).st_gid, grp.getgrnam("vmmpt-ctl").gr_gid)
 
+    def _affinity(self, pid):
+        return os.sched_getaffinity(pid)
+
+    def test_restore_after_crash(self):
+        """A knob changed through the journal by a process that then died (journal-writer
+        exits without restoring, like kill -9) is put back by `vmmpowerd --restore`, left
+        alone if someone else changed it since, and put back at start-up."""
+        from daemonlib import BUILD_DIR
+        writer = os.path.join(BUILD_DIR, "tests", "journal-writer")
+        d = Daemon()
+        state = os.path.join(d.tmp, "state")
+        victim = subprocess.Popen(["sleep", "300"])
+        self.addCleanup(victim.kill)
+        pid = victim.pid
+        every = self._affinity(pid)
+        self.assertEqual(every, set(range(os.cpu_count())))
+
+        def pin():
+            subprocess.run([writer, state, "pin", str(pid), str(pid), "1"], check=True)
+            self.assertEqual(self._affinity(pid), {1})
+            self.assertTrue(os.listdir(state), "no journal written")
+
+        def restore():
+            return subprocess.run([VMMPOWERD, "--restore", "--config", d.config], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, universal_newlines=True, timeout=30)
+
+        pin()
+        p = restore()
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(self._affinity(pid), every)
+        self.assertIn("1 restored", p.stderr)
+        self.assertEqual(os.listdir(state), [], "journal left after a complete restore")
+
+        pin()
+        os.sched_setaffinity(pid, {0})  # someone else's change
+        p = restore()
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(self._affinity(pid), {0}, "restore overwrote someone else's change")
+        self.assertIn("1 changed by someone else", p.stderr)
+
+        os.sched_setaffinity(pid, every)
+        pin()
+        d.start()
+        self.addCleanup(d.stop)
+        self.assertEqual(self._affinity(pid), every, "not restored at start-up after a crash")
+        self.assertIn("1 restored", d.log())
+
     def test_sd_notify_and_watchdog(self):
         """Type=notify without systemd: READY=1, WATCHDOG=1 at half of WATCHDOG_USEC, STOPPING=1."""
         d = Daemon({"Daemon": {"ControlPeriod": "5s"}, "QEMU": {"ProcScanInterval": "5s"}})
