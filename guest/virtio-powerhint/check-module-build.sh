@@ -1,13 +1,17 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0-or-later
 # Build virtio_powerhint.ko out of tree against the installed headers of the
-# test guest's kernel (default 6.1.0-57-amd64; KVER=... to change) in a
+# test guest's kernel (default: the newest /boot/vmlinuz-*-amd64; KVER=... to change) in a
 # scratch copy, so the source tree stays clean.  Fails on any compiler warning.
-# Fails when the headers are not installed (meson registers it only when they are).
+# Fails when the headers are not installed (apt-get install linux-headers-amd64).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-kver=${KVER:-6.1.0-57-amd64}
+kver=${KVER:-$(ls -1 /boot/vmlinuz-*-amd64 2>/dev/null | sort -V | tail -n 1 | sed 's|.*/vmlinuz-||')}
+if [ -z "$kver" ]; then
+        echo "no guest kernel /boot/vmlinuz-*-amd64 (apt-get install linux-image-amd64)" >&2
+        exit 1
+fi
 kdir=/lib/modules/$kver/build
 
 if [ ! -e "$kdir/Makefile" ]; then
