@@ -201,6 +201,108 @@ out:
         return r;
 }
 
+/*
+ * The host end of the guest hint channel (docs/protocol.md): the source path
+ * of <channel type='unix'> whose <target type='virtio'
+ * name='org.vmmpower.hint.0'/>, from the live domain XML (or a status XML,
+ * whose <domain> is a child of <domstatus>).  libvirt fills in
+ * <source mode='bind' path='...'/> when the domain starts.
+ */
+static int channel_source_path(xmlNodePtr ch, char *path, size_t size)
+{
+        bool is_hint = false;
+        xmlChar *src = NULL;
+        int r = -ENOENT;
+
+        for (xmlNodePtr c = ch->children; c; c = c->next) {
+                if (node_is(c, "target")) {
+                        xmlChar *t = xmlGetProp(c, (const xmlChar *) "type");
+                        xmlChar *nm = xmlGetProp(c, (const xmlChar *) "name");
+
+                        if (t && nm && xmlStrcmp(t, (const xmlChar *) "virtio") == 0 &&
+                            xmlStrcmp(nm, (const xmlChar *) LIBVIRT_HINT_CHANNEL_NAME) == 0)
+                                is_hint = true;
+                        xmlFree(t);
+                        xmlFree(nm);
+                } else if (node_is(c, "source") && !src) {
+                        xmlChar *mode = xmlGetProp(c, (const xmlChar *) "mode");
+
+                        if (!mode || xmlStrcmp(mode, (const xmlChar *) "bind") == 0)
+                                src = xmlGetProp(c, (const xmlChar *) "path");
+                        xmlFree(mode);
+                }
+        }
+        if (is_hint && src) {
+                size_t len = strlen((const char *) src);
+
+                r = 0;
+                if (src[0] != '/')
+                        r = -EBADMSG;
+                for (size_t i = 0; r == 0 && i < len; i++)
+                        if (src[i] < 0x20 || src[i] == 0x7f)
+                                r = -EBADMSG;
+                if (r == 0 && len >= size)
+                        r = -ENAMETOOLONG;
+                if (r == 0)
+                        memcpy(path, src, len + 1);
+        } else if (is_hint)
+                r = -ENODATA; /* a hint channel without a source (not started yet) */
+        xmlFree(src);
+        return r;
+}
+
+int libvirt_parse_hint_channel(const char *xml, size_t len, char *path, size_t size)
+{
+        xmlDocPtr doc;
+        xmlNodePtr root, dom = NULL;
+        int r = -ENOENT;
+
+        if (!xml || !path || size == 0)
+                return -EINVAL;
+        if (len > STATUS_XML_MAX || len > INT32_MAX)
+                return -EMSGSIZE;
+        doc = xmlReadMemory(xml, (int) len, "domain.xml", NULL,
+                            XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
+        if (!doc)
+                return -EBADMSG;
+        root = xmlDocGetRootElement(doc);
+        if (root && node_is(root, "domain"))
+                dom = root;
+        else if (root && node_is(root, "domstatus"))
+                for (xmlNodePtr n = root->children; n && !dom; n = n->next)
+                        if (node_is(n, "domain"))
+                                dom = n;
+        if (!dom) {
+                r = -EBADMSG;
+                goto out;
+        }
+        for (xmlNodePtr d = dom->children; d; d = d->next) {
+                if (!node_is(d, "devices"))
+                        continue;
+                for (xmlNodePtr c = d->children; c; c = c->next) {
+                        xmlChar *t;
+                        bool unix_ch;
+                        int k;
+
+                        if (!node_is(c, "channel"))
+                                continue;
+                        t = xmlGetProp(c, (const xmlChar *) "type");
+                        unix_ch = t && xmlStrcmp(t, (const xmlChar *) "unix") == 0;
+                        xmlFree(t);
+                        if (!unix_ch)
+                                continue;
+                        k = channel_source_path(c, path, size);
+                        if (k == -ENOENT)
+                                continue;
+                        r = k; /* the first hint channel decides */
+                        goto out;
+                }
+        }
+out:
+        xmlFreeDoc(doc);
+        return r;
+}
+
 /* ---- libvirt plumbing --------------------------------------------------- */
 
 static void error_to_debug(void *userdata, virErrorPtr err)
@@ -345,6 +447,23 @@ static int domain_threads(struct libvirt_src *ls, struct vm_info *vm)
         return procscan_vcpus_of(ls->procfs_root, vm, NULL);
 }
 
+/* vm->hint_socket from the live XML; stays "" when the domain has no hint channel. */
+static void domain_hint_channel(virDomainPtr dom, struct vm_info *vm)
+{
+        char *xml = virDomainGetXMLDesc(dom, 0);
+        int r;
+
+        vm->hint_socket[0] = '\0';
+        if (!xml)
+                return;
+        r = libvirt_parse_hint_channel(xml, strlen(xml), vm->hint_socket, sizeof(vm->hint_socket));
+        if (r < 0 && r != -ENOENT && r != -ENODATA)
+                log_debug_errno(r, "No usable hint channel in the XML of domain %d: %m", vm->libvirt_id);
+        if (r < 0)
+                vm->hint_socket[0] = '\0';
+        free(xml);
+}
+
 static int cmp_vm(const void *a, const void *b)
 {
         const struct vm_info *x = a, *y = b;
@@ -403,6 +522,8 @@ static void reconcile(struct libvirt_src *ls)
                 }
                 strcpy(vm->name, name);
                 r = domain_threads(ls, vm);
+                if (r >= 0)
+                        domain_hint_channel(doms[i], vm);
                 if (r < 0) {
                         char esc[VM_NAME_MAX * 4];
 

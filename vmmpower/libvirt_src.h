@@ -56,3 +56,15 @@ void libvirt_src_get_stats(struct libvirt_src *ls, struct libvirt_src_stats *ret
 
 /* Parse libvirt's domain status XML (exposed for tests). Fills pid and vcpus. */
 int libvirt_parse_status_xml(const char *xml, size_t len, struct vm_info *vm);
+
+/* The virtio-serial port name of the guest hint channel (docs/protocol.md). */
+#define LIBVIRT_HINT_CHANNEL_NAME "org.vmmpower.hint.0"
+/*
+ * From a live domain XML (virDomainGetXMLDesc) or a status XML: the host socket
+ * path of the hint channel (<channel type='unix'> with <target type='virtio'
+ * name='org.vmmpower.hint.0'/>, <source mode='bind' path=.../>).  Returns 0 and
+ * writes path, -ENOENT if there is no such channel, -ENODATA if it has no source
+ * path, -ENAMETOOLONG if it does not fit size, -EBADMSG on bad XML or a path
+ * that is not absolute or has control characters.
+ */
+int libvirt_parse_hint_channel(const char *xml, size_t len, char *path, size_t size);

@@ -309,6 +309,7 @@ static int source_state_build(const struct vm_info *vms, size_t n, struct source
                 copy[m].name[sizeof(copy[m].name) - 1] = '\0';
                 copy[m].uuid[sizeof(copy[m].uuid) - 1] = '\0';
                 copy[m].qmp_socket[sizeof(copy[m].qmp_socket) - 1] = '\0';
+                copy[m].hint_socket[sizeof(copy[m].hint_socket) - 1] = '\0';
                 if (copy[m].n_vcpus > 1) {
                         struct vcpu_info *v = copy[m].vcpus;
                         unsigned w = 1;
@@ -372,6 +373,8 @@ static int merge_one(const struct tracker *tr, const struct source_state *srcs, 
                         info.accel = per[s]->accel;
                 if (info.qmp_socket[0] == '\0')
                         memcpy(info.qmp_socket, per[s]->qmp_socket, sizeof(info.qmp_socket));
+                if (info.hint_socket[0] == '\0')
+                        memcpy(info.hint_socket, per[s]->hint_socket, sizeof(info.hint_socket));
         }
         if (!nsrc)
                 return 0; /* no source knows it */

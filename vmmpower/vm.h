@@ -39,6 +39,7 @@ struct vm_info {
         char uuid[37];              /* "" when unknown */
         int libvirt_id;             /* -1 when not a libvirt domain */
         char qmp_socket[108];       /* "" when not known */
+        char hint_socket[108];      /* guest hint channel (unix socket, host end); "" when not known */
         enum vm_accel accel;
         unsigned sources;           /* enum vm_source bits */
         unsigned n_vcpus;

@@ -1,0 +1,731 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Guest hint channel server (vmmpower/guest_hint.c) against a real unix
+ * socket standing in for QEMU's chardev (listening side), driven by a real
+ * epoll set dispatched like daemon.c's loop; plus the libvirt XML parser of
+ * the channel path on a recorded live domain XML.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "event.h"
+#include "guest_hint.h"
+#include "libvirt_src.h"
+
+#define PID_A 4242
+#define PID_B 4343
+
+static nsec_t fake_now;
+
+static nsec_t fake_clock(void *userdata)
+{
+        return fake_now;
+}
+
+struct fixture {
+        char dir[64];
+        char path_a[108], path_b[108];
+        int lfd_a, lfd_b; /* listening "QEMU" sockets */
+        int epfd;
+        struct hint_server *hs;
+        int actuate_calls, actuate_sum;
+};
+
+static void on_actuate(pid_t pid, int n, void *userdata)
+{
+        struct fixture *f = userdata;
+
+        f->actuate_calls++;
+        f->actuate_sum += n;
+}
+
+static int listen_at(const char *path)
+{
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+
+        assert_true(fd >= 0);
+        strcpy(sa.sun_path, path);
+        (void) unlink(path);
+        assert_int_equal(bind(fd, (struct sockaddr *) &sa, sizeof(sa)), 0);
+        assert_int_equal(listen(fd, 4), 0);
+        return fd;
+}
+
+/* Accept the server's connection (must be pending), non-blocking. */
+static int accept_peer(int lfd)
+{
+        int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+
+        assert_true(fd >= 0);
+        return fd;
+}
+
+static bool peer_pending(int lfd)
+{
+        int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+
+        if (fd < 0)
+                return false;
+        close(fd);
+        return true;
+}
+
+/* One iteration of the daemon's loop.  Returns the number of events dispatched. */
+static int dispatch(int epfd, int timeout_ms)
+{
+        struct epoll_event ev[16];
+        int n = epoll_wait(epfd, ev, 16, timeout_ms);
+
+        assert_true(n >= 0);
+        for (int i = 0; i < n; i++) {
+                struct io_watch *w = ev[i].data.ptr;
+                w->fn(w, ev[i].events);
+        }
+        return n;
+}
+
+static void drain(int epfd)
+{
+        for (int i = 0; i < 100 && dispatch(epfd, 10) > 0; i++)
+                ;
+}
+
+static void peer_write(int fd, const char *s)
+{
+        size_t len = strlen(s);
+
+        assert_int_equal(write(fd, s, len), (ssize_t) len);
+}
+
+static ssize_t peer_read(int fd, char *buf, size_t size)
+{
+        ssize_t k = read(fd, buf, size - 1);
+
+        buf[k > 0 ? k : 0] = '\0';
+        return k;
+}
+
+static struct vm_info make_vm(pid_t pid, const char *path, unsigned n_vcpus)
+{
+        struct vm_info vm = { .pid = pid, .libvirt_id = -1, .n_vcpus = n_vcpus };
+
+        snprintf(vm.name, sizeof(vm.name), "vm-%d", (int) pid);
+        snprintf(vm.hint_socket, sizeof(vm.hint_socket), "%s", path);
+        return vm;
+}
+
+static void update_a(struct fixture *f, unsigned n_vcpus)
+{
+        struct vm_info vm = make_vm(PID_A, f->path_a, n_vcpus);
+
+        assert_int_equal(hint_server_update_vms(f->hs, &vm, 1, fake_now), 0);
+}
+
+static struct hint_vm_status status_of(struct fixture *f, pid_t pid)
+{
+        struct hint_vm_status st;
+
+        assert_int_equal(hint_server_vm_status(f->hs, pid, &st), 0);
+        return st;
+}
+
+static int setup_policy(void **state, const struct hint_policy *p)
+{
+        struct fixture *f = calloc(1, sizeof(*f));
+
+        assert_non_null(f);
+        strcpy(f->dir, "/tmp/test-guest_hint.XXXXXX");
+        assert_non_null(mkdtemp(f->dir));
+        snprintf(f->path_a, sizeof(f->path_a), "%s/a.sock", f->dir);
+        snprintf(f->path_b, sizeof(f->path_b), "%s/b.sock", f->dir);
+        f->lfd_a = listen_at(f->path_a);
+        f->lfd_b = -1;
+        f->epfd = epoll_create1(EPOLL_CLOEXEC);
+        assert_true(f->epfd >= 0);
+        assert_int_equal(hint_server_new(f->epfd, p, on_actuate, f, &f->hs), 0);
+        hint_server_set_clock(f->hs, fake_clock, NULL);
+        fake_now = 1000 * NSEC_PER_SEC;
+        *state = f;
+        return 0;
+}
+
+static int setup(void **state)
+{
+        return setup_policy(state, NULL);
+}
+
+static int setup_full(void **state)
+{
+        struct hint_policy p;
+
+        hint_policy_init(&p);
+        p.trust = HINT_TRUST_FULL;
+        return setup_policy(state, &p);
+}
+
+static int teardown(void **state)
+{
+        struct fixture *f = *state;
+
+        hint_server_free(f->hs);
+        close(f->epfd);
+        if (f->lfd_a >= 0)
+                close(f->lfd_a);
+        if (f->lfd_b >= 0)
+                close(f->lfd_b);
+        (void) unlink(f->path_a);
+        (void) unlink(f->path_b);
+        (void) rmdir(f->dir);
+        free(f);
+        return 0;
+}
+
+static void test_handshake_and_hints(void **state)
+{
+        struct fixture *f = *state;
+        struct hint_effective e[4];
+        struct hint_vm_status st;
+        char buf[512];
+        int peer;
+
+        update_a(f, 2);
+        st = status_of(f, PID_A);
+        assert_true(st.connected);
+        assert_int_equal(st.io.connects, 1);
+        peer = accept_peer(f->lfd_a);
+
+        peer_write(peer, "\nHELLO 1 vcpus=2 agent=test/1\nLEVEL 0 900\nUTIL 1 300\nBOOST 1 200\n");
+        drain(f->epfd);
+        st = status_of(f, PID_A);
+        assert_true(st.handshaked);
+        assert_string_equal(st.agent, "test/1");
+        assert_int_equal(st.counters.lines, 5);
+        assert_int_equal(st.counters.accepted, 4);
+        assert_int_equal(st.counters.handshakes, 1);
+        assert_true(peer_read(peer, buf, sizeof(buf)) > 0);
+        assert_string_equal(buf, "WELCOME 1 vcpus=2 max_level=1024 boost_cap_ms=500 rate=10 burst=20 "
+                                 "trust=advisory\n");
+
+        assert_int_equal(hint_server_vm_state(f->hs, PID_A, fake_now, e, 4), 2);
+        assert_int_equal(e[0].level, 900);
+        assert_int_equal(e[0].weight, 1024);
+        assert_false(e[0].boosted);
+        assert_int_equal(e[1].util, 300);
+        assert_true(e[1].boosted);
+        assert_int_equal(e[1].boost_remaining_ns, 200 * NSEC_PER_MSEC);
+        assert_false(e[1].may_actuate);
+
+        /* One half-life later: halfway back to neutral, boost over. */
+        assert_int_equal(hint_server_vm_state(f->hs, PID_A, fake_now + 2 * NSEC_PER_SEC, e, 4), 2);
+        assert_int_equal(e[0].weight, 512);
+        assert_int_equal(e[0].level, 512 + (900 - 512) / 2);
+        assert_false(e[1].boosted);
+
+        /* Host -> guest. */
+        assert_int_equal(hint_server_send_grant(f->hs, PID_A, 1, 700), 0);
+        assert_int_equal(hint_server_send_limit(f->hs, PID_A, 0, 128, 896), 0);
+        assert_true(peer_read(peer, buf, sizeof(buf)) > 0);
+        assert_string_equal(buf, "GRANT 1 700\nLIMIT 0 128 896\n");
+        assert_int_equal(hint_server_send_grant(f->hs, PID_A, 2, 700), -ERANGE);
+        assert_int_equal(hint_server_send_grant(f->hs, PID_B, 0, 700), -ENOENT);
+        assert_null(hint_server_hint_vm(f->hs, PID_B));
+        assert_int_equal(hint_server_vm_state(f->hs, PID_B, fake_now, e, 4), -ENOENT);
+
+        /* Advisory trust: nothing may actuate, the callback never fired. */
+        assert_int_equal(f->actuate_calls, 0);
+        assert_int_equal(status_of(f, PID_A).counters.actuations, 0);
+
+        /* The VM disappears from the inventory: closed, forgotten, totals kept. */
+        assert_int_equal(hint_server_update_vms(f->hs, NULL, 0, fake_now), 0);
+        assert_int_equal(hint_server_n_vms(f->hs), 0);
+        assert_int_equal(peer_read(peer, buf, sizeof(buf)), 0); /* EOF at the peer */
+        {
+                struct hint_counters c;
+                struct hint_io_stats io;
+
+                hint_server_totals(f->hs, &c, &io);
+                assert_int_equal(c.accepted, 4);
+                assert_int_equal(io.connects, 1);
+                assert_int_equal(io.disconnects, 1);
+        }
+        close(peer);
+}
+
+static void test_garbage_resync(void **state)
+{
+        struct fixture *f = *state;
+        struct hint_effective e[2];
+        struct hint_vm_status st;
+        char big[400], buf[512];
+        int peer;
+
+        update_a(f, 2);
+        peer = accept_peer(f->lfd_a);
+        peer_write(peer, "LEVEL 0 100\n"); /* before HELLO */
+        peer_write(peer, "HELLO 1 vcpus=2\nGARBAGE here\nLEVEL 0 01\nLEVEL 0 2000\nLEVEL 0 1\x01\n");
+        memset(big, 'A', sizeof(big) - 2);
+        big[sizeof(big) - 2] = '\n';
+        big[sizeof(big) - 1] = '\0';
+        peer_write(peer, big);
+        peer_write(peer, "LEVEL 1 100\n");
+        drain(f->epfd);
+
+        st = status_of(f, PID_A);
+        assert_int_equal(st.counters.rejected[HINT_REJECT_HANDSHAKE], 1);
+        assert_int_equal(st.counters.rejected[HINT_REJECT_SYNTAX], 1);
+        assert_int_equal(st.counters.rejected[HINT_REJECT_NUMBER], 1);
+        assert_int_equal(st.counters.rejected[HINT_REJECT_RANGE], 1);
+        assert_int_equal(st.counters.rejected[HINT_REJECT_CHAR], 1);
+        assert_int_equal(st.counters.rejected[HINT_REJECT_OVERSIZED], 1);
+        assert_int_equal(st.counters.oversized, 1);
+        assert_int_equal(st.counters.resyncs, 2);
+        assert_int_equal(st.counters.accepted, 2); /* HELLO, LEVEL 1 100 */
+        assert_int_equal(hint_server_vm_state(f->hs, PID_A, fake_now, e, 2), 2);
+        assert_int_equal(e[0].weight, 0); /* never a valid LEVEL 0 */
+        assert_int_equal(e[0].level, HINT_LEVEL_NEUTRAL);
+        assert_int_equal(e[1].level, 100);
+        assert_int_equal(e[1].weight, 1024);
+
+        /* One ERR per second reached the guest (the handshake one), the rest were suppressed. */
+        assert_true(peer_read(peer, buf, sizeof(buf)) > 0);
+        assert_non_null(strstr(buf, "ERR handshake"));
+        assert_null(strstr(buf, "ERR syntax"));
+        assert_int_equal(st.counters.errors_suppressed, 5);
+        close(peer);
+}
+
+static void test_vcpu_bound(void **state)
+{
+        struct fixture *f = *state;
+        struct hint_effective e[64];
+        struct hint_vm_status st;
+        char buf[512];
+        int peer;
+
+        update_a(f, 2);
+        peer = accept_peer(f->lfd_a);
+        peer_write(peer, "HELLO 1 vcpus=64\nLEVEL 2 100\nLEVEL 63 100\nBOOST 4095 100\nLEVEL 1 1000\n");
+        drain(f->epfd);
+        st = status_of(f, PID_A);
+        assert_int_equal(st.n_vcpus, 2);
+        assert_int_equal(st.guest_vcpus, 2);
+        assert_int_equal(st.counters.clamped, 1);
+        assert_int_equal(st.counters.rejected[HINT_REJECT_VCPU], 3);
+        assert_int_equal(st.counters.accepted, 2);
+        assert_int_equal(hint_server_hint_vm(f->hs, PID_A)->n_vcpus, 2);
+        assert_int_equal(hint_server_vm_state(f->hs, PID_A, fake_now, e, 64), 2);
+        assert_int_equal(e[1].level, 1000);
+        assert_true(peer_read(peer, buf, sizeof(buf)) > 0);
+        assert_non_null(strstr(buf, "WELCOME 1 vcpus=2 "));
+
+        /* vCPU hot-plug in the inventory (not the guest) extends it. */
+        update_a(f, 3);
+        assert_int_equal(status_of(f, PID_A).n_vcpus, 3);
+        peer_write(peer, "LEVEL 2 100\n");
+        drain(f->epfd);
+        assert_int_equal(status_of(f, PID_A).counters.rejected[HINT_REJECT_VCPU], 3);
+        assert_int_equal(hint_server_vm_state(f->hs, PID_A, fake_now, e, 64), 3);
+        assert_int_equal(e[2].level, 100);
+        assert_int_equal(e[1].level, 1000); /* kept */
+        close(peer);
+}
+
+static void test_disconnect_midline_reconnect(void **state)
+{
+        struct fixture *f = *state;
+        struct hint_effective e[2];
+        struct hint_vm_status st;
+        nsec_t t0;
+        int peer;
+
+        update_a(f, 2);
+        peer = accept_peer(f->lfd_a);
+        peer_write(peer, "HELLO 1 vcpus=2\nLEVEL 0 800\nLEVEL 1 9");
+        drain(f->epfd);
+        close(peer);
+        drain(f->epfd);
+        t0 = fake_now;
+        st = status_of(f, PID_A);
+        assert_false(st.connected);
+        assert_false(st.handshaked);
+        assert_int_equal(st.counters.partial_dropped, 1);
+        assert_int_equal(st.io.disconnects, 1);
+        assert_int_equal(st.next_connect_ns, t0 + HINT_RECONNECT_MIN_NS); /* handshake reset the backoff */
+
+        fake_now = t0 + HINT_RECONNECT_MIN_NS / 2;
+        update_a(f, 2);
+        assert_false(status_of(f, PID_A).connected);
+        assert_false(peer_pending(f->lfd_a));
+
+        fake_now = t0 + HINT_RECONNECT_MIN_NS;
+        update_a(f, 2);
+        st = status_of(f, PID_A);
+        assert_true(st.connected);
+        assert_int_equal(st.io.connects, 2);
+        peer = accept_peer(f->lfd_a);
+        /* "00\n" would complete "LEVEL 1 9" into "LEVEL 1 900" if the partial line had been kept. */
+        peer_write(peer, "00\n");
+        drain(f->epfd);
+        assert_int_equal(hint_server_vm_state(f->hs, PID_A, fake_now, e, 2), 2);
+        assert_int_equal(e[1].weight, 0);
+        assert_int_equal(e[1].level, HINT_LEVEL_NEUTRAL);
+        /* State continued across the reconnect, decayed by the elapsed second. */
+        assert_int_equal(e[0].weight, hint_decay_weight(HINT_RECONNECT_MIN_NS, HINT_DEFAULT_HALF_LIFE_NS));
+        assert_true(e[0].level > 700 && e[0].level < 800);
+        st = status_of(f, PID_A);
+        assert_int_equal(st.counters.rejected[HINT_REJECT_SYNTAX], 1);
+
+        /* The guest re-sends its state after the new handshake. */
+        peer_write(peer, "\nHELLO 1 vcpus=2\nLEVEL 0 800\nLEVEL 1 900\n");
+        drain(f->epfd);
+        assert_int_equal(hint_server_vm_state(f->hs, PID_A, fake_now, e, 2), 2);
+        assert_int_equal(e[0].level, 800);
+        assert_int_equal(e[1].level, 900);
+        assert_int_equal(status_of(f, PID_A).counters.handshakes, 2);
+        close(peer);
+}
+
+static void test_peer_gone_backoff(void **state)
+{
+        struct fixture *f = *state;
+        struct hint_vm_status st;
+        nsec_t t0;
+        int peer;
+
+        update_a(f, 2);
+        peer = accept_peer(f->lfd_a);
+        /* QEMU goes away: connection and listening socket closed, path removed. */
+        close(peer);
+        close(f->lfd_a);
+        f->lfd_a = -1;
+        (void) unlink(f->path_a);
+        drain(f->epfd);
+        t0 = fake_now;
+        st = status_of(f, PID_A);
+        assert_false(st.connected);
+        assert_int_equal(st.next_connect_ns, t0 + 1 * NSEC_PER_SEC);
+
+        /* Failures double the delay: attempts at t0+1, t0+3, t0+7 only. */
+        const nsec_t times_s[] = { 1, 2, 3, 4, 5, 6 };
+        const uint64_t fails[] = { 1, 1, 2, 2, 2, 2 };
+        for (size_t i = 0; i < ELEMENTSOF(times_s); i++) {
+                fake_now = t0 + times_s[i] * NSEC_PER_SEC;
+                update_a(f, 2);
+                st = status_of(f, PID_A);
+                assert_false(st.connected);
+                assert_int_equal(st.io.connect_failures, fails[i]);
+        }
+        assert_int_equal(st.next_connect_ns, t0 + 7 * NSEC_PER_SEC);
+
+        /* QEMU is back (a restarted guest): the next due attempt connects. */
+        f->lfd_a = listen_at(f->path_a);
+        fake_now = t0 + 7 * NSEC_PER_SEC;
+        update_a(f, 2);
+        st = status_of(f, PID_A);
+        assert_true(st.connected);
+        assert_int_equal(st.io.connects, 2);
+        assert_int_equal(st.io.connect_failures, 2);
+        peer = accept_peer(f->lfd_a);
+        peer_write(peer, "HELLO 1 vcpus=2\n");
+        drain(f->epfd);
+        assert_true(status_of(f, PID_A).handshaked);
+        close(peer);
+}
+
+static void test_flood_bounded_and_rate_limited(void **state)
+{
+        struct fixture *f = *state;
+        const size_t total = 1 << 20;
+        char *data = malloc(total + 64);
+        size_t len = 0, sent = 0, n_level = 0;
+        struct hint_vm_status st, stb;
+        struct vm_info vms[2];
+        int peer, peer_b, iters = 0;
+        bool b_sent = false, b_served_during_flood = false;
+        nsec_t t0, cpu0, cpu;
+
+        assert_non_null(data);
+        len += (size_t) sprintf(data, "HELLO 1 vcpus=2\n");
+        while (len < total - 16) {
+                len += (size_t) sprintf(data + len, "LEVEL %zu %zu\n", n_level % 2, 100 + n_level % 900);
+                n_level++;
+        }
+
+        f->lfd_b = listen_at(f->path_b);
+        vms[0] = make_vm(PID_A, f->path_a, 2);
+        vms[1] = make_vm(PID_B, f->path_b, 1);
+        assert_int_equal(hint_server_update_vms(f->hs, vms, 2, fake_now), 0);
+        assert_int_equal(hint_server_n_vms(f->hs), 2);
+        peer = accept_peer(f->lfd_a);
+        peer_b = accept_peer(f->lfd_b);
+
+        t0 = fake_now;
+        cpu0 = process_cputime_ns();
+        while (sent < len || dispatch(f->epfd, 0) > 0) {
+                if (sent < len) {
+                        ssize_t k = write(peer, data + sent, len - sent);
+
+                        if (k > 0)
+                                sent += (size_t) k;
+                        else
+                                assert_int_equal(errno, EAGAIN);
+                }
+                if (iters == 3) {
+                        peer_write(peer_b, "HELLO 1 vcpus=1\nBOOST 0 100\n");
+                        b_sent = true;
+                }
+                dispatch(f->epfd, 0);
+                if (b_sent && !b_served_during_flood && status_of(f, PID_B).counters.accepted == 2 &&
+                    status_of(f, PID_A).counters.bytes < len)
+                        b_served_during_flood = true;
+                fake_now += NSEC_PER_MSEC; /* one loop iteration = 1 ms */
+                iters++;
+                assert_true(iters < 1000000);
+        }
+        cpu = process_cputime_ns() - cpu0;
+
+        st = status_of(f, PID_A);
+        assert_int_equal(st.counters.bytes, len);
+        assert_int_equal(st.counters.accepted, n_level + 1);
+        assert_int_equal(st.counters.lines, n_level + 1);
+        assert_true(st.io.read_chunk_max <= HINT_READ_CHUNK);
+        assert_true(st.io.read_events >= len / HINT_READ_CHUNK);
+        /* Every LEVEL changed the stored value: each asked for a token. */
+        assert_int_equal(st.counters.actuations + st.counters.rate_limited, n_level);
+        {
+                nsec_t elapsed = fake_now - t0;
+                uint64_t max_tokens = HINT_DEFAULT_BURST +
+                                      (uint64_t) (elapsed * HINT_DEFAULT_RATE_PER_SEC / NSEC_PER_SEC) + 1;
+
+                assert_true(st.counters.actuations <= max_tokens);
+                assert_true(st.counters.actuations >= HINT_DEFAULT_BURST);
+                print_message("flood: %zu bytes, %zu hints, %" PRIu64 " reads (max %" PRIu64 " B), %d loop "
+                              "iterations (%.3f s fake time), %" PRIu64 " actuations, %" PRIu64
+                              " rate-limited; CPU %.1f ms total, %.1f ms per 100k hints\n",
+                              len, n_level, st.io.read_events, st.io.read_chunk_max, iters,
+                              (double) elapsed / NSEC_PER_SEC, st.counters.actuations,
+                              st.counters.rate_limited, cpu / 1e6, cpu / 1e6 * 100000.0 / (double) n_level);
+        }
+        assert_int_equal(f->actuate_sum, st.counters.actuations + status_of(f, PID_B).counters.actuations);
+
+        /* The other VM was served while A's flood was still being read. */
+        assert_true(b_served_during_flood);
+        stb = status_of(f, PID_B);
+        assert_int_equal(stb.counters.accepted, 2);
+        assert_int_equal(stb.counters.actuations, 1);
+        close(peer);
+        close(peer_b);
+        free(data);
+}
+
+static void test_peer_never_reads(void **state)
+{
+        struct fixture *f = *state;
+        const char *hello = "HELLO 1 vcpus=2\n";
+        const size_t n_hello = (1 << 20) / 16;
+        char *data = malloc(n_hello * 16);
+        struct hint_vm_status st;
+        size_t sent = 0, welcome_len, got = 0;
+        char buf[65536];
+        int peer, iters = 0;
+
+        assert_non_null(data);
+        for (size_t i = 0; i < n_hello; i++)
+                memcpy(data + i * 16, hello, 16);
+        update_a(f, 2);
+        peer = accept_peer(f->lfd_a);
+        while (sent < n_hello * 16) {
+                ssize_t k = write(peer, data + sent, n_hello * 16 - sent);
+
+                if (k > 0)
+                        sent += (size_t) k;
+                dispatch(f->epfd, 0);
+                assert_true(++iters < 1000000);
+        }
+        drain(f->epfd);
+        st = status_of(f, PID_A);
+        assert_int_equal(st.counters.handshakes, n_hello);
+        assert_true(st.io.replies_dropped > 0);
+        assert_true(st.out_len <= HINT_OUT_MAX);
+        assert_true(st.out_len > 0);
+        /* Every reply was either written, queued (whole lines) or dropped. */
+        {
+                struct strbuf sb;
+
+                strbuf_init(&sb);
+                assert_int_equal(hint_format_welcome(&sb, hint_server_hint_vm(f->hs, PID_A)), 0);
+                welcome_len = sb.len;
+                strbuf_free(&sb);
+        }
+        assert_int_equal(st.io.reply_bytes + st.out_len, (n_hello - st.io.replies_dropped) * welcome_len);
+        assert_true(st.io.reply_bytes < 4 << 20); /* what the kernel buffered, not 1 MiB / 16 * 80 */
+        print_message("never-reading peer: %zu WELCOMEs due, %" PRIu64 " bytes written, %zu queued, %" PRIu64
+                      " dropped\n", n_hello, st.io.reply_bytes, st.out_len, st.io.replies_dropped);
+
+        /* The guest starts reading: the queue drains through EPOLLOUT. */
+        for (int i = 0; i < 10000; i++) {
+                ssize_t k = read(peer, buf, sizeof(buf));
+
+                if (k > 0)
+                        got += (size_t) k;
+                dispatch(f->epfd, 0);
+                if (status_of(f, PID_A).out_len == 0 && k <= 0)
+                        break;
+        }
+        st = status_of(f, PID_A);
+        assert_int_equal(st.out_len, 0);
+        assert_int_equal(got, st.io.reply_bytes);
+        assert_int_equal(got % welcome_len, 0);
+        close(peer);
+        free(data);
+}
+
+static void test_ignored_vms(void **state)
+{
+        struct fixture *f = *state;
+        struct vm_info vms[3];
+
+        vms[0] = make_vm(PID_A, "", 2);            /* no channel */
+        vms[1] = make_vm(PID_B, f->path_b, 0);      /* vCPU count unknown */
+        vms[2] = make_vm(PID_A + 1, f->path_b, 1);  /* no listener: connect fails, kept */
+        assert_int_equal(hint_server_update_vms(f->hs, vms, 3, fake_now), 0);
+        assert_int_equal(hint_server_n_vms(f->hs), 1);
+        assert_int_equal(status_of(f, PID_A + 1).io.connect_failures, 1);
+        assert_false(status_of(f, PID_A + 1).connected);
+}
+
+static void test_full_trust_actuates(void **state)
+{
+        struct fixture *f = *state;
+        struct hint_vm_status st;
+        struct hint_policy p;
+        int peer;
+
+        update_a(f, 2);
+        peer = accept_peer(f->lfd_a);
+        peer_write(peer, "HELLO 1 vcpus=2\nLEVEL 0 900\nLEVEL 0 900\nUTIL 0 5\nFASTER 1 10\n");
+        drain(f->epfd);
+        st = status_of(f, PID_A);
+        assert_int_equal(st.counters.actuations, 2); /* the repeated LEVEL and UTIL are free */
+        assert_int_equal(f->actuate_sum, 2);
+        assert_int_equal(f->actuate_calls, 1);
+
+        /* Per-VM override: trust none rejects. */
+        hint_policy_init(&p);
+        p.trust = HINT_TRUST_NONE;
+        assert_int_equal(hint_server_set_vm_policy(f->hs, PID_A, &p, fake_now), 0);
+        peer_write(peer, "LEVEL 0 100\n");
+        drain(f->epfd);
+        assert_int_equal(status_of(f, PID_A).counters.rejected[HINT_REJECT_TRUST], 1);
+        assert_int_equal(hint_server_set_vm_policy(f->hs, PID_B, &p, fake_now), -ENOENT);
+        /* Back to the defaults (full). */
+        assert_int_equal(hint_server_set_vm_policy(f->hs, PID_A, NULL, fake_now), 0);
+        assert_int_equal(status_of(f, PID_A).policy.trust, HINT_TRUST_FULL);
+        close(peer);
+}
+
+/* ---- libvirt: the channel path from the domain XML ---- */
+
+static char *read_data(const char *name, size_t *len)
+{
+        char path[512];
+        FILE *fp;
+        char *buf = malloc(1 << 20);
+
+        snprintf(path, sizeof(path), "%s/libvirt/%s", TEST_DATA_DIR, name);
+        fp = fopen(path, "re");
+        assert_non_null(fp);
+        assert_non_null(buf);
+        *len = fread(buf, 1, (1 << 20) - 1, fp);
+        buf[*len] = '\0';
+        fclose(fp);
+        return buf;
+}
+
+static void test_libvirt_hint_channel(void **state)
+{
+        char path[108];
+        size_t len;
+        char *xml = read_data("real-9.0-tcg-2vcpu-live-channel.xml", &len);
+
+        assert_int_equal(libvirt_parse_hint_channel(xml, len, path, sizeof(path)), 0);
+        assert_string_equal(path, "/var/lib/libvirt/qemu/channel/target/domain-22-vmmp-ghrec/org.vmmpower.hint.0");
+        assert_int_equal(libvirt_parse_hint_channel(xml, len, path, 40), -ENAMETOOLONG);
+        free(xml);
+
+        /* A status XML (<domstatus><domain>) without a hint channel. */
+        xml = read_data("real-9.0-tcg-2vcpu-paused.xml", &len);
+        assert_int_equal(libvirt_parse_hint_channel(xml, len, path, sizeof(path)), -ENOENT);
+        free(xml);
+
+#define DOM(devs) "<domain type='qemu'><name>x</name><devices>" devs "</devices></domain>"
+        static const struct {
+                const char *xml;
+                int r;
+                const char *path;
+        } cases[] = {
+                { DOM("<channel type='unix'><source mode='bind' path='/a/guest.agent'/>"
+                      "<target type='virtio' name='org.qemu.guest_agent.0'/></channel>"
+                      "<channel type='pty'><source path='/dev/pts/1'/>"
+                      "<target type='virtio' name='org.vmmpower.hint.0'/></channel>"
+                      "<channel type='unix'><source mode='bind' path='/b/hint'/>"
+                      "<target type='virtio' name='org.vmmpower.hint.0'/></channel>"),
+                  0, "/b/hint" },
+                { DOM("<channel type='unix'><target type='virtio' name='org.vmmpower.hint.0'/></channel>"),
+                  -ENODATA, NULL },
+                { DOM("<channel type='unix'><source mode='connect' path='/c'/>"
+                      "<target type='virtio' name='org.vmmpower.hint.0'/></channel>"),
+                  -ENODATA, NULL },
+                { DOM("<channel type='unix'><source mode='bind' path='rel/x'/>"
+                      "<target type='virtio' name='org.vmmpower.hint.0'/></channel>"),
+                  -EBADMSG, NULL },
+                { DOM("<channel type='unix'><source mode='bind' path='/x&#10;y'/>"
+                      "<target type='virtio' name='org.vmmpower.hint.0'/></channel>"),
+                  -EBADMSG, NULL },
+                { DOM("<channel type='unix'><source mode='bind' path='/x'/>"
+                      "<target type='guestfwd' name='org.vmmpower.hint.0'/></channel>"),
+                  -ENOENT, NULL },
+                { DOM(""), -ENOENT, NULL },
+                { "<domain><devices>", -EBADMSG, NULL },
+                { "<other/>", -EBADMSG, NULL },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                strcpy(path, "unchanged");
+                assert_int_equal(libvirt_parse_hint_channel(cases[i].xml, strlen(cases[i].xml), path,
+                                                            sizeof(path)),
+                                 cases[i].r);
+                assert_string_equal(path, cases[i].path ? cases[i].path : "unchanged");
+        }
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test_setup_teardown(test_handshake_and_hints, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_garbage_resync, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_vcpu_bound, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_disconnect_midline_reconnect, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_peer_gone_backoff, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_flood_bounded_and_rate_limited, setup_full, teardown),
+                cmocka_unit_test_setup_teardown(test_peer_never_reads, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_ignored_vms, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_full_trust_actuates, setup_full, teardown),
+                cmocka_unit_test(test_libvirt_hint_channel),
+        };
+
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
