@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -192,19 +193,27 @@ static void conn_queue(struct hint_conn *c, const struct strbuf *sb)
 
 static void conn_log(struct hint_conn *c, nsec_t now)
 {
-        uint64_t rej = rejected_total(&c->vm->counters);
-        char name[VM_NAME_MAX * 4];
+        const struct hint_counters *k = &c->vm->counters;
+        uint64_t rej = rejected_total(k);
+        char name[VM_NAME_MAX * 4], why[256];
+        size_t w = 0;
 
         if (rej == c->rejected_logged)
                 return;
         if (c->logged && now - c->last_log_ns < HINT_LOG_INTERVAL_NS && now >= c->last_log_ns)
                 return;
-        log_notice("Guest hints of VM \"%s\" (pid %d): %" PRIu64 " lines rejected (syntax %" PRIu64
-                   ", range %" PRIu64 ", vcpu %" PRIu64 ", oversized %" PRIu64 ", char %" PRIu64 ")",
-                   conn_name(c, name, sizeof(name)), (int) c->pid, rej - c->rejected_logged,
-                   c->vm->counters.rejected[HINT_REJECT_SYNTAX], c->vm->counters.rejected[HINT_REJECT_RANGE],
-                   c->vm->counters.rejected[HINT_REJECT_VCPU], c->vm->counters.rejected[HINT_REJECT_OVERSIZED],
-                   c->vm->counters.rejected[HINT_REJECT_CHAR]);
+        why[0] = '\0';
+        for (int i = 0; i < _HINT_REJECT_MAX && w < sizeof(why); i++)
+                if (k->rejected[i] > 0) {
+                        int m = snprintf(why + w, sizeof(why) - w, "%s%s=%" PRIu64, w ? " " : "",
+                                         hint_reject_to_string(i), k->rejected[i]);
+                        if (m < 0)
+                                break;
+                        w += (size_t) m;
+                }
+        /* Counters only: the guest's bytes themselves are never logged. */
+        log_notice("Guest hints of VM \"%s\" (pid %d): %" PRIu64 " more lines rejected (total: %s)",
+                   conn_name(c, name, sizeof(name)), (int) c->pid, rej - c->rejected_logged, why);
         c->rejected_logged = rej;
         c->logged = true;
         c->last_log_ns = now;
