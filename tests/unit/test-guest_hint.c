@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -24,6 +25,7 @@
 #include "event.h"
 #include "guest_hint.h"
 #include "libvirt_src.h"
+#include "vcpu_track.h"
 
 #define PID_A 4242
 #define PID_B 4343
@@ -712,6 +714,61 @@ static void test_libvirt_hint_channel(void **state)
         }
 }
 
+/* The tracker's merge carries the channel path from the source that knows it (libvirt). */
+static void test_tracker_carries_hint_socket(void **state)
+{
+        static const struct vcpu_info v[] = { { 0, 101 }, { 1, 102 } };
+        struct vm_info lib = { .pid = 100, .libvirt_id = 3, .n_vcpus = 2, .vcpus = (struct vcpu_info *) v,
+                               .sources = VM_SOURCE_LIBVIRT, .name = "web" };
+        struct vm_info proc = { .pid = 100, .libvirt_id = -1, .n_vcpus = 1, .vcpus = (struct vcpu_info *) v,
+                                .sources = VM_SOURCE_PROC, .name = "qemu-100" };
+        struct tracker *tr;
+        const struct vm_load *l;
+
+        char root[] = "/tmp/test-guest_hint-proc.XXXXXX", path[256];
+
+        /* a procfs fixture with the two vCPU threads' schedstat */
+        assert_non_null(mkdtemp(root));
+        for (int i = 0; i < 2; i++) {
+                FILE *fp;
+
+                snprintf(path, sizeof(path), "%s/100", root);
+                (void) mkdir(path, 0755);
+                snprintf(path, sizeof(path), "%s/100/task", root);
+                (void) mkdir(path, 0755);
+                snprintf(path, sizeof(path), "%s/100/task/%d", root, (int) v[i].tid);
+                assert_int_equal(mkdir(path, 0755), 0);
+                snprintf(path, sizeof(path), "%s/100/task/%d/schedstat", root, (int) v[i].tid);
+                fp = fopen(path, "we");
+                assert_non_null(fp);
+                fputs("0 0 0\n", fp);
+                fclose(fp);
+        }
+        strcpy(lib.hint_socket, "/var/lib/libvirt/qemu/channel/target/domain-3-web/org.vmmpower.hint.0");
+        assert_int_equal(tracker_new(root, NSEC_PER_SEC, &tr), 0);
+        assert_int_equal(tracker_set_source(tr, VM_SOURCE_PROC, &proc, 1, 0), 0);
+        l = tracker_find_vm(tr, 100);
+        assert_non_null(l);
+        assert_string_equal(l->info.hint_socket, "");
+        assert_int_equal(tracker_set_source(tr, VM_SOURCE_LIBVIRT, &lib, 1, NSEC_PER_SEC), 0);
+        l = tracker_find_vm(tr, 100);
+        assert_non_null(l);
+        assert_string_equal(l->info.hint_socket, lib.hint_socket);
+        assert_int_equal(l->info.n_vcpus, 2);
+        tracker_free(tr);
+        for (int i = 0; i < 2; i++) {
+                snprintf(path, sizeof(path), "%s/100/task/%d/schedstat", root, (int) v[i].tid);
+                (void) unlink(path);
+                snprintf(path, sizeof(path), "%s/100/task/%d", root, (int) v[i].tid);
+                (void) rmdir(path);
+        }
+        snprintf(path, sizeof(path), "%s/100/task", root);
+        (void) rmdir(path);
+        snprintf(path, sizeof(path), "%s/100", root);
+        (void) rmdir(path);
+        (void) rmdir(root);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -725,6 +782,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_ignored_vms, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_full_trust_actuates, setup_full, teardown),
                 cmocka_unit_test(test_libvirt_hint_channel),
+                cmocka_unit_test(test_tracker_carries_hint_socket),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);
