@@ -47,6 +47,65 @@ static struct daemon *the_daemon; /* the watches' context: one daemon per proces
 
 static void qmp_cache_clear(struct daemon *d);
 
+/* A guest's hints took a token: they may change the plan.  The state is
+ * already updated; the next period plans with it. */
+static void hint_wakeup(pid_t pid, int n_actuations, void *userdata)
+{
+        struct daemon *d = userdata;
+
+        d->counters.hint_wakeups++;
+}
+
+/*
+ * Hint channels follow the inventory: a connection per VM whose channel
+ * socket is known (libvirt live XML), closed when the VM goes, reconnected
+ * with backoff.  Closing frees watches: the epoll batch ends.
+ */
+static void hints_period(struct daemon *d, nsec_t now)
+{
+        if (!d->hints)
+                return;
+        hint_server_update_begin(d->hints);
+        for (size_t i = 0; i < tracker_n_vms(d->tracker); i++)
+                (void) hint_server_update_vm(d->hints, &tracker_vm(d->tracker, i)->info, now);
+        hint_server_update_end(d->hints, now);
+        d->batch_invalid = true;
+}
+
+/* Hints the planner may act on (trust=full, live): a level as a utilisation
+ * floor, a boost as "top level for its domain".  Returns the count. */
+static size_t collect_plan_hints(struct daemon *d, nsec_t now)
+{
+        struct hint_effective eff[64];
+        size_t n = 0;
+
+        if (!d->hints)
+                return 0;
+        for (size_t i = 0; i < tracker_n_vms(d->tracker); i++) {
+                const struct vm_load *vm = tracker_vm(d->tracker, i);
+                int k = hint_server_vm_state(d->hints, vm->info.pid, now, eff, ELEMENTSOF(eff));
+
+                for (int j = 0; j < k; j++) {
+                        if (!eff[j].may_actuate || (eff[j].weight == 0 && !eff[j].boosted))
+                                continue;
+                        if (n >= d->plan_hints_alloc) {
+                                size_t na = d->plan_hints_alloc ? 2 * d->plan_hints_alloc : 64;
+                                struct plan_hint *p = realloc(d->plan_hints, na * sizeof(*p));
+                                if (!p)
+                                        return n;
+                                d->plan_hints = p;
+                                d->plan_hints_alloc = na;
+                        }
+                        d->plan_hints[n++] = (struct plan_hint) {
+                                .key = ((uint64_t) vm->info.pid << 16) | (uint64_t) j,
+                                .util_floor = eff[j].weight ? (double) eff[j].level / HINT_LEVEL_MAX : 0.0,
+                                .boost = eff[j].boosted,
+                        };
+                }
+        }
+        return n;
+}
+
 int daemon_load_config(const struct daemon_options *opts, struct vp_config *c, struct config_error *err)
 {
         const char *path = opts->config_path ? opts->config_path : VMMPOWER_SYSCONFDIR "/vmmpower.conf";
@@ -480,7 +539,7 @@ static void plan_period(struct daemon *d, nsec_t now)
 {
         struct plan_policy pol;
         struct plan *next = NULL;
-        size_t n = 0, want = 0;
+        size_t n = 0, want = 0, n_hints;
         nsec_t cpu0;
         int r;
 
@@ -522,7 +581,8 @@ static void plan_period(struct daemon *d, nsec_t now)
         pol.period_ns = d->cfg.period_ns;
         pol.max_moves = d->cfg.max_moves;
         cpu0 = thread_cputime_ns();
-        r = plan_compute(d->em, &pol, d->plan_scratch, n, NULL, 0, d->plan, now, &next);
+        n_hints = collect_plan_hints(d, now);
+        r = plan_compute(d->em, &pol, d->plan_scratch, n, d->plan_hints, n_hints, d->plan, now, &next);
         d->counters.last_plan_cpu_ns = thread_cputime_ns() - cpu0;
         if (r < 0) {
                 if (d->counters.plan_errors++ == 0)
@@ -557,6 +617,7 @@ void daemon_period(struct daemon *d, nsec_t now)
                 discover(d, now);
         sample_halt_poll(d);
         (void) tracker_sample(d->tracker, now);
+        hints_period(d, now);
         plan_period(d, now);
         r = pcpu_stat_sample(d->pcpu, now);
         if (r < 0)
@@ -721,6 +782,10 @@ int daemon_init(struct daemon *d, const struct daemon_options *opts)
         r = daemon_apply_config(d, &cfg, true);
         if (r < 0)
                 return r;
+        /* Guest hints: host policy defaults (advisory trust) until per-VM policy exists. */
+        r = hint_server_new(d->epoll_fd, NULL, hint_wakeup, d, &d->hints);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up the guest hint server: %m");
         log_info("Host: %u CPUs online, %u packages, %u cores, %u LLCs, cpuidle driver %s, %u cpufreq policies.",
                  cpuset_count(&d->topo->online), d->topo->n_packages, d->topo->n_cores, d->topo->n_llcs,
                  d->topo->cpuidle_driver[0] ? d->topo->cpuidle_driver : "none", d->topo->n_policies);
@@ -779,6 +844,10 @@ int daemon_run(struct daemon *d)
 void daemon_done(struct daemon *d)
 {
         stop_libvirt(d);
+        hint_server_free(d->hints);
+        d->hints = NULL;
+        free(d->plan_hints);
+        d->plan_hints = NULL;
         qmp_cache_clear(d);
         plan_free(d->plan);
         d->plan = NULL;

@@ -6,6 +6,7 @@
 
 #include "config.h"
 #include "energy_model.h"
+#include "guest_hint.h"
 #include "placement.h"
 #include "libvirt_src.h"
 #include "pcpu_stat.h"
@@ -45,6 +46,7 @@ struct daemon_counters {
         uint64_t control_requests, control_denied, control_errors;
         uint64_t metrics_write_errors;
         uint64_t plans, plan_errors;
+        uint64_t hint_wakeups;        /* reads whose hints took a token (may actuate) */
         nsec_t last_plan_cpu_ns;      /* thread CPU time of the last plan_compute() */
         nsec_t last_period_cpu_ns;    /* thread CPU time of the last control period */
         nsec_t last_period_wall_ns;
@@ -58,6 +60,9 @@ struct daemon {
         struct tracker *tracker;
         struct pcpu_stat *pcpu;
         struct libvirt_src *libvirt;
+        struct hint_server *hints;/* guest hint channels (org.vmmpower.hint.0) */
+        struct plan_hint *plan_hints; /* hints handed to the planner, [plan_hints_alloc] */
+        size_t plan_hints_alloc;
         struct em_host *em;       /* energy model bound to the topology; NULL: planner off */
         char model_source[CONFIG_PATH_MAX]; /* model file, or "derived from sysfs" */
         struct plan *plan;        /* the current (advisory) plan, NULL before the first */

@@ -161,6 +161,47 @@ void render_metrics(const struct daemon *d, struct strbuf *out)
                 }
         }
 
+        if (d->hints) {
+                static const struct {
+                        const char *name, *type, *help;
+                } fam[] = {
+                        { "vmmpower_hint_connected", "gauge", "1 while the VM's hint channel is connected." },
+                        { "vmmpower_hint_lines_total", "counter", "Lines received on the VM's hint channel." },
+                        { "vmmpower_hint_accepted_total", "counter", "Hints accepted (possibly clamped)." },
+                        { "vmmpower_hint_clamped_total", "counter", "Hints accepted with a value clamped by policy." },
+                        { "vmmpower_hint_rejected_total", "counter", "Lines rejected (syntax, range, vCPU, trust...)." },
+                        { "vmmpower_hint_actuations_total", "counter", "Hints that got a token and may actuate." },
+                        { "vmmpower_hint_rate_limited_total", "counter", "State-changing hints over the token bucket." },
+                };
+                for (size_t f = 0; f < ELEMENTSOF(fam); f++) {
+                        header(out, fam[f].name, fam[f].type, fam[f].help);
+                        for (size_t i = 0; i < hint_server_n_vms(d->hints); i++) {
+                                struct hint_vm_status st;
+                                const struct vm_load *vm;
+                                uint64_t v = 0;
+
+                                if (hint_server_vm_status_at(d->hints, i, &st) < 0 ||
+                                    !(vm = tracker_find_vm(d->tracker, st.pid)))
+                                        continue;
+                                switch (f) {
+                                case 0: v = st.connected; break;
+                                case 1: v = st.counters.lines; break;
+                                case 2: v = st.counters.accepted; break;
+                                case 3: v = st.counters.clamped; break;
+                                case 4:
+                                        for (unsigned r = 0; r < _HINT_REJECT_MAX; r++)
+                                                v += st.counters.rejected[r];
+                                        break;
+                                case 5: v = st.counters.actuations; break;
+                                default: v = st.counters.rate_limited; break;
+                                }
+                                strbuf_printf(out, "%s{vm=\"", fam[f].name);
+                                label_value(out, vm->info.name);
+                                strbuf_printf(out, "\",pid=\"%d\"} %" PRIu64 "\n", (int) st.pid, v);
+                        }
+                }
+        }
+
         gauge(out, "vmmpower_vms", "VMs tracked.", (double) tracker_n_vms(d->tracker));
         gauge(out, "vmmpower_vcpus", "vCPU threads tracked.", (double) n_vcpus);
         gauge(out, "vmmpower_libvirt_connected", "1 while connected to libvirtd.", ls.connected ? 1 : 0);

@@ -137,15 +137,44 @@ void render_status(const struct daemon *d, bool json, struct strbuf *out)
                       (double) d->counters.last_period_cpu_ns / NSEC_PER_USEC);
 }
 
+/* The VM's hint channel: connection, agent (guest bytes: escaped), counters. */
+static void json_vm_hints(const struct daemon *d, const struct vm_load *vm, struct strbuf *out)
+{
+        struct hint_vm_status st;
+        char agent[4 * HINT_AGENT_MAX + 1];
+        uint64_t rejected = 0;
+
+        if (!d->hints || hint_server_vm_status(d->hints, vm->info.pid, &st) < 0) {
+                strbuf_puts(out, ",\"hints\":null");
+                return;
+        }
+        for (unsigned r = 0; r < _HINT_REJECT_MAX; r++)
+                rejected += st.counters.rejected[r];
+        escape_bytes(st.agent, strlen(st.agent), agent, sizeof(agent));
+        strbuf_printf(out, ",\"hints\":{\"connected\":%s,\"handshaked\":%s,\"agent\":",
+                      st.connected ? "true" : "false", st.handshaked ? "true" : "false");
+        strbuf_json_string(out, agent);
+        strbuf_printf(out,
+                      ",\"trust\":\"%s\",\"lines\":%" PRIu64 ",\"accepted\":%" PRIu64 ",\"clamped\":%" PRIu64
+                      ",\"rejected\":%" PRIu64 ",\"resyncs\":%" PRIu64 ",\"actuations\":%" PRIu64
+                      ",\"rate_limited\":%" PRIu64 ",\"connects\":%" PRIu64 ",\"disconnects\":%" PRIu64 "}",
+                      hint_trust_to_string(st.policy.trust), st.counters.lines, st.counters.accepted,
+                      st.counters.clamped, rejected, st.counters.resyncs, st.counters.actuations,
+                      st.counters.rate_limited, st.io.connects, st.io.disconnects);
+}
+
 void render_vms(const struct daemon *d, bool json, struct strbuf *out)
 {
         size_t n = tracker_n_vms(d->tracker);
+        struct hint_effective eff[VM_MAX_VCPUS];
+        nsec_t now = now_ns();
+        int n_eff;
 
         if (json)
                 strbuf_puts(out, "{\"vms\":[");
         else
-                strbuf_printf(out, "%-24s %8s %-18s %-5s %4s %8s %6s %6s %6s %6s\n", "VM", "PID", "SOURCES",
-                              "ACCEL", "VCPU", "TID", "UTIL%", "AVG%", "WAIT%", "HPOLL%");
+                strbuf_printf(out, "%-24s %8s %-18s %-5s %4s %8s %6s %6s %6s %6s %5s\n", "VM", "PID", "SOURCES",
+                              "ACCEL", "VCPU", "TID", "UTIL%", "AVG%", "WAIT%", "HPOLL%", "HINT");
         for (size_t i = 0; i < n; i++) {
                 const struct vm_load *vm = tracker_vm(d->tracker, i);
                 char src[64];
@@ -160,8 +189,10 @@ void render_vms(const struct daemon *d, bool json, struct strbuf *out)
                                       (int) vm->info.pid, vm->info.libvirt_id,
                                       vm_accel_to_string(vm->info.accel));
                         json_sources(out, vm->info.sources);
+                        json_vm_hints(d, vm, out);
                         strbuf_puts(out, ",\"vcpus\":[");
                 }
+                n_eff = d->hints ? hint_server_vm_state(d->hints, vm->info.pid, now, eff, ELEMENTSOF(eff)) : 0;
                 for (unsigned j = 0; j < vm->n_vcpus; j++) {
                         const struct vcpu_load *v = &vm->vcpus[j];
 
@@ -179,8 +210,17 @@ void render_vms(const struct daemon *d, bool json, struct strbuf *out)
                                 strbuf_puts(out, ",");
                                 json_ratio(out, "halt_poll_ratio", v->valid && v->has_halt_poll,
                                            v->halt_poll_ratio);
-                                strbuf_printf(out, ",\"run_ns\":%" PRIu64 ",\"wait_ns\":%" PRIu64 "}",
+                                strbuf_printf(out, ",\"run_ns\":%" PRIu64 ",\"wait_ns\":%" PRIu64,
                                               v->last.run_ns, v->last.wait_ns);
+                                if (v->index >= 0 && v->index < n_eff)
+                                        strbuf_printf(out,
+                                                      ",\"hint\":{\"level\":%u,\"weight\":%u,\"util\":%u,"
+                                                      "\"boosted\":%s,\"may_actuate\":%s}}",
+                                                      eff[v->index].level, eff[v->index].weight, eff[v->index].util,
+                                                      eff[v->index].boosted ? "true" : "false",
+                                                      eff[v->index].may_actuate ? "true" : "false");
+                                else
+                                        strbuf_puts(out, ",\"hint\":null}");
                                 continue;
                         }
                         if (v->valid) {
@@ -189,14 +229,20 @@ void render_vms(const struct daemon *d, bool json, struct strbuf *out)
                                               vm_accel_to_string(vm->info.accel), v->index, (int) v->tid,
                                               pct(v->util), pct(v->util_avg), pct(v->wait_ratio));
                                 if (v->has_halt_poll)
-                                        strbuf_printf(out, " %6.1f\n", pct(v->halt_poll_ratio));
+                                        strbuf_printf(out, " %6.1f", pct(v->halt_poll_ratio));
                                 else
-                                        strbuf_printf(out, " %6s\n", "-");
+                                        strbuf_printf(out, " %6s", "-");
+                                /* The guest's wish: its decayed level 0..1024, "B" while boosted. */
+                                if (v->index >= 0 && v->index < n_eff && (eff[v->index].weight || eff[v->index].boosted))
+                                        strbuf_printf(out, " %4u%s\n", eff[v->index].level,
+                                                      eff[v->index].boosted ? "B" : " ");
+                                else
+                                        strbuf_printf(out, " %5s\n", "-");
                         } else
-                                strbuf_printf(out, "%-24.24s %8d %-18s %-5s %4d %8d %6s %6s %6s %6s\n",
+                                strbuf_printf(out, "%-24.24s %8d %-18s %-5s %4d %8d %6s %6s %6s %6s %5s\n",
                                               j == 0 ? vm->info.name : "", (int) vm->info.pid, j == 0 ? src : "",
                                               vm_accel_to_string(vm->info.accel), v->index, (int) v->tid,
-                                              v->gone ? "gone" : "-", "-", "-", "-");
+                                              v->gone ? "gone" : "-", "-", "-", "-", "-");
                 }
                 if (json)
                         strbuf_puts(out, "]}");
