@@ -8,7 +8,7 @@ set -eu
 # Everything the project needs to build and test, in one place.
 PACKAGES="
 build-essential meson ninja-build pkg-config clang python3
-libvirt-dev liburing-dev libcmocka-dev libjson-c-dev libxml2-dev
+libvirt-dev liburing-dev libcmocka-dev libjson-c-dev libxml2-dev libbpf-dev bpftool
 libvirt-clients libvirt-daemon libvirt-daemon-driver-qemu libvirt-daemon-system
 qemu-system-x86 busybox-static linux-image-amd64 linux-headers-amd64 cpio gzip
 libclang-rt-14-dev llvm
