@@ -5,8 +5,14 @@
  * Creates N sleeping threads (small stacks, blocked on a futex) in this
  * process and samples <procfs>/<pid>/task/<tid>/schedstat of every one of
  * them, R rounds per method, reporting the median round divided by N:
- *   tracker      tracker_sample(): kept fds + pread at offset 0 + parse + decay
+ *   tracker      tracker_sample() with pread(): kept fds + pread at offset 0 +
+ *                parse + decay
  *   pread        the same reads without the tracker (kept fds, pread, parse)
+ *   bpf-iter     one pass of the BPF task iterator (schedstat_bpf.c): every
+ *                thread of this process in one read() loop, records counted;
+ *                the pass also walks the host's other tasks
+ *   tracker-bpf  tracker_sample() with the BPF iterator: the pass + matching
+ *                records to vCPUs by tid + decay
  *   open-read    open + read + close + parse of each file every round
  *   io_uring     IORING_OP_READ at offset 0 on the kept fds, all submitted,
  *                all reaped, then parsed (procfs reads are punted to io-wq
@@ -42,6 +48,7 @@
 #include <libvirt/libvirt.h>
 #include <libvirt/virterror.h>
 
+#include "schedstat_bpf.h"
 #include "util.h"
 #include "vcpu_track.h"
 
@@ -85,7 +92,7 @@ static double pread_wall_ref;
 static void print_row(size_t threads, const char *method, const struct result *r, const char *note)
 {
         if (!r->measured) {
-                printf("%8zu  %-10s  %12s  %12s  %8s  %s\n", threads, method, "-", "-", "-", note ? note : "");
+                printf("%8zu  %-11s  %12s  %12s  %8s  %s\n", threads, method, "-", "-", "-", note ? note : "");
                 return;
         }
         char t[24] = "-", ratio[24] = "-";
@@ -94,7 +101,7 @@ static void print_row(size_t threads, const char *method, const struct result *r
                 snprintf(t, sizeof(t), "%zu", threads);
         if (pread_wall_ref > 0)
                 snprintf(ratio, sizeof(ratio), "%.2fx", r->wall_ns / pread_wall_ref);
-        printf("%8s  %-10s  %12.0f  %12.0f  %8s  %s\n", t, method, r->wall_ns, r->cpu_ns, ratio, note ? note : "");
+        printf("%8s  %-11s  %12.0f  %12.0f  %8s  %s\n", t, method, r->wall_ns, r->cpu_ns, ratio, note ? note : "");
 }
 
 /* Sum of run_ns over all threads of a process, from procfs; -errno on failure. */
@@ -153,7 +160,7 @@ static void bench_libvirt(const char *uri, int rounds)
         virSetErrorFunc(NULL, silent_error);
         conn = virConnectOpenReadOnly(uri);
         if (!conn) {
-                printf("%8s  %-10s  libvirt: not measured (cannot connect to %s)\n", "-", "libvirt", uri);
+                printf("%8s  %-11s  libvirt: not measured (cannot connect to %s)\n", "-", "libvirt", uri);
                 return;
         }
         n = virConnectGetAllDomainStats(conn, VIR_DOMAIN_STATS_VCPU, &recs,
@@ -166,12 +173,12 @@ static void bench_libvirt(const char *uri, int rounds)
         if (n >= 0)
                 virDomainStatsRecordListFree(recs);
         if (n > 0 && vcpus == 0) {
-                printf("%8s  %-10s  libvirt: not measured (%d running domains, no vcpu stats)\n", "-", "libvirt", n);
+                printf("%8s  %-11s  libvirt: not measured (%d running domains, no vcpu stats)\n", "-", "libvirt", n);
                 virConnectClose(conn);
                 return;
         }
         if (n <= 0) {
-                printf("%8s  %-10s  libvirt: not measured (no running domains)\n", "-", "libvirt");
+                printf("%8s  %-11s  libvirt: not measured (no running domains)\n", "-", "libvirt");
                 virConnectClose(conn);
                 return;
         }
@@ -217,6 +224,105 @@ static int raise_nofile(size_t need)
         return 0;
 }
 
+/* tracker_sample() on the n sleepers, with pread() or the BPF iterator; res->measured false if BPF cannot load. */
+static int bench_tracker(size_t n, struct vcpu_info *vcpus, int rounds, bool bpf, struct result *res, char *note,
+                         size_t note_size)
+{
+        struct vm_info vm = { .pid = getpid(), .libvirt_id = -1, .n_vcpus = (unsigned) n, .vcpus = vcpus };
+        nsec_t wall[MAX_ROUNDS], cpu[MAX_ROUNDS];
+        struct tracker *tr = NULL;
+        nsec_t t;
+        int r;
+
+        *res = (struct result) { 0 };
+        strcpy(vm.name, "bench");
+        r = tracker_new("/proc", 4 * NSEC_PER_SEC, &tr);
+        if (r < 0)
+                return r;
+        r = tracker_use_bpf(tr, bpf);
+        if (r < 0) {
+                snprintf(note, note_size, "not measured: BPF sampler unavailable (%s)", strerror(-r));
+                tracker_free(tr);
+                return 0;
+        }
+        t = now_ns();
+        r = tracker_set_source(tr, VM_SOURCE_PROC, &vm, 1, t);
+        if (r < 0) {
+                fprintf(stderr, "tracker_set_source: %s\n", strerror(-r));
+                goto out;
+        }
+        nsec_t set_ns = now_ns() - t;
+        /* the same inventory again: every fd carried over, no open */
+        t = now_ns();
+        r = tracker_set_source(tr, VM_SOURCE_PROC, &vm, 1, t);
+        if (r < 0)
+                goto out;
+        nsec_t reset_ns = now_ns() - t;
+        for (int k = 0; k < rounds; k++) {
+                nsec_t c0 = thread_cputime_ns(), w0 = now_ns();
+                int s = tracker_sample(tr, w0);
+                wall[k] = now_ns() - w0;
+                cpu[k] = thread_cputime_ns() - c0;
+                if (s != (int) n || tracker_uses_bpf(tr) != bpf) {
+                        const struct tracker_stats *ts = tracker_stats(tr);
+                        fprintf(stderr, "tracker_sample (%s): %d of %zu (gone %llu, read errors %llu, open errors %llu, bpf errors %llu)\n",
+                                tracker_sampler_name(tr), s, n, (unsigned long long) ts->threads_gone,
+                                (unsigned long long) ts->read_errors, (unsigned long long) ts->open_errors,
+                                (unsigned long long) ts->bpf_errors);
+                        r = -EIO;
+                        goto out;
+                }
+        }
+        *res = (struct result) { (double) median(wall, rounds) / (double) n, (double) median(cpu, rounds) / (double) n,
+                                 true };
+        snprintf(note, note_size, "set_source %.1f ms (opens), again %.2f ms", (double) set_ns / 1e6,
+                 (double) reset_ns / 1e6);
+        r = 0;
+out:
+        tracker_free(tr);
+        return r;
+}
+
+static void count_rec(const struct schedstat_bpf_rec *rec, void *userdata)
+{
+        (*(size_t *) userdata)++;
+}
+
+/* Raw BPF iterator passes over this process (n sleepers + the main thread). */
+static void bench_bpf_iter(size_t n, int rounds, struct result *res, char *note, size_t note_size)
+{
+        nsec_t wall[MAX_ROUNDS], cpu[MAX_ROUNDS];
+        struct schedstat_bpf *b = NULL;
+        int r;
+
+        *res = (struct result) { 0 };
+        r = schedstat_bpf_new(&b);
+        if (r >= 0)
+                r = schedstat_bpf_track(b, getpid());
+        if (r < 0) {
+                snprintf(note, note_size, "not measured: %s", strerror(-r));
+                schedstat_bpf_free(b);
+                return;
+        }
+        for (int k = 0; k < rounds; k++) {
+                size_t recs = 0;
+                nsec_t c0 = thread_cputime_ns(), w0 = now_ns();
+                r = schedstat_bpf_read(b, count_rec, &recs);
+                wall[k] = now_ns() - w0;
+                cpu[k] = thread_cputime_ns() - c0;
+                if (r < 0 || recs < n) {
+                        snprintf(note, note_size, "not measured: pass failed (%s, %zu records)",
+                                 r < 0 ? strerror(-r) : "short", recs);
+                        schedstat_bpf_free(b);
+                        return;
+                }
+        }
+        *res = (struct result) { (double) median(wall, rounds) / (double) n, (double) median(cpu, rounds) / (double) n,
+                                 true };
+        snprintf(note, note_size, "one read() pass, all tasks walked");
+        schedstat_bpf_free(b);
+}
+
 static int bench_threads(size_t n, int rounds)
 {
         pthread_t *th = calloc(n, sizeof(*th));
@@ -225,10 +331,9 @@ static int bench_threads(size_t n, int rounds)
         char (*bufs)[64] = calloc(n, sizeof(*bufs));
         struct vcpu_info *vcpus = calloc(n, sizeof(*vcpus));
         nsec_t wall[MAX_ROUNDS], cpu[MAX_ROUNDS];
-        struct result res, tracker_res;
-        char tracker_note[96];
+        struct result res, tracker_res, tracker_bpf_res, bpf_res;
+        char tracker_note[96], tracker_bpf_note[96], bpf_note[96];
         pthread_attr_t attr;
-        struct tracker *tr = NULL;
         pid_t pid = getpid();
         size_t created = 0;
         int r = 0;
@@ -259,48 +364,13 @@ static int bench_threads(size_t n, int rounds)
         }
 
         /* the tracker (first: it holds its own fds, and RLIMIT_NOFILE may be < 2n) */
-        {
-                struct vm_info vm = { .pid = pid, .libvirt_id = -1, .n_vcpus = (unsigned) n, .vcpus = vcpus };
-                nsec_t t = now_ns();
-
-                strcpy(vm.name, "bench");
-                r = tracker_new("/proc", 4 * NSEC_PER_SEC, &tr);
-                if (r < 0)
-                        goto out;
-                r = tracker_set_source(tr, VM_SOURCE_PROC, &vm, 1, t);
-                if (r < 0) {
-                        fprintf(stderr, "tracker_set_source: %s\n", strerror(-r));
-                        goto out;
-                }
-                nsec_t set_ns = now_ns() - t;
-                /* the same inventory again: every fd carried over, no open */
-                t = now_ns();
-                r = tracker_set_source(tr, VM_SOURCE_PROC, &vm, 1, t);
-                if (r < 0)
-                        goto out;
-                nsec_t reset_ns = now_ns() - t;
-                for (int k = 0; k < rounds; k++) {
-                        nsec_t c0 = thread_cputime_ns(), w0 = now_ns();
-                        int s = tracker_sample(tr, w0);
-                        wall[k] = now_ns() - w0;
-                        cpu[k] = thread_cputime_ns() - c0;
-                        if (s != (int) n) {
-                                const struct tracker_stats *ts = tracker_stats(tr);
-                                fprintf(stderr, "tracker_sample: %d of %zu (gone %llu, read errors %llu, open errors %llu)\n",
-                                        s, n, (unsigned long long) ts->threads_gone,
-                                        (unsigned long long) ts->read_errors, (unsigned long long) ts->open_errors);
-                                r = -EIO;
-                                goto out;
-                        }
-                }
-                res = (struct result) { (double) median(wall, rounds) / (double) n,
-                                        (double) median(cpu, rounds) / (double) n, true };
-                tracker_res = res;
-                snprintf(tracker_note, sizeof(tracker_note), "set_source %.1f ms (opens), again %.2f ms",
-                         (double) set_ns / 1e6, (double) reset_ns / 1e6);
-                tracker_free(tr);
-                tr = NULL;
-        }
+        r = bench_tracker(n, vcpus, rounds, false, &tracker_res, tracker_note, sizeof(tracker_note));
+        if (r < 0)
+                goto out;
+        r = bench_tracker(n, vcpus, rounds, true, &tracker_bpf_res, tracker_bpf_note, sizeof(tracker_bpf_note));
+        if (r < 0)
+                goto out;
+        bench_bpf_iter(n, rounds, &bpf_res, bpf_note, sizeof(bpf_note));
 
         /* pread on kept fds, no tracker */
         for (size_t i = 0; i < n; i++) {
@@ -326,6 +396,8 @@ static int bench_threads(size_t n, int rounds)
         pread_wall_ref = res.wall_ns;
         print_row(n, "pread", &res, NULL);
         print_row(n, "tracker", &tracker_res, tracker_note);
+        print_row(n, "bpf-iter", &bpf_res, bpf_note);
+        print_row(n, "tracker-bpf", &tracker_bpf_res, tracker_bpf_note);
 
         /* open + read + close */
         for (int k = 0; k < rounds; k++) {
@@ -398,7 +470,6 @@ static int bench_threads(size_t n, int rounds)
         }
 
 out:
-        tracker_free(tr);
         if (fds)
                 for (size_t i = 0; i < n; i++)
                         if (fds[i] >= 0)
@@ -485,7 +556,7 @@ int main(int argc, char **argv)
                         return 2;
                 }
 
-        printf("%8s  %-10s  %12s  %12s  %8s  %s\n", "threads", "method", "ns/smp wall", "ns/smp cpu", "vs pread",
+        printf("%8s  %-11s  %12s  %12s  %8s  %s\n", "threads", "method", "ns/smp wall", "ns/smp cpu", "vs pread",
                "notes");
         bench_syscall(rounds);
         char *list = strdup(threads);
@@ -517,6 +588,6 @@ int main(int argc, char **argv)
         if (libvirt)
                 bench_libvirt(uri, rounds);
         else
-                printf("%8s  %-10s  libvirt: not measured (--no-libvirt)\n", "-", "libvirt");
+                printf("%8s  %-11s  libvirt: not measured (--no-libvirt)\n", "-", "libvirt");
         return 0;
 }

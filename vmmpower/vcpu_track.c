@@ -29,6 +29,20 @@
  * inventory update fixes it).  The hot path allocates nothing and logs
  * nothing: it updates counters in struct tracker_stats.
  *
+ * BPF sampling (schedstat_bpf.c).  When the procfs root is the real /proc
+ * and the BPF task iterator loads (root, kernel BTF, libbpf at build time),
+ * one read() pass over the iterator returns the same three counters for
+ * every thread of every tracked QEMU process: a few hundred ns per thread
+ * instead of one pread() syscall each.  Userspace keeps the set of tracked
+ * QEMU pids in the BPF map (updated at inventory changes and drops) and an
+ * open-addressing hash tid -> vCPU (capacity a power of two >= 2x the
+ * threads, allocated at inventory updates, rebuilt in place after a drop), so
+ * matching a record is O(1).  A tracked thread absent from the pass has
+ * exited: the same "gone" as ESRCH on its fd.  The kept fds stay open in
+ * BPF mode: they are the fallback when a pass fails (logged once, pread()
+ * from then on) and the alive marker.  If the iterator cannot load, the
+ * tracker logs that once and uses pread().
+ *
  * Per period, for one vCPU thread, with dt the wall time between samples:
  *   util            = (d run_ns - d halt_poll_ns) / dt     clamped to [0, 1]
  *   wait_ratio      = d wait_ns / dt                       clamped to [0, 1]
@@ -59,6 +73,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "log.h"
+#include "schedstat_bpf.h"
 #include "vcpu_track.h"
 
 struct vcpu_priv {
@@ -67,6 +83,15 @@ struct vcpu_priv {
         bool carried;         /* scratch for tracker_set_source() */
         nsec_t last_ns;       /* time of the previous sample */
         uint64_t prev_halt_poll_ns;
+        uint64_t seen_gen;    /* BPF pass that last reported this thread */
+};
+
+/* Slot of the tid hash (BPF sampling); empty when v == NULL. */
+struct tid_slot {
+        pid_t tid;
+        pid_t pid;
+        struct vcpu_load *v;
+        struct vcpu_priv *p;
 };
 
 struct vm_entry {
@@ -91,6 +116,13 @@ struct tracker {
         /* alpha cache: consecutive vCPUs nearly always share dt */
         nsec_t alpha_dt_ns;
         double alpha;
+        /* BPF sampling; bpf == NULL: pread() on the kept fds */
+        struct schedstat_bpf *bpf;
+        struct tid_slot *tids; /* tids_cap slots, a power of two */
+        size_t tids_cap;
+        bool tids_dirty;      /* a VM was dropped: rebuild before the next pass */
+        uint64_t gen;
+        nsec_t pass_now;
 };
 
 int schedstat_parse(const char *s, struct schedstat *ret)
@@ -140,6 +172,106 @@ static double clamp(double x, double lo, double hi)
         return x < lo ? lo : x > hi ? hi : x;
 }
 
+static bool is_real_proc(const char *root)
+{
+        return strcmp(root, "/proc") == 0 || strcmp(root, "/proc/") == 0;
+}
+
+static size_t tids_cap_for(size_t n_threads)
+{
+        size_t cap = 16;
+
+        while (cap < 2 * n_threads)
+                cap *= 2;
+        return cap;
+}
+
+static size_t tid_hash(pid_t tid, size_t cap)
+{
+        return (size_t) (((uint32_t) tid * UINT32_C(2654435761)) >> 7) & (cap - 1);
+}
+
+/* Fill the tid hash from the current VMs (alive threads only); fits by construction. */
+static void tids_rebuild(struct tracker *tr)
+{
+        if (!tr->tids)
+                return;
+        memset(tr->tids, 0, tr->tids_cap * sizeof(*tr->tids));
+        for (size_t i = 0; i < tr->n_vms; i++) {
+                struct vm_entry *e = &tr->vms[i];
+
+                for (unsigned k = 0; k < e->load.n_vcpus; k++) {
+                        size_t h;
+
+                        if (e->priv[k].fd < 0)
+                                continue;
+                        h = tid_hash(e->load.vcpus[k].tid, tr->tids_cap);
+                        while (tr->tids[h].v)
+                                h = (h + 1) & (tr->tids_cap - 1);
+                        tr->tids[h] = (struct tid_slot) { .tid = e->load.vcpus[k].tid, .pid = e->load.info.pid,
+                                                          .v = &e->load.vcpus[k], .p = &e->priv[k] };
+                }
+        }
+        tr->tids_dirty = false;
+}
+
+static void tracker_bpf_stop(struct tracker *tr)
+{
+        schedstat_bpf_free(tr->bpf);
+        tr->bpf = NULL;
+        free(tr->tids);
+        tr->tids = NULL;
+        tr->tids_cap = 0;
+}
+
+int tracker_use_bpf(struct tracker *tr, bool enable)
+{
+        struct schedstat_bpf *b = NULL;
+        struct tid_slot *tids;
+        size_t cap;
+        int r;
+
+        if (!enable) {
+                tracker_bpf_stop(tr);
+                return 0;
+        }
+        if (tr->bpf)
+                return 0;
+        if (!is_real_proc(tr->procfs_root))
+                return -EOPNOTSUPP; /* a fixture tree: the kernel's threads are not its threads */
+        r = schedstat_bpf_new(&b);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < tr->n_vms; i++) {
+                r = schedstat_bpf_track(b, tr->vms[i].load.info.pid);
+                if (r < 0) {
+                        schedstat_bpf_free(b);
+                        return r;
+                }
+        }
+        cap = tids_cap_for(tr->n_threads);
+        tids = calloc(cap, sizeof(*tids));
+        if (!tids) {
+                schedstat_bpf_free(b);
+                return -ENOMEM;
+        }
+        tr->bpf = b;
+        tr->tids = tids;
+        tr->tids_cap = cap;
+        tids_rebuild(tr);
+        return 0;
+}
+
+bool tracker_uses_bpf(const struct tracker *tr)
+{
+        return tr->bpf != NULL;
+}
+
+const char *tracker_sampler_name(const struct tracker *tr)
+{
+        return tr->bpf ? "bpf-iter" : "pread";
+}
+
 int tracker_new(const char *procfs_root, nsec_t half_life_ns, struct tracker **ret)
 {
         struct tracker *tr;
@@ -156,6 +288,15 @@ int tracker_new(const char *procfs_root, nsec_t half_life_ns, struct tracker **r
         }
         tr->half_life_ns = half_life_ns;
         tr->alpha_dt_ns = -1;
+        if (is_real_proc(procfs_root)) {
+                static bool logged = false;
+                int r = tracker_use_bpf(tr, true);
+
+                if (r < 0 && !logged) {
+                        log_info_errno(r, "BPF schedstat sampler unavailable (%m), sampling with pread()");
+                        logged = true;
+                }
+        }
         *ret = tr;
         return 0;
 }
@@ -187,6 +328,7 @@ void tracker_free(struct tracker *tr)
         free(tr->order);
         for (size_t i = 0; i < VM_N_SOURCES; i++)
                 source_state_done(&tr->sources[i]);
+        tracker_bpf_stop(tr);
         free(tr->procfs_root);
         free(tr);
 }
@@ -469,12 +611,44 @@ static void entries_abort(struct vm_entry *v, size_t n)
         free(v);
 }
 
+/*
+ * Make the BPF map of tracked pids the pids of nv (both arrays sorted by
+ * pid: one merge walk).  A failed map update (map full) falls back to pread().
+ */
+static void bpf_sync_pids(struct tracker *tr, const struct vm_entry *nv, size_t nn)
+{
+        size_t i = 0, j = 0;
+        int r = 0;
+
+        while (r >= 0 && (i < tr->n_vms || j < nn)) {
+                pid_t a = i < tr->n_vms ? tr->vms[i].load.info.pid : 0;
+                pid_t b = j < nn ? nv[j].load.info.pid : 0;
+
+                if (j >= nn || (i < tr->n_vms && a < b)) {
+                        r = schedstat_bpf_untrack(tr->bpf, a);
+                        i++;
+                } else if (i >= tr->n_vms || b < a) {
+                        r = schedstat_bpf_track(tr->bpf, b);
+                        j++;
+                } else {
+                        i++;
+                        j++;
+                }
+        }
+        if (r < 0) {
+                log_warning_errno(r, "Failed to update the BPF map of tracked pids (%m), sampling with pread()");
+                tr->stats.bpf_errors++;
+                tracker_bpf_stop(tr);
+        }
+}
+
 int tracker_set_source(struct tracker *tr, enum vm_source source, const struct vm_info *vms, size_t n,
                        nsec_t now)
 {
         struct source_state srcs[VM_N_SOURCES], repl;
         struct vm_entry *nv = NULL;
-        size_t *order = NULL, nn = 0, cap, n_threads = 0;
+        struct tid_slot *ntids = NULL;
+        size_t *order = NULL, nn = 0, cap, n_threads = 0, ntids_cap = 0;
         unsigned gone_opens = 0, open_errs = 0;
         int slot, r;
 
@@ -533,6 +707,17 @@ int tracker_set_source(struct tracker *tr, enum vm_source source, const struct v
                 order[i] = i;
         if (nn > 1)
                 qsort_r(order, nn, sizeof(*order), cmp_order, nv);
+        if (tr->bpf) {
+                ntids_cap = tids_cap_for(n_threads);
+                if (ntids_cap != tr->tids_cap) {
+                        ntids = calloc(ntids_cap, sizeof(*ntids));
+                        if (!ntids) {
+                                r = -ENOMEM;
+                                goto fail;
+                        }
+                }
+                bpf_sync_pids(tr, nv, nn);
+        }
 
         /* Commit: close the fds of the old state that were not carried over. */
         {
@@ -565,6 +750,13 @@ int tracker_set_source(struct tracker *tr, enum vm_source source, const struct v
         tr->n_threads = n_threads;
         tr->stats.threads_gone += gone_opens;
         tr->stats.open_errors += open_errs;
+        if (ntids && tr->bpf) {
+                free(tr->tids);
+                tr->tids = ntids;
+                tr->tids_cap = ntids_cap;
+        } else
+                free(ntids); /* the map update failed: pread() from now on */
+        tids_rebuild(tr);
         return 0;
 
 fail:
@@ -573,6 +765,7 @@ fail:
                         tr->vms[i].priv[k].carried = false;
         entries_abort(nv, nn);
         free(order);
+        free(ntids);
         source_state_done(&repl);
         return r;
 }
@@ -596,6 +789,10 @@ static void tracker_drop(struct tracker *tr, size_t idx)
         }
         tr->n_vms--;
         tr->stats.vms_removed++;
+        if (tr->bpf) {
+                (void) schedstat_bpf_untrack(tr->bpf, pid); /* a stale key only costs a filtered record */
+                tr->tids_dirty = true;
+        }
 
         /* The sources' reports of it are stale: a fresh snapshot may bring it back. */
         for (int s = 0; s < VM_N_SOURCES; s++) {
@@ -610,24 +807,18 @@ static void tracker_drop(struct tracker *tr, size_t idx)
         }
 }
 
-static void sample_vcpu(struct tracker *tr, struct vcpu_load *v, struct vcpu_priv *p, nsec_t now)
+static void mark_gone(struct tracker *tr, struct vcpu_load *v, struct vcpu_priv *p)
 {
-        char buf[96];
-        struct schedstat st;
-        ssize_t n;
+        close(p->fd);
+        p->fd = -1;
+        v->gone = true;
+        tr->stats.threads_gone++;
+}
 
-        n = pread_all0(p->fd, buf, sizeof(buf));
-        if (n == -ESRCH || n == -ENOENT) {
-                close(p->fd);
-                p->fd = -1;
-                v->gone = true;
-                tr->stats.threads_gone++;
-                return;
-        }
-        if (n < 0 || schedstat_parse(buf, &st) < 0) {
-                tr->stats.read_errors++;
-                return;
-        }
+/* New counters of one vCPU thread: rates and decayed averages. */
+static void update_vcpu(struct tracker *tr, struct vcpu_load *v, struct vcpu_priv *p, struct schedstat st,
+                        nsec_t now)
+{
         tr->stats.samples++;
 
         if (p->have_prev && now > p->last_ns && st.run_ns >= v->last.run_ns && st.wait_ns >= v->last.wait_ns) {
@@ -662,9 +853,66 @@ static void sample_vcpu(struct tracker *tr, struct vcpu_load *v, struct vcpu_pri
         p->have_prev = true;
 }
 
+static void sample_vcpu(struct tracker *tr, struct vcpu_load *v, struct vcpu_priv *p, nsec_t now)
+{
+        char buf[96];
+        struct schedstat st;
+        ssize_t n;
+
+        n = pread_all0(p->fd, buf, sizeof(buf));
+        if (n == -ESRCH || n == -ENOENT) {
+                mark_gone(tr, v, p);
+                return;
+        }
+        if (n < 0 || schedstat_parse(buf, &st) < 0) {
+                tr->stats.read_errors++;
+                return;
+        }
+        update_vcpu(tr, v, p, st, now);
+}
+
+static void bpf_record(const struct schedstat_bpf_rec *rec, void *userdata)
+{
+        struct tracker *tr = userdata;
+        size_t mask = tr->tids_cap - 1;
+
+        /* every slot with this tid: a source may list one thread under two indexes */
+        for (size_t h = tid_hash((pid_t) rec->tid, tr->tids_cap); tr->tids[h].v; h = (h + 1) & mask) {
+                struct tid_slot *s = &tr->tids[h];
+
+                if (s->tid != (pid_t) rec->tid || s->pid != (pid_t) rec->tgid || s->p->seen_gen == tr->gen)
+                        continue;
+                s->p->seen_gen = tr->gen;
+                update_vcpu(tr, s->v, s->p,
+                            (struct schedstat) { .run_ns = rec->run_ns, .wait_ns = rec->wait_ns,
+                                                 .timeslices = rec->timeslices },
+                            tr->pass_now);
+        }
+}
+
+/* One iterator pass; false when it failed (then the caller samples with pread()). */
+static bool bpf_pass(struct tracker *tr, nsec_t now)
+{
+        int r;
+
+        if (tr->tids_dirty)
+                tids_rebuild(tr);
+        tr->gen++;
+        tr->pass_now = now;
+        r = schedstat_bpf_read(tr->bpf, bpf_record, tr);
+        if (r < 0) {
+                log_warning_errno(r, "BPF schedstat pass failed (%m), sampling with pread() from now on");
+                tr->stats.bpf_errors++;
+                tracker_bpf_stop(tr);
+                return false;
+        }
+        return true;
+}
+
 int tracker_sample(struct tracker *tr, nsec_t now)
 {
         nsec_t cpu0 = thread_cputime_ns();
+        bool via_bpf = tr->bpf && tr->n_threads > 0 && bpf_pass(tr, now);
         int sampled = 0;
 
         for (size_t i = 0; i < tr->n_vms;) {
@@ -677,10 +925,17 @@ int tracker_sample(struct tracker *tr, nsec_t now)
 
                         if (p->fd < 0)
                                 continue;
-                        uint64_t before = tr->stats.samples;
-                        sample_vcpu(tr, v, p, now);
-                        if (tr->stats.samples != before)
-                                sampled++;
+                        if (via_bpf) {
+                                if (p->seen_gen == tr->gen)
+                                        sampled++;
+                                else
+                                        mark_gone(tr, v, p); /* not in the pass: exited */
+                        } else {
+                                uint64_t before = tr->stats.samples;
+                                sample_vcpu(tr, v, p, now);
+                                if (tr->stats.samples != before)
+                                        sampled++;
+                        }
                         if (p->fd >= 0)
                                 alive++;
                 }

@@ -62,12 +62,27 @@ struct tracker_stats {
         uint64_t open_errors;
         uint64_t vms_added, vms_removed;
         nsec_t last_sample_cpu_ns; /* thread CPU time spent in the last tracker_sample() */
+        uint64_t bpf_errors;     /* failed BPF passes or map updates (each switches to pread()) */
 };
 
 struct tracker;
 
+/*
+ * With procfs_root "/proc", tries the BPF sampler (schedstat_bpf.h) and, if it
+ * cannot load, logs that once per process and samples with pread().
+ */
 int tracker_new(const char *procfs_root, nsec_t half_life_ns, struct tracker **ret);
 void tracker_free(struct tracker *tr);
+
+/*
+ * Switch the BPF task-iterator sampler on (0, or -errno when it cannot load:
+ * -EOPNOTSUPP without BPF support or with a procfs root other than /proc,
+ * -EPERM, ...; the tracker then keeps pread()) or off (always 0).
+ */
+int tracker_use_bpf(struct tracker *tr, bool enable);
+/* Which sampler the next tracker_sample() uses: true = BPF iterator. */
+bool tracker_uses_bpf(const struct tracker *tr);
+const char *tracker_sampler_name(const struct tracker *tr); /* "bpf-iter" or "pread" */
 
 /*
  * Replace what one source knows (a full snapshot of that source; vms may be

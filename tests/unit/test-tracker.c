@@ -3,7 +3,10 @@
  * Tracker: decay math; arithmetic on a fake procfs in a temp dir whose
  * schedstat files the test rewrites in place between samples (the tracker's
  * kept fds see the new content); merging of sources; real threads of this
- * test for ESRCH (a thread that exits) and for busy/idle utilisation.
+ * test for ESRCH (a thread that exits) and for busy/idle utilisation, with
+ * both samplers (pread() on kept fds, BPF task iterator: the BPF one must
+ * load on the CI machine, so these fail rather than skip without it), and
+ * the two samplers reading identical counters of stopped threads.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -18,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <linux/futex.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -472,11 +476,25 @@ static void *exit_main(void *arg)
         return NULL;
 }
 
-static void test_real_gone(void **state)
+/* Put the tracker on the sampler under test; the BPF one must load here. */
+static void use_sampler(struct tracker *tr, bool bpf)
+{
+        int r = tracker_use_bpf(tr, bpf);
+
+        if (r < 0)
+                fprintf(stderr, "tracker_use_bpf(%d): %s\n", bpf, strerror(-r));
+        assert_int_equal(r, 0);
+        assert_int_equal(tracker_uses_bpf(tr), bpf);
+        assert_string_equal(tracker_sampler_name(tr), bpf ? "bpf-iter" : "pread");
+}
+
+static void real_gone(bool bpf)
 {
         struct thr a = { 0 }, b = { 0 };
         struct tracker *tr;
         nsec_t deadline;
+
+        stop_idle = exit_now = false;
 
         assert_int_equal(pthread_create(&a.t, NULL, exit_main, &a), 0);
         wait_tid(&a);
@@ -487,6 +505,7 @@ static void test_real_gone(void **state)
         struct vm_info vm = mkvm(getpid(), "self", v, 2);
 
         assert_int_equal(tracker_new("/proc", HALF_LIFE, &tr), 0);
+        use_sampler(tr, bpf);
         assert_int_equal(tracker_set_source(tr, VM_SOURCE_PROC, &vm, 1, now_ns()), 0);
         assert_int_equal(tracker_sample(tr, now_ns()), 2);
 
@@ -537,7 +556,19 @@ static void test_real_gone(void **state)
         /* the stale source report does not bring it back on the next update of another source */
         assert_int_equal(tracker_set_source(tr, VM_SOURCE_QMP, NULL, 0, now_ns()), 0);
         assert_int_equal(tracker_n_vms(tr), 0);
+        assert_int_equal(tracker_uses_bpf(tr), bpf);
+        assert_int_equal(tracker_stats(tr)->bpf_errors, 0);
         tracker_free(tr);
+}
+
+static void test_real_gone(void **state)
+{
+        real_gone(false);
+}
+
+static void test_real_gone_bpf(void **state)
+{
+        real_gone(true);
 }
 
 static nsec_t thread_cpu_ns(pthread_t t)
@@ -550,14 +581,14 @@ static nsec_t thread_cpu_ns(pthread_t t)
         return (nsec_t) ts.tv_sec * S + ts.tv_nsec;
 }
 
-static void test_real_busy_idle(void **state)
+static void real_busy_idle(bool bpf)
 {
         struct thr busy = { 0 }, idle = { 0 };
         struct tracker *tr;
         nsec_t t0, t1, c0, c1;
         const struct vm_load *l;
 
-        stop_idle = false;
+        stop_idle = stop_busy = false;
         assert_int_equal(pthread_create(&busy.t, NULL, busy_main, &busy), 0);
         wait_tid(&busy);
         assert_int_equal(pthread_create(&idle.t, NULL, idle_main, &idle), 0);
@@ -566,6 +597,7 @@ static void test_real_busy_idle(void **state)
         struct vcpu_info v[] = { { 0, busy.tid }, { 1, idle.tid } };
         struct vm_info vm = mkvm(getpid(), "self", v, 2);
         assert_int_equal(tracker_new("/proc", HALF_LIFE, &tr), 0);
+        use_sampler(tr, bpf);
         assert_int_equal(tracker_set_source(tr, VM_SOURCE_PROC, &vm, 1, now_ns()), 0);
 
         c0 = thread_cpu_ns(busy.t);
@@ -579,7 +611,7 @@ static void test_real_busy_idle(void **state)
         l = tracker_find_vm(tr, getpid());
         assert_true(l->vcpus[0].valid && l->vcpus[1].valid);
         double expect = (double) (c1 - c0) / (double) (t1 - t0);
-        printf("busy util %.3f (thread clock %.3f) wait %.3f, idle util %.3f\n", l->vcpus[0].util, expect,
+        printf("%s: busy util %.3f (thread clock %.3f) wait %.3f, idle util %.3f\n", tracker_sampler_name(tr), l->vcpus[0].util, expect,
                l->vcpus[0].wait_ratio, l->vcpus[1].util);
         /* agrees with the thread's own CPU clock */
         assert_true(fabs(l->vcpus[0].util - MIN(expect, 1.0)) < 0.05);
@@ -595,7 +627,123 @@ static void test_real_busy_idle(void **state)
         pthread_mutex_unlock(&mu);
         assert_int_equal(pthread_join(busy.t, NULL), 0);
         assert_int_equal(pthread_join(idle.t, NULL), 0);
+        assert_int_equal(tracker_uses_bpf(tr), bpf);
         tracker_free(tr);
+}
+
+static void test_real_busy_idle(void **state)
+{
+        real_busy_idle(false);
+}
+
+static void test_real_busy_idle_bpf(void **state)
+{
+        real_busy_idle(true);
+}
+
+/* ---- both samplers, same counters ---- */
+
+#define N_STOPPED 6
+static uint32_t gate; /* futex word: threads block while 0 */
+
+static void *stopped_main(void *arg)
+{
+        struct thr *t = arg;
+        volatile uint64_t x = 0;
+        nsec_t end = now_ns() + 3 * NSEC_PER_MSEC;
+
+        /* some CPU time first, so the counters are non-zero */
+        while (now_ns() < end)
+                x++;
+        publish_tid(t);
+        while (__atomic_load_n(&gate, __ATOMIC_ACQUIRE) == 0)
+                syscall(SYS_futex, &gate, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
+        return NULL;
+}
+
+/* State letter of one of our threads in /proc/self/task/<tid>/stat. */
+static char thread_state(pid_t tid)
+{
+        char path[64], buf[512], *p;
+        FILE *f;
+
+        snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int) tid);
+        f = fopen(path, "re");
+        assert_non_null(f);
+        assert_non_null(fgets(buf, sizeof(buf), f));
+        fclose(f);
+        p = strrchr(buf, ')');
+        assert_non_null(p);
+        return p[2];
+}
+
+static void test_same_counters(void **state)
+{
+        struct thr t[N_STOPPED] = { 0 };
+        struct vcpu_info v[N_STOPPED];
+        struct tracker *tp, *tb, *tf;
+        nsec_t now;
+
+        gate = 0;
+        for (int i = 0; i < N_STOPPED; i++) {
+                assert_int_equal(pthread_create(&t[i].t, NULL, stopped_main, &t[i]), 0);
+                wait_tid(&t[i]);
+                v[i] = (struct vcpu_info) { i, t[i].tid };
+        }
+        /* all asleep on the futex: their counters no longer move */
+        for (int i = 0; i < N_STOPPED; i++) {
+                nsec_t deadline = now_ns() + 5 * S;
+                while (thread_state(t[i].tid) != 'S' && now_ns() < deadline)
+                        usleep(1000);
+                assert_int_equal(thread_state(t[i].tid), 'S');
+        }
+
+        struct vm_info vm = mkvm(getpid(), "self", v, N_STOPPED);
+        assert_int_equal(tracker_new("/proc", HALF_LIFE, &tp), 0);
+        use_sampler(tp, false);
+        assert_int_equal(tracker_new("/proc", HALF_LIFE, &tb), 0);
+        use_sampler(tb, true);
+        assert_int_equal(tracker_set_source(tp, VM_SOURCE_PROC, &vm, 1, now_ns()), 0);
+        assert_int_equal(tracker_set_source(tb, VM_SOURCE_PROC, &vm, 1, now_ns()), 0);
+        now = now_ns();
+        assert_int_equal(tracker_sample(tb, now), N_STOPPED);
+        assert_int_equal(tracker_sample(tp, now), N_STOPPED);
+
+        const struct vm_load *lp = tracker_find_vm(tp, getpid()), *lb = tracker_find_vm(tb, getpid());
+        assert_non_null(lp);
+        assert_non_null(lb);
+        assert_int_equal(lp->n_vcpus, N_STOPPED);
+        assert_int_equal(lb->n_vcpus, N_STOPPED);
+        for (int i = 0; i < N_STOPPED; i++) {
+                printf("tid %d: pread %llu %llu %llu, bpf %llu %llu %llu\n", (int) lp->vcpus[i].tid,
+                       (unsigned long long) lp->vcpus[i].last.run_ns, (unsigned long long) lp->vcpus[i].last.wait_ns,
+                       (unsigned long long) lp->vcpus[i].last.timeslices,
+                       (unsigned long long) lb->vcpus[i].last.run_ns, (unsigned long long) lb->vcpus[i].last.wait_ns,
+                       (unsigned long long) lb->vcpus[i].last.timeslices);
+                assert_int_equal(lb->vcpus[i].tid, lp->vcpus[i].tid);
+                assert_true(lp->vcpus[i].last.run_ns >= 1 * NSEC_PER_MSEC); /* it did spin */
+                assert_true(lp->vcpus[i].last.timeslices > 0);
+                assert_int_equal(lb->vcpus[i].last.run_ns, lp->vcpus[i].last.run_ns);
+                assert_int_equal(lb->vcpus[i].last.wait_ns, lp->vcpus[i].last.wait_ns);
+                assert_int_equal(lb->vcpus[i].last.timeslices, lp->vcpus[i].last.timeslices);
+        }
+        assert_true(tracker_uses_bpf(tb));
+        assert_int_equal(tracker_stats(tb)->samples, N_STOPPED);
+        assert_int_equal(tracker_stats(tb)->bpf_errors, 0);
+
+        /* a fixture tree is not the kernel's /proc: no BPF there */
+        assert_int_equal(tracker_new(root, HALF_LIFE, &tf), 0);
+        assert_false(tracker_uses_bpf(tf));
+        assert_int_equal(tracker_use_bpf(tf, true), -EOPNOTSUPP);
+        assert_string_equal(tracker_sampler_name(tf), "pread");
+        tracker_free(tf);
+
+        __atomic_store_n(&gate, 1, __ATOMIC_RELEASE);
+        syscall(SYS_futex, &gate, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+        for (int i = 0; i < N_STOPPED; i++)
+                assert_int_equal(pthread_join(t[i].t, NULL), 0);
+        tracker_free(tp);
+        tracker_free(tb);
 }
 
 int main(void)
@@ -607,6 +755,9 @@ int main(void)
                 cmocka_unit_test(test_enomem_keeps_state),
                 cmocka_unit_test(test_real_gone),
                 cmocka_unit_test(test_real_busy_idle),
+                cmocka_unit_test(test_real_gone_bpf),
+                cmocka_unit_test(test_real_busy_idle_bpf),
+                cmocka_unit_test(test_same_counters),
         };
         return cmocka_run_group_tests(tests, setup, teardown);
 }
