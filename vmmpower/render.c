@@ -90,10 +90,12 @@ void render_status(const struct daemon *d, bool json, struct strbuf *out)
                               d->libvirt ? "true" : "false", ls.connected ? "true" : "false", ls.connects,
                               ls.disconnects, ls.connect_failures, ls.events, ls.reconciles, ls.errors);
                 strbuf_printf(out,
-                              ",\"tracker\":{\"threads\":%zu,\"samples\":%" PRIu64 ",\"threads_gone\":%" PRIu64
+                              ",\"tracker\":{\"sampler\":\"%s\",\"bpf_errors\":%" PRIu64
+                              ",\"threads\":%zu,\"samples\":%" PRIu64 ",\"threads_gone\":%" PRIu64
                               ",\"read_errors\":%" PRIu64 ",\"open_errors\":%" PRIu64 ",\"vms_added\":%" PRIu64
                               ",\"vms_removed\":%" PRIu64 ",\"last_sample_cpu_ns\":%" PRId64 "}",
-                              tracker_n_threads(d->tracker), ts->samples, ts->threads_gone, ts->read_errors,
+                              tracker_sampler_name(d->tracker), ts->bpf_errors, tracker_n_threads(d->tracker),
+                              ts->samples, ts->threads_gone, ts->read_errors,
                               ts->open_errors, ts->vms_added, ts->vms_removed, ts->last_sample_cpu_ns);
                 strbuf_printf(out,
                               ",\"procscan\":{\"scans\":%llu,\"vanished\":%llu,\"errors\":%llu}"
@@ -131,9 +133,9 @@ void render_status(const struct daemon *d, bool json, struct strbuf *out)
         strbuf_printf(out, "procfs scan:   %s, %llu scans, %llu vanished mid-scan\n",
                       d->cfg.proc_scan ? "on" : "off", d->procscan_stats.scans, d->procscan_stats.vanished);
         strbuf_printf(out,
-                      "tracker:       %" PRIu64 " samples, %" PRIu64 " threads gone, %" PRIu64
+                      "tracker:       %s sampler, %" PRIu64 " samples, %" PRIu64 " threads gone, %" PRIu64
                       " read errors, last period %.1f us CPU\n",
-                      ts->samples, ts->threads_gone, ts->read_errors,
+                      tracker_sampler_name(d->tracker), ts->samples, ts->threads_gone, ts->read_errors,
                       (double) d->counters.last_period_cpu_ns / NSEC_PER_USEC);
 }
 

@@ -70,6 +70,8 @@ class DaemonWithGuests(unittest.TestCase):
             self.assertEqual(set(vm["sources"]), sources, vm)
             self.assertEqual(vm["accel"], "tcg")
             self.assertEqual(vcpu_map(vm), g.vcpu_tids(), "vCPU index -> thread id of %s" % g.name)
+        # On this kind of host the BPF task iterator loads: the fast sampler is the one in use.
+        self.assertEqual(d.status()["tracker"]["sampler"], "bpf-iter")
         uuid = vmlib.virsh("domuuid", self.a.name).stdout.strip()
         self.assertEqual(d.vm_by_pid(self.a.pid)["uuid"], uuid)
         # The daemon's own text table names every VM too.
