@@ -56,6 +56,9 @@ struct hint_conn {
         bool logged;
         uint64_t rejected_logged; /* rejected lines at the last log */
         struct hint_io_stats io;
+        bool throttled;          /* read budget used up: EPOLLIN off until refilled */
+        uint64_t read_tokens;    /* bytes that may still be read */
+        nsec_t read_tokens_ns;   /* when read_tokens was last refilled */
         size_t out_len;
         char out[HINT_OUT_MAX];
 };
@@ -89,6 +92,7 @@ static void io_add(struct hint_io_stats *a, const struct hint_io_stats *b)
         a->reply_bytes += b->reply_bytes;
         a->replies_dropped += b->replies_dropped;
         a->write_errors += b->write_errors;
+        a->read_throttles += b->read_throttles;
 }
 
 static void counters_add(struct hint_counters *a, const struct hint_counters *b)
@@ -124,6 +128,26 @@ static const char *conn_name(const struct hint_conn *c, char *buf, size_t size)
 }
 
 /* ---- socket plumbing ---- */
+
+/* What the connection wants from epoll: input unless throttled, output while replies wait. */
+static uint32_t conn_wanted_events(const struct hint_conn *c)
+{
+        return (c->throttled ? 0 : EPOLLIN) | (c->out_len > 0 ? EPOLLOUT : 0);
+}
+
+static void conn_refill(struct hint_conn *c, nsec_t now)
+{
+        nsec_t dt = now - c->read_tokens_ns;
+
+        if (dt <= 0)
+                return;
+        if (dt > NSEC_PER_SEC)
+                dt = NSEC_PER_SEC;
+        c->read_tokens += (uint64_t) dt * HINT_READ_BYTES_PER_SEC / NSEC_PER_SEC;
+        if (c->read_tokens > HINT_READ_BYTES_PER_SEC)
+                c->read_tokens = HINT_READ_BYTES_PER_SEC;
+        c->read_tokens_ns = now;
+}
 
 static void conn_set_events(struct hint_conn *c, uint32_t events)
 {
@@ -170,7 +194,7 @@ static void conn_flush(struct hint_conn *c, nsec_t now)
                 memmove(c->out, c->out + k, c->out_len - (size_t) k);
                 c->out_len -= (size_t) k;
         }
-        conn_set_events(c, c->out_len > 0 ? EPOLLIN | EPOLLOUT : EPOLLIN);
+        conn_set_events(c, conn_wanted_events(c));
 }
 
 /* Move whole lines from sb to the bounded output buffer; what does not fit is dropped. */
@@ -224,11 +248,21 @@ static void conn_read(struct hint_conn *c, nsec_t now)
         struct hint_server *hs = c->hs;
         char buf[HINT_READ_CHUNK];
         uint64_t handshakes = c->vm->counters.handshakes;
+        size_t want = sizeof(buf);
         ssize_t k;
         int n;
 
+        conn_refill(c, now);
+        if (c->read_tokens == 0) {
+                c->throttled = true;
+                c->io.read_throttles++;
+                conn_set_events(c, conn_wanted_events(c));
+                return;
+        }
+        if (want > c->read_tokens)
+                want = (size_t) c->read_tokens;
         do
-                k = recv(c->watch.fd, buf, sizeof(buf), MSG_DONTWAIT);
+                k = recv(c->watch.fd, buf, want, MSG_DONTWAIT);
         while (k < 0 && errno == EINTR);
         if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
                 return;
@@ -242,6 +276,7 @@ static void conn_read(struct hint_conn *c, nsec_t now)
         }
         c->io.read_events++;
         c->io.read_chunk_max = MAX(c->io.read_chunk_max, (uint64_t) k);
+        c->read_tokens -= (uint64_t) k;
 
         strbuf_reset(&hs->scratch);
         n = hint_vm_feed(c->vm, buf, (size_t) k, now, &hs->scratch);
@@ -274,6 +309,9 @@ static void conn_event(struct io_watch *w, uint32_t events)
                 }
                 c->state = CONN_UP;
                 c->io.connects++;
+                c->throttled = false;
+                c->read_tokens = HINT_READ_BYTES_PER_SEC;
+                c->read_tokens_ns = now;
                 conn_flush(c, now);
                 return;
         }
@@ -322,6 +360,9 @@ static void conn_try_connect(struct hint_conn *c, nsec_t now)
                 return;
         }
         c->events = r == 0 ? EPOLLIN : EPOLLOUT;
+        c->throttled = false;
+        c->read_tokens = HINT_READ_BYTES_PER_SEC; /* a fresh connection starts with a full budget */
+        c->read_tokens_ns = now;
         if (r == 0) {
                 c->state = CONN_UP;
                 c->io.connects++;
@@ -481,10 +522,21 @@ void hint_server_update_end(struct hint_server *hs, nsec_t now)
         size_t w = 0;
 
         for (size_t i = 0; i < hs->n_conns; i++) {
-                if (hs->conns[i]->seen)
-                        hs->conns[w++] = hs->conns[i];
-                else
-                        conn_free(hs, hs->conns[i]);
+                struct hint_conn *c = hs->conns[i];
+
+                if (!c->seen) {
+                        conn_free(hs, c);
+                        continue;
+                }
+                hs->conns[w++] = c;
+                /* A throttled channel is read again once its budget refilled. */
+                if (c->throttled && c->state == CONN_UP) {
+                        conn_refill(c, now);
+                        if (c->read_tokens > 0) {
+                                c->throttled = false;
+                                conn_set_events(c, conn_wanted_events(c));
+                        }
+                }
         }
         hs->n_conns = w;
 }

@@ -42,6 +42,15 @@
 
 #define HINT_READ_CHUNK 4096
 #define HINT_OUT_MAX 2048
+/*
+ * Bytes per second read from one VM's channel (a token bucket holding at most
+ * one second's worth).  2 MiB/s is about 160,000 hint lines/s, above any
+ * sensible agent (powerhintd sends a few lines per vCPU per second) and
+ * enough for a 100,000 hints/s flood to be read in full; past it the socket is
+ * not read until the next period, so a guest cannot make the daemon spend
+ * more than about 1% of a core (measured ~70 ns per line) on its bytes.
+ */
+#define HINT_READ_BYTES_PER_SEC (2u << 20)
 #define HINT_RECONNECT_MIN_NS (1 * NSEC_PER_SEC)
 #define HINT_RECONNECT_MAX_NS (30 * NSEC_PER_SEC)
 #define HINT_LOG_INTERVAL_NS (60 * NSEC_PER_SEC)
@@ -61,6 +70,7 @@ struct hint_io_stats {
         uint64_t reply_bytes;       /* bytes written to guests */
         uint64_t replies_dropped;   /* reply lines dropped: output buffer full */
         uint64_t write_errors;      /* send() errors other than EAGAIN */
+        uint64_t read_throttles;    /* times reading stopped: HINT_READ_BYTES_PER_SEC used up */
 };
 
 struct hint_vm_status {

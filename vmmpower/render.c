@@ -159,10 +159,11 @@ static void json_vm_hints(const struct daemon *d, const struct vm_load *vm, stru
         strbuf_printf(out,
                       ",\"trust\":\"%s\",\"lines\":%" PRIu64 ",\"accepted\":%" PRIu64 ",\"clamped\":%" PRIu64
                       ",\"rejected\":%" PRIu64 ",\"resyncs\":%" PRIu64 ",\"actuations\":%" PRIu64
-                      ",\"rate_limited\":%" PRIu64 ",\"connects\":%" PRIu64 ",\"disconnects\":%" PRIu64 "}",
+                      ",\"rate_limited\":%" PRIu64 ",\"connects\":%" PRIu64 ",\"disconnects\":%" PRIu64
+                      ",\"read_throttles\":%" PRIu64 "}",
                       hint_trust_to_string(st.policy.trust), st.counters.lines, st.counters.accepted,
                       st.counters.clamped, rejected, st.counters.resyncs, st.counters.actuations,
-                      st.counters.rate_limited, st.io.connects, st.io.disconnects);
+                      st.counters.rate_limited, st.io.connects, st.io.disconnects, st.io.read_throttles);
 }
 
 void render_vms(const struct daemon *d, bool json, struct strbuf *out)

@@ -545,6 +545,71 @@ static void test_flood_bounded_and_rate_limited(void **state)
         free(data);
 }
 
+/* A guest writing faster than HINT_READ_BYTES_PER_SEC is read at that rate:
+ * the rest waits in the socket until the budget refills at a later update. */
+static void test_read_budget(void **state)
+{
+        struct fixture *f = *state;
+        const size_t total = 4u << 20; /* more than 1.5 s of budget */
+        char *data = malloc(total + 64);
+        size_t len = 0, sent = 0;
+        struct hint_vm_status st;
+        uint64_t after_first, after_half;
+        int peer, idle = 0;
+
+        assert_non_null(data);
+        len += (size_t) sprintf(data, "HELLO 1 vcpus=2\n");
+        while (len < total - 16)
+                len += (size_t) sprintf(data + len, "LEVEL 0 %zu\n", 100 + len % 900);
+        update_a(f, 2);
+        peer = accept_peer(f->lfd_a);
+        assert_int_equal(fcntl(peer, F_SETFL, O_NONBLOCK), 0);
+        /* Clock stands still: only the initial budget may be read. */
+        while (idle < 50) {
+                ssize_t k = sent < len ? write(peer, data + sent, len - sent) : 0;
+
+                if (k > 0)
+                        sent += (size_t) k;
+                idle = dispatch(f->epfd, 10) > 0 || k > 0 ? 0 : idle + 1;
+        }
+        st = status_of(f, PID_A);
+        after_first = st.counters.bytes;
+        assert_int_equal(after_first, HINT_READ_BYTES_PER_SEC);
+        assert_true(st.io.read_throttles >= 1);
+        /* Half a second later (the daemon's next update), half the budget more. */
+        fake_now += NSEC_PER_SEC / 2;
+        update_a(f, 2);
+        for (idle = 0; idle < 50;) {
+                ssize_t k = sent < len ? write(peer, data + sent, len - sent) : 0;
+
+                if (k > 0)
+                        sent += (size_t) k;
+                idle = dispatch(f->epfd, 10) > 0 || k > 0 ? 0 : idle + 1;
+        }
+        after_half = status_of(f, PID_A).counters.bytes;
+        assert_int_equal(after_half - after_first, HINT_READ_BYTES_PER_SEC / 2);
+        /* Enough time: everything is read, nothing was lost or rejected. */
+        for (int i = 0; i < 4 && status_of(f, PID_A).counters.bytes < len; i++) {
+                fake_now += NSEC_PER_SEC;
+                update_a(f, 2);
+                for (idle = 0; idle < 50;) {
+                        ssize_t k = sent < len ? write(peer, data + sent, len - sent) : 0;
+
+                        if (k > 0)
+                                sent += (size_t) k;
+                        idle = dispatch(f->epfd, 10) > 0 || k > 0 ? 0 : idle + 1;
+                }
+        }
+        st = status_of(f, PID_A);
+        assert_int_equal(st.counters.bytes, len);
+        assert_int_equal(st.counters.rejected[HINT_REJECT_SYNTAX], 0);
+        print_message("read budget: %zu bytes offered at once, %" PRIu64 " read at first, +%" PRIu64
+                      " after 0.5 s, %" PRIu64 " throttles\n",
+                      len, after_first, after_half - after_first, st.io.read_throttles);
+        close(peer);
+        free(data);
+}
+
 static void test_peer_never_reads(void **state)
 {
         struct fixture *f = *state;
@@ -789,6 +854,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_disconnect_midline_reconnect, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_peer_gone_backoff, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_flood_bounded_and_rate_limited, setup_full, teardown),
+                cmocka_unit_test_setup_teardown(test_read_budget, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_peer_never_reads, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_ignored_vms, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_full_trust_actuates, setup_full, teardown),
