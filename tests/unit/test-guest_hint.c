@@ -610,6 +610,63 @@ static void test_read_budget(void **state)
         free(data);
 }
 
+/* A flood over running time: the clock moves on between wake-ups, as it does in
+ * the daemon.  The budget must still be spent in full chunks, not a few bytes per
+ * wake-up (which a bucket refilled on every read would hand out), so the number
+ * of reads stays near bytes / HINT_READ_CHUNK. */
+static void test_read_budget_running_clock(void **state)
+{
+        struct fixture *f = *state;
+        const size_t total = 12u << 20;
+        const nsec_t period = NSEC_PER_SEC / 10, step = 20 * NSEC_PER_USEC;
+        char *data = malloc(total + 64);
+        size_t len = 0, sent = 0;
+        struct hint_vm_status st;
+        nsec_t next_update;
+        uint64_t reads0, bytes0, max_reads;
+        int peer, updates = 0;
+
+        assert_non_null(data);
+        len += (size_t) sprintf(data, "HELLO 1 vcpus=2\n");
+        while (len < total - 16)
+                len += (size_t) sprintf(data + len, "LEVEL 1 %zu\n", 100 + len % 900);
+        update_a(f, 2);
+        peer = accept_peer(f->lfd_a);
+        assert_int_equal(fcntl(peer, F_SETFL, O_NONBLOCK), 0);
+        st = status_of(f, PID_A);
+        reads0 = st.io.read_events;
+        bytes0 = st.counters.bytes;
+        next_update = fake_now + period;
+        /* Three simulated seconds: 20 us per wake-up, an update every 100 ms. */
+        while (updates < 30) {
+                ssize_t k = sent < len ? write(peer, data + sent, len - sent) : 0;
+
+                if (k > 0)
+                        sent += (size_t) k;
+                if (dispatch(f->epfd, 0) > 0)
+                        fake_now += step;
+                else
+                        fake_now = next_update; /* nothing to read: on to the period */
+                if (fake_now >= next_update) {
+                        update_a(f, 2);
+                        updates++;
+                        next_update += period;
+                }
+        }
+        st = status_of(f, PID_A);
+        /* Initial second's budget plus three seconds' refill, never more. */
+        assert_true(st.counters.bytes - bytes0 <= 4 * (uint64_t) HINT_READ_BYTES_PER_SEC);
+        assert_true(st.counters.bytes - bytes0 >= 3 * (uint64_t) HINT_READ_BYTES_PER_SEC);
+        max_reads = (st.counters.bytes - bytes0) / HINT_READ_CHUNK + 2 * (uint64_t) updates + 8;
+        print_message("read budget, running clock: %" PRIu64 " bytes in %" PRIu64 " reads (at most %" PRIu64
+                      " allowed), %" PRIu64 " throttles\n",
+                      st.counters.bytes - bytes0, st.io.read_events - reads0, max_reads, st.io.read_throttles);
+        assert_true(st.io.read_events - reads0 <= max_reads);
+        assert_int_equal(st.counters.rejected[HINT_REJECT_SYNTAX], 0);
+        close(peer);
+        free(data);
+}
+
 static void test_peer_never_reads(void **state)
 {
         struct fixture *f = *state;
@@ -855,6 +912,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_peer_gone_backoff, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_flood_bounded_and_rate_limited, setup_full, teardown),
                 cmocka_unit_test_setup_teardown(test_read_budget, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_read_budget_running_clock, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_peer_never_reads, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_ignored_vms, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_full_trust_actuates, setup_full, teardown),
