@@ -73,6 +73,7 @@ void config_defaults(struct vp_config *c)
         c->qmp_timeout_ns = 500 * NSEC_PER_MSEC;
         c->load_half_life_ns = 4 * NSEC_PER_SEC;
         c->planner_enabled = true;
+        c->planner_apply = true;
         c->headroom_pct = 80;
         c->wait_budget_pct = 5;
         c->shrink_dwell_ns = 10 * NSEC_PER_SEC;
@@ -142,6 +143,9 @@ static const struct key_def keys[] = {
           "a duration like 10s, 0s..1h" },
         { "Planner", "MaxMovesPerPeriod", VT_UINT, NUM(max_moves), 0, 100000,
           "a number 0..100000 (0: no cap)" },
+        { "Planner", "Apply", VT_BOOL, NUM(planner_apply), 0, 0, "yes or no" },
+        { "Planner", "ActiveMaxLatencyUs", VT_UINT, NUM(active_max_latency_us), 0, 10000000,
+          "a number of microseconds 0..10000000 (0: no limit)" },
 };
 
 static const char *const sections[] = { "Daemon", "Libvirt", "QEMU", "Tracking", "Metrics", "Planner" };

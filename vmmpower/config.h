@@ -43,8 +43,10 @@ struct vp_config {
         nsec_t load_half_life_ns;       /* LoadHalfLife, default 4s */
         /* [Metrics] */
         char metrics_textfile[CONFIG_PATH_MAX]; /* TextfilePath, default "" (off) */
-        /* [Planner] (advisory: plans are computed and shown, not yet acted on) */
+        /* [Planner] */
         bool planner_enabled;           /* Enabled, default yes */
+        bool planner_apply;             /* Apply, default yes (no: plans are shown, not acted on) */
+        uint32_t active_max_latency_us; /* ActiveMaxLatencyUs, default 0 = no limit */
         char model_file[CONFIG_PATH_MAX];      /* ModelFile, default "" (derived from sysfs) */
         uint32_t headroom_pct;          /* HeadroomPercent, default 80, 10..100 */
         uint32_t wait_budget_pct;       /* WaitBudgetPercent, default 5, 1..100 */

@@ -31,6 +31,7 @@
 
 #include "control.h"
 #include "daemon.h"
+#include "apply.h"
 #include "journal.h"
 #include "event.h"
 #include "log.h"
@@ -224,6 +225,48 @@ static int load_energy_model(const struct vp_config *cfg, const struct topology 
         return r;
 }
 
+static bool want_applier(const struct daemon *d, const struct vp_config *cfg, bool have_model)
+{
+        return !d->opts.dry_run && cfg->planner_enabled && cfg->planner_apply && have_model;
+}
+
+static bool applier_config_changed(const struct vp_config *a, const struct vp_config *b)
+{
+        return strcmp(a->state_dir, b->state_dir) != 0 || strcmp(a->sysfs_root, b->sysfs_root) != 0 ||
+               a->libvirt_enabled != b->libvirt_enabled || strcmp(a->libvirt_uri, b->libvirt_uri) != 0;
+}
+
+/* Stop acting: the thread ends, then every knob it touched is put back. */
+static void stop_applier(struct daemon *d, const struct vp_config *cfg)
+{
+        if (!d->applier)
+                return;
+        applier_free(d->applier);
+        d->applier = NULL;
+        apply_request_free(d->apply_scratch);
+        d->apply_scratch = NULL;
+        (void) daemon_restore_journal(cfg);
+}
+
+static void start_applier(struct daemon *d)
+{
+        struct apply_config ac = {
+                .state_dir = d->cfg.state_dir,
+                .sysfs_root = d->cfg.sysfs_root,
+                .libvirt_uri = d->cfg.libvirt_enabled ? d->cfg.libvirt_uri : NULL,
+                .journal_sync = true,
+        };
+        int r;
+
+        if (d->applier || !d->running || !want_applier(d, &d->cfg, d->em != NULL))
+                return;
+        r = applier_new(&ac, &d->applier);
+        if (r < 0) {
+                d->counters.apply_start_errors++;
+                log_warning("Plans stay advisory: the applier could not start.");
+        }
+}
+
 /*
  * Build what depends on the configuration.  On success the daemon runs with
  * cfg; on failure nothing changed.  starting: first call (no threads yet).
@@ -282,6 +325,8 @@ static int daemon_apply_config(struct daemon *d, const struct vp_config *cfg, bo
         }
 
         /* Commit.  A new topology or model invalidates the previous plan. */
+        if (d->applier && (!want_applier(d, cfg, em != NULL) || applier_config_changed(old, cfg)))
+                stop_applier(d, old);
         topology_free(d->topo);
         d->topo = topo;
         em_host_free(d->em);
@@ -320,6 +365,7 @@ static int daemon_apply_config(struct daemon *d, const struct vp_config *cfg, bo
                         stop_libvirt(d);
                         (void) start_libvirt(d); /* logged; the daemon keeps running without */
                 }
+                start_applier(d);
         }
         d->scan_requested = true;
         return 0;
@@ -535,6 +581,33 @@ static void sample_halt_poll(struct daemon *d)
  * immediate).  Advisory: the plan is computed, kept and shown; nothing on
  * the host is changed by it yet.
  */
+/* Hand the plan to the applier: vCPU pins, frequency caps, idle limits. */
+static void submit_plan(struct daemon *d, const struct plan *p, size_t n)
+{
+        struct apply_request *req = d->apply_scratch;
+        const struct em_host *h = d->em;
+        size_t w = 0;
+
+        d->apply_scratch = NULL;
+        for (size_t i = 0; i < n && i < p->n_vcpus; i++) {
+                if (p->vcpu_cpu[i] < 0 || d->plan_scratch[i].mode == PLACE_EXCLUDE)
+                        continue;
+                req->pins[w] = req->pins[i];
+                req->pins[w].cpu = p->vcpu_cpu[i];
+                w++;
+        }
+        req->n_pins = w;
+        for (unsigned c = 0; c < req->n_cpus && c < p->n_cpus; c++) {
+                if (h->cpu_core[c] < 0)
+                        continue; /* offline */
+                req->cpu_max_khz[c] = h->model.levels[p->fdom_level[h->cpu_fdom[c]]].freq_khz;
+                req->cpu_latency_us[c] = p->cpu_max_latency_us[c] == EM_LATENCY_ANY
+                                                 ? -1
+                                                 : (int32_t) MIN(p->cpu_max_latency_us[c], (uint32_t) INT32_MAX);
+        }
+        applier_submit(d->applier, req);
+}
+
 static void plan_period(struct daemon *d, nsec_t now)
 {
         struct plan_policy pol;
@@ -558,12 +631,26 @@ static void plan_period(struct daemon *d, nsec_t now)
                 d->plan_scratch = p;
                 d->plan_scratch_alloc = want;
         }
+        /* The pins that go with the inputs, in the same order (plan arrays follow the inputs). */
+        apply_request_free(d->apply_scratch);
+        d->apply_scratch = d->applier ? apply_request_new(want, d->em->n_cpus) : NULL;
         for (size_t i = 0; i < tracker_n_vms(d->tracker); i++) {
                 const struct vm_load *vm = tracker_vm(d->tracker, i);
                 for (unsigned j = 0; j < vm->n_vcpus; j++) {
                         const struct vcpu_load *v = &vm->vcpus[j];
                         if (!v->valid || v->gone)
                                 continue;
+                        if (d->apply_scratch) {
+                                struct apply_pin *p = &d->apply_scratch->pins[n];
+
+                                /* libvirt's domains are pinned through libvirt, the rest by affinity */
+                                if ((vm->info.sources & VM_SOURCE_LIBVIRT) && vm->info.uuid[0])
+                                        snprintf(p->uuid, sizeof(p->uuid), "%s", vm->info.uuid);
+                                p->pid = vm->info.pid;
+                                p->tid = v->tid;
+                                p->vcpu = (unsigned) v->index;
+                                p->cpu = -1;
+                        }
                         d->plan_scratch[n++] = (struct plan_vcpu) {
                                 .key = ((uint64_t) vm->info.pid << 16) | (uint64_t) (v->index & 0xffff),
                                 .vm = (uint32_t) vm->info.pid,
@@ -580,6 +667,8 @@ static void plan_period(struct daemon *d, nsec_t now)
         pol.shrink_dwell_ns = d->cfg.shrink_dwell_ns;
         pol.period_ns = d->cfg.period_ns;
         pol.max_moves = d->cfg.max_moves;
+        if (d->cfg.active_max_latency_us > 0)
+                pol.active_max_latency_us = d->cfg.active_max_latency_us;
         cpu0 = thread_cputime_ns();
         n_hints = collect_plan_hints(d, now);
         r = plan_compute(d->em, &pol, d->plan_scratch, n, d->plan_hints, n_hints, d->plan, now, &next);
@@ -590,10 +679,19 @@ static void plan_period(struct daemon *d, nsec_t now)
                 return;
         }
         d->counters.plans++;
-        if (!d->plan || next->why.decision != PLAN_KEEP || next->why.n_active != d->plan->why.n_active)
-                log_debug("Plan: %s, %u active pCPUs, modelled %.0f mW (spread %.0f mW): %s",
-                          plan_decision_to_string(next->why.decision), next->why.n_active, next->why.plan_mw,
-                          next->why.spread_mw, next->why.text);
+        if (!d->plan || next->why.decision != PLAN_KEEP || next->why.n_active != d->plan->why.n_active) {
+                /* A decision that moves vCPUs is worth a line at info level when it is acted on,
+                 * and in a dry run (that is what a dry run is for). */
+                bool moved = next->why.moves > 0 && (d->applier || d->opts.dry_run);
+
+                log_full_errno(moved ? LOG_LEVEL_INFO : LOG_LEVEL_DEBUG, 0,
+                         "%sPlan: %s, %u active pCPUs, %u vCPU moves, modelled %.0f mW (spread %.0f mW): %s",
+                         d->opts.dry_run ? "Dry run: " : "", plan_decision_to_string(next->why.decision),
+                         next->why.n_active, next->why.moves, next->why.plan_mw, next->why.spread_mw,
+                         next->why.text);
+        }
+        if (d->applier && d->apply_scratch)
+                submit_plan(d, next, n);
         plan_free(d->plan);
         d->plan = next;
         {
@@ -801,6 +899,8 @@ int daemon_run(struct daemon *d)
         r = start_libvirt(d);
         if (r < 0)
                 log_warning("Continuing without libvirt discovery.");
+        d->running = true;
+        start_applier(d);
         r = arm_timer(d);
         if (r < 0)
                 return log_error_errno(r, "Failed to arm the period timer: %m");
@@ -843,6 +943,7 @@ int daemon_run(struct daemon *d)
 
 void daemon_done(struct daemon *d)
 {
+        stop_applier(d, &d->cfg);
         stop_libvirt(d);
         hint_server_free(d->hints);
         d->hints = NULL;

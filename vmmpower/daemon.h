@@ -24,6 +24,8 @@
  */
 
 struct control_server;
+struct applier;
+struct apply_request;
 
 struct daemon_options {
         const char *config_path;   /* NULL = default */
@@ -46,6 +48,7 @@ struct daemon_counters {
         uint64_t control_requests, control_denied, control_errors;
         uint64_t metrics_write_errors;
         uint64_t plans, plan_errors;
+        uint64_t apply_start_errors;  /* the applier could not start (plans stayed advisory) */
         uint64_t hint_wakeups;        /* reads whose hints took a token (may actuate) */
         nsec_t last_plan_cpu_ns;      /* thread CPU time of the last plan_compute() */
         nsec_t last_period_cpu_ns;    /* thread CPU time of the last control period */
@@ -70,6 +73,9 @@ struct daemon {
         size_t plan_in_n, plan_in_alloc;
         struct plan_vcpu *plan_scratch; /* inputs being built for the next plan */
         size_t plan_scratch_alloc;
+        struct applier *applier;  /* acts on the plan; NULL: advisory (Apply=no, --dry-run, no planner) */
+        struct apply_request *apply_scratch; /* pins being built with the plan inputs */
+        bool running;             /* daemon_run() started (threads may be created) */
         struct control_server *control;
         struct control_server *retired_control; /* replaced by a reload; freed after the epoll batch */
         bool batch_invalid;       /* a handler freed watches: stop dispatching this batch */

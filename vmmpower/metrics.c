@@ -9,6 +9,7 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "apply.h"
 #include "daemon.h"
 
 static void label_value(struct strbuf *out, const char *s)
@@ -210,6 +211,22 @@ void render_metrics(const struct daemon *d, struct strbuf *out)
         counter(out, "vmmpower_libvirt_events_total", "libvirt lifecycle events received.", ls.events);
         counter(out, "vmmpower_libvirt_errors_total", "Failed per-domain look-ups.", ls.errors);
         counter(out, "vmmpower_periods_total", "Control periods run.", d->counters.periods);
+        if (d->applier) {
+                struct apply_stats a;
+
+                applier_get_stats(d->applier, &a);
+                counter(out, "vmmpower_apply_pins_total", "vCPU pins changed by the applier (read back equal).",
+                        a.pins);
+                counter(out, "vmmpower_apply_pin_errors_total", "Failed vCPU pin attempts (retried with backoff).",
+                        a.pin_errors);
+                counter(out, "vmmpower_apply_pin_gave_up_total", "vCPU pins given up after the retries.",
+                        a.pin_gave_up);
+                counter(out, "vmmpower_apply_knob_changes_total",
+                        "Frequency caps and idle limits asked of the power driver.", a.knob_changes);
+                counter(out, "vmmpower_apply_knob_errors_total", "Frequency cap / idle limit changes that failed.",
+                        a.knob_errors);
+                gauge(out, "vmmpower_apply_pins", "vCPUs placed by the current plan.", a.pins_current);
+        }
         counter(out, "vmmpower_period_overruns_total", "Control periods missed.", d->counters.overruns);
         gauge(out, "vmmpower_period_cpu_seconds", "Daemon CPU time spent in the last control period.",
               (double) d->counters.last_period_cpu_ns / NSEC_PER_SEC);

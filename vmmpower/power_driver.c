@@ -627,6 +627,22 @@ static int knob_write(struct power_driver *drv, struct knob *k, const char *valu
         return 0;
 }
 
+/*
+ * Lift our constraint from a knob: write back the original recorded in the
+ * journal if we ever changed it; a knob we never wrote is left alone (an
+ * administrator's own setting, e.g. a state disabled at boot, is not ours).
+ */
+static int knob_release(struct power_driver *drv, struct knob *k)
+{
+        const char *orig = journal_original(drv->cfg.journal, JOURNAL_KIND_SYSFS, k->path);
+        char v[VALUE_MAX];
+
+        if (!orig)
+                return 0;
+        snprintf(v, sizeof(v), "%.*s", (int) strcspn(orig, "\n"), orig);
+        return knob_write(drv, k, v);
+}
+
 static int knob_write_u32(struct power_driver *drv, struct knob *k, uint32_t v)
 {
         char buf[16];
@@ -1006,20 +1022,19 @@ static int sysfs_enter_idle(struct power_driver *drv, unsigned cpu, const struct
                 bool disable = ic->deepest_state >= 0 && (int) i > ic->deepest_state;
                 if (c->idle[i].gone)
                         continue;
-                r = knob_write(drv, &c->idle[i], disable ? "1" : "0");
+                r = disable ? knob_write(drv, &c->idle[i], "1") : knob_release(drv, &c->idle[i]);
                 if (r < 0 && ret == 0)
                         ret = r;
         }
         if (c->has_qos) {
                 char v[16];
-                /* kernel: "0" = no constraint, "n/a" = no latency tolerated */
-                if (ic->latency_us < 0)
-                        snprintf(v, sizeof(v), "0");
-                else if (ic->latency_us == 0)
+                /* kernel: "0" = no constraint, "n/a" = no latency tolerated.  No
+                 * limit: our own limit is lifted (back to the original). */
+                if (ic->latency_us == 0)
                         snprintf(v, sizeof(v), "n/a");
                 else
                         snprintf(v, sizeof(v), "%" PRId32, ic->latency_us);
-                r = knob_write(drv, &c->qos, v);
+                r = ic->latency_us < 0 ? knob_release(drv, &c->qos) : knob_write(drv, &c->qos, v);
                 if (r < 0 && ret == 0)
                         ret = r;
         } else if (ic->latency_us >= 0 && ret == 0)

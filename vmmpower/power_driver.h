@@ -59,6 +59,10 @@ struct power_perf_request {
         char epp[32];
 };
 
+/*
+ * "No limit" (-1) lifts our own limit: a state or PM QoS value that we changed
+ * goes back to the original in the journal; one we never wrote is left alone.
+ */
 struct power_idle_constraint {
         int deepest_state;  /* deepest allowed cpuidle state index; -1 = no limit */
         int32_t latency_us; /* PM QoS resume latency limit; -1 = none; 0 = no wake latency at all */

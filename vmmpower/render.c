@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "apply.h"
 #include "daemon.h"
 #include "version.h"
 
@@ -65,6 +66,35 @@ static unsigned total_vcpus(const struct daemon *d)
         return n;
 }
 
+/* The applier's state as a JSON object ("enabled":false when plans are advisory). */
+static void render_apply_json(const struct daemon *d, struct strbuf *out)
+{
+        struct apply_stats a;
+
+        if (!d->applier) {
+                strbuf_printf(out, "{\"enabled\":false,\"why\":\"%s\",\"start_errors\":%" PRIu64 "}",
+                              d->opts.dry_run ? "dry run" : !d->em ? "planner off"
+                                                         : !d->cfg.planner_apply ? "Apply=no" : "not started",
+                              d->counters.apply_start_errors);
+                return;
+        }
+        applier_get_stats(d->applier, &a);
+        strbuf_printf(out,
+                      "{\"enabled\":true,\"requests\":%" PRIu64 ",\"superseded\":%" PRIu64 ",\"passes\":%" PRIu64
+                      ",\"pins\":%" PRIu64 ",\"pins_current\":%u,\"pin_errors\":%" PRIu64 ",\"pin_retries\":%" PRIu64
+                      ",\"pin_gave_up\":%" PRIu64 ",\"pin_gone\":%" PRIu64 ",\"pin_narrowed\":%" PRIu64
+                      ",\"libvirt_connects\":%" PRIu64 ",\"libvirt_connect_errors\":%" PRIu64
+                      ",\"knob_changes\":%" PRIu64 ",\"knob_errors\":%" PRIu64 ",\"last_error\":%d"
+                      ",\"last_pass_ns\":%" PRId64 ",\"last_pass_cpu_ns\":%" PRId64
+                      ",\"cpufreq_policies\":%u,\"pm_qos_knobs\":%u,\"sysfs_writes\":%u,\"sysfs_clamped\":%u"
+                      ",\"sysfs_denied\":%u,\"sysfs_busy\":%u}",
+                      a.requests, a.superseded, a.passes, a.pins, a.pins_current, a.pin_errors, a.pin_retries,
+                      a.pin_gave_up, a.pin_gone, a.pin_narrowed, a.libvirt_connects, a.libvirt_connect_errors,
+                      a.knob_changes, a.knob_errors, a.last_error, a.last_pass_ns, a.last_pass_cpu_ns,
+                      a.driver_policies, a.driver_pm_qos, a.driver_writes, a.driver_clamped, a.driver_denied,
+                      a.driver_busy);
+}
+
 void render_status(const struct daemon *d, bool json, struct strbuf *out)
 {
         const struct tracker_stats *ts = tracker_stats(d->tracker);
@@ -102,6 +132,8 @@ void render_status(const struct daemon *d, bool json, struct strbuf *out)
                               ",\"qmp\":{\"queries\":%" PRIu64 ",\"errors\":%" PRIu64 "}",
                               d->procscan_stats.scans, d->procscan_stats.vanished, d->procscan_stats.errors,
                               d->counters.qmp_queries, d->counters.qmp_errors);
+                strbuf_puts(out, ",\"apply\":");
+                render_apply_json(d, out);
                 strbuf_printf(out,
                               ",\"control\":{\"requests\":%" PRIu64 ",\"denied\":%" PRIu64 ",\"errors\":%" PRIu64
                               "},\"notifies\":%" PRIu64 ",\"reloads\":%" PRIu64 ",\"reload_errors\":%" PRIu64
@@ -353,7 +385,9 @@ void render_plan(const struct daemon *d, bool json, struct strbuf *out)
                 return;
         }
         if (json) {
-                strbuf_printf(out, "{\"enabled\":true,\"advisory\":true,\"model\":");
+                strbuf_printf(out, "{\"enabled\":true,\"advisory\":%s,\"apply\":", d->applier ? "false" : "true");
+                render_apply_json(d, out);
+                strbuf_puts(out, ",\"model\":");
                 strbuf_json_string(out, d->model_source);
                 strbuf_printf(out,
                               ",\"decision\":\"%s\",\"plan_mw\":%.1f,\"spread_mw\":%.1f,\"prev_mw\":%.1f,"
@@ -384,7 +418,9 @@ void render_plan(const struct daemon *d, bool json, struct strbuf *out)
                 strbuf_puts(out, "]}\n");
                 return;
         }
-        strbuf_printf(out, "plan (advisory: shown, not applied): %s, %u of %u pCPUs active, %u moves (%u deferred)\n",
+        strbuf_printf(out, "plan (%s): %s, %u of %u pCPUs active, %u moves (%u deferred)\n",
+                      d->applier ? "applied" : d->opts.dry_run ? "dry run: shown, not applied"
+                                                               : "advisory: shown, not applied",
                       plan_decision_to_string(p->why.decision), p->why.n_active, cpuset_count(&d->topo->online),
                       p->why.moves, p->why.moves_deferred);
         strbuf_printf(out, "modelled power: plan %.0f mW, spread %.0f mW, previous placement %.0f mW, best %.0f mW\n",
@@ -394,8 +430,17 @@ void render_plan(const struct daemon *d, bool json, struct strbuf *out)
                 strbuf_printf(out, "forced wake: CPU %d for vCPU %u of %s\n", p->why.forced_wake_cpu,
                               (unsigned) (p->why.forced_by_key & 0xffff),
                               plan_vm_name(d, (pid_t) (p->why.forced_by_key >> 16)));
-        strbuf_printf(out, "model: %s; planned in %.1f us CPU\n\n", d->model_source,
+        strbuf_printf(out, "model: %s; planned in %.1f us CPU\n", d->model_source,
                       (double) d->counters.last_plan_cpu_ns / NSEC_PER_USEC);
+        if (d->applier) {
+                struct apply_stats a;
+
+                applier_get_stats(d->applier, &a);
+                strbuf_printf(out, "applied: %" PRIu64 " pins made, %" PRIu64 " failed attempts (%" PRIu64
+                              " given up), %" PRIu64 " threads gone, %" PRIu64 " knob changes (%" PRIu64 " failed)\n",
+                              a.pins, a.pin_errors, a.pin_gave_up, a.pin_gone, a.knob_changes, a.knob_errors);
+        }
+        strbuf_puts(out, "\n");
         strbuf_printf(out, "%4s %6s %6s %6s %-16s %s\n", "CPU", "ACTIVE", "WORK%", "LEVEL", "DEEPEST-IDLE",
                       "MAX-EXIT-LATENCY");
         for (unsigned cpu = 0; cpu < p->n_cpus; cpu++) {

@@ -1,0 +1,498 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The applier (apply.h): desired state in, host changes out, on a thread of
+ * its own so that a slow sysfs write or a libvirt call held up by a job lock
+ * never stalls tracking or hint handling.
+ *
+ * Pins are kept sorted by (pid, tid).  A new request is merged with the
+ * previous state: a pin whose target did not change and that was applied is
+ * not touched again (no syscall, no libvirt call), so a steady plan costs
+ * nothing per period.  Failed pins are retried with BACKOFF_DEFAULT; a thread
+ * or domain that is gone is dropped.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <libvirt/libvirt.h>
+#include <libvirt/virterror.h>
+
+#include "apply.h"
+#include "journal.h"
+#include "log.h"
+#include "power_driver.h"
+
+#define APPLY_IDLE_WAIT_NS (1 * NSEC_PER_SEC)     /* late_callback cadence without requests */
+#define LIBVIRT_RETRY_MIN_NS (1 * NSEC_PER_SEC)
+#define LIBVIRT_RETRY_MAX_NS (30 * NSEC_PER_SEC)
+#define LAT_UNKNOWN INT32_MIN
+
+struct pin_state {
+        struct apply_pin want;
+        int applied_cpu;           /* -1: not applied */
+        bool done;                 /* applied, narrowed, or given up until the target changes */
+        struct retry_state retry;
+};
+
+struct applier {
+        struct apply_config cfg;
+        char *state_dir, *sysfs_root, *libvirt_uri;
+        struct journal *journal;
+        struct power_driver *drv;
+        virConnectPtr conn;
+        nsec_t conn_next_ns, conn_backoff_ns;
+
+        pthread_t thread;
+        pthread_mutex_t lock;
+        pthread_cond_t cond;       /* new request or quit (CLOCK_MONOTONIC) */
+        pthread_cond_t idle_cond;  /* a pass finished */
+        struct apply_request *pending; /* under lock */
+        uint64_t submitted, finished;  /* under lock: requests handed over / passes done over them */
+        bool quit;                     /* under lock */
+        struct apply_stats stats;      /* under lock (the thread copies its own counters in) */
+
+        /* thread-only state */
+        struct apply_stats work;
+        struct pin_state *pins;
+        size_t n_pins;
+        unsigned n_cpus;
+        uint32_t *applied_khz;
+        int32_t *applied_lat;
+        struct retry_counters retry_counters;
+};
+
+struct apply_request *apply_request_new(size_t n_pins, unsigned n_cpus)
+{
+        struct apply_request *r = calloc(1, sizeof(*r));
+
+        if (!r)
+                return NULL;
+        r->n_pins = n_pins;
+        r->n_cpus = n_cpus;
+        r->pins = calloc(MAX(n_pins, (size_t) 1), sizeof(*r->pins));
+        r->cpu_max_khz = calloc(MAX(n_cpus, 1u), sizeof(*r->cpu_max_khz));
+        r->cpu_latency_us = calloc(MAX(n_cpus, 1u), sizeof(*r->cpu_latency_us));
+        if (!r->pins || !r->cpu_max_khz || !r->cpu_latency_us) {
+                apply_request_free(r);
+                return NULL;
+        }
+        for (unsigned c = 0; c < n_cpus; c++)
+                r->cpu_latency_us[c] = -1;
+        return r;
+}
+
+void apply_request_free(struct apply_request *r)
+{
+        if (!r)
+                return;
+        free(r->pins);
+        free(r->cpu_max_khz);
+        free(r->cpu_latency_us);
+        free(r);
+}
+
+static int pin_cmp(const void *a, const void *b)
+{
+        const struct apply_pin *x = a, *y = b;
+
+        if (x->pid != y->pid)
+                return x->pid < y->pid ? -1 : 1;
+        if (x->tid != y->tid)
+                return x->tid < y->tid ? -1 : 1;
+        return 0;
+}
+
+/* ---- libvirt connection (thread only) ---- */
+
+static virConnectPtr applier_conn(struct applier *a, nsec_t now)
+{
+        if (a->conn) {
+                if (virConnectIsAlive(a->conn) == 1)
+                        return a->conn;
+                virConnectClose(a->conn);
+                a->conn = NULL;
+        }
+        if (!a->libvirt_uri || now < a->conn_next_ns)
+                return NULL;
+        a->conn = virConnectOpen(a->libvirt_uri);
+        if (a->conn) {
+                a->work.libvirt_connects++;
+                a->conn_backoff_ns = LIBVIRT_RETRY_MIN_NS;
+                return a->conn;
+        }
+        a->work.libvirt_connect_errors++;
+        if (a->work.libvirt_connect_errors == 1 || a->conn_backoff_ns >= LIBVIRT_RETRY_MAX_NS)
+                log_warning("Applier: cannot connect to libvirt at %s; vCPU pins of libvirt domains wait.",
+                            a->libvirt_uri);
+        a->conn_backoff_ns = a->conn_backoff_ns ? MIN(a->conn_backoff_ns * 2, LIBVIRT_RETRY_MAX_NS)
+                                                : LIBVIRT_RETRY_MIN_NS;
+        a->conn_next_ns = now + a->conn_backoff_ns;
+        return NULL;
+}
+
+/* ---- desired state merge (thread only) ---- */
+
+static int merge_request(struct applier *a, struct apply_request *req)
+{
+        struct pin_state *n = calloc(MAX(req->n_pins, (size_t) 1), sizeof(*n));
+        size_t j = 0;
+
+        if (!n)
+                return -ENOMEM;
+        qsort(req->pins, req->n_pins, sizeof(*req->pins), pin_cmp);
+        for (size_t i = 0; i < req->n_pins; i++) {
+                struct pin_state *p = &n[i];
+
+                p->want = req->pins[i];
+                p->applied_cpu = -1;
+                while (j < a->n_pins && pin_cmp(&a->pins[j].want, &p->want) < 0)
+                        j++;
+                if (j < a->n_pins && pin_cmp(&a->pins[j].want, &p->want) == 0 &&
+                    strcmp(a->pins[j].want.uuid, p->want.uuid) == 0 && a->pins[j].want.vcpu == p->want.vcpu) {
+                        const struct pin_state *o = &a->pins[j];
+
+                        p->applied_cpu = o->applied_cpu;
+                        if (o->want.cpu == p->want.cpu) {
+                                p->done = o->done;
+                                p->retry = o->retry;
+                        }
+                }
+        }
+        free(a->pins);
+        a->pins = n;
+        a->n_pins = req->n_pins;
+        a->work.pins_current = (unsigned) req->n_pins;
+
+        if (req->n_cpus != a->n_cpus) {
+                uint32_t *k = realloc(a->applied_khz, MAX(req->n_cpus, 1u) * sizeof(*k));
+                int32_t *l;
+
+                if (!k)
+                        return -ENOMEM;
+                a->applied_khz = k;
+                l = realloc(a->applied_lat, MAX(req->n_cpus, 1u) * sizeof(*l));
+                if (!l)
+                        return -ENOMEM;
+                a->applied_lat = l;
+                for (unsigned c = a->n_cpus; c < req->n_cpus; c++) {
+                        a->applied_khz[c] = 0;
+                        a->applied_lat[c] = LAT_UNKNOWN;
+                }
+                a->n_cpus = req->n_cpus;
+        }
+        return 0;
+}
+
+/* ---- one pass (thread only) ---- */
+
+static void apply_pin_one(struct applier *a, struct pin_state *p, nsec_t now)
+{
+        cpuset_t want;
+        int r;
+
+        cpuset_zero(&want);
+        if (p->want.cpu < 0 || p->want.cpu >= VP_MAX_CPUS) {
+                p->done = true;
+                return;
+        }
+        cpuset_set(&want, (unsigned) p->want.cpu);
+        if (p->want.uuid[0]) {
+                virConnectPtr conn = applier_conn(a, now);
+
+                r = conn ? actuator_pin_vcpu(a->journal, conn, p->want.uuid, p->want.vcpu, &want) : -ENOTCONN;
+        } else
+                r = actuator_pin_thread(a->journal, p->want.pid, p->want.tid, 0, &want);
+
+        if (r == 0 || r == -ERANGE) {
+                if (r == -ERANGE) {
+                        a->work.pin_narrowed++;
+                        log_debug("Applier: pin of vCPU %u (pid %d, tid %d) to CPU %d was narrowed.", p->want.vcpu,
+                                  (int) p->want.pid, (int) p->want.tid, p->want.cpu);
+                } else
+                        a->work.pins++;
+                p->applied_cpu = p->want.cpu;
+                p->done = true;
+                retry_reset(&p->retry);
+                return;
+        }
+        a->work.last_error = r;
+        if (r == -ESRCH || r == -ENOENT) {
+                a->work.pin_gone++; /* the next inventory drops it */
+                p->done = true;
+                return;
+        }
+        a->work.pin_errors++;
+        if (a->work.pin_errors == 1 || (a->work.pin_errors & 1023) == 0)
+                log_warning_errno(r, "Applier: pinning vCPU %u of %s (pid %d, tid %d) to CPU %d failed: %m "
+                                  "(%" PRIu64 " pin failures so far; retried with backoff)",
+                                  p->want.vcpu, p->want.uuid[0] ? p->want.uuid : "plain QEMU", (int) p->want.pid,
+                                  (int) p->want.tid, p->want.cpu, a->work.pin_errors);
+        if (p->want.uuid[0] && a->conn && virConnectIsAlive(a->conn) != 1) {
+                virConnectClose(a->conn);
+                a->conn = NULL;
+        }
+        if (retry_schedule(&p->retry, &BACKOFF_DEFAULT, now, &a->retry_counters))
+                a->work.pin_retries++;
+        else {
+                a->work.pin_gave_up++;
+                p->done = true; /* until the plan wants something else for it */
+        }
+}
+
+static void apply_knobs(struct applier *a, const struct apply_request *req)
+{
+        for (unsigned c = 0; c < req->n_cpus && c < a->n_cpus; c++) {
+                uint32_t khz = req->cpu_max_khz[c];
+                int32_t lat = req->cpu_latency_us[c];
+                int r;
+
+                if (khz && khz != a->applied_khz[c]) {
+                        struct power_perf_request pr = { .flags = POWER_PERF_MAX_KHZ, .max_khz = khz };
+
+                        r = power_driver_set_perf(a->drv, c, &pr);
+                        a->work.knob_changes++;
+                        if (r < 0 && r != -ERANGE && r != -EOPNOTSUPP && r != -ENOENT) {
+                                a->work.knob_errors++;
+                                a->work.last_error = r;
+                        }
+                        a->applied_khz[c] = khz; /* the driver retries transient errors itself */
+                }
+                if (lat != a->applied_lat[c]) {
+                        struct power_idle_constraint ic = { .deepest_state = -1, .latency_us = lat };
+
+                        r = power_driver_enter_idle(a->drv, c, &ic);
+                        if (a->applied_lat[c] != LAT_UNKNOWN || lat >= 0)
+                                a->work.knob_changes++;
+                        if (r < 0 && r != -ENOENT && !(r == -EOPNOTSUPP && lat < 0)) {
+                                a->work.knob_errors++;
+                                a->work.last_error = r;
+                        }
+                        a->applied_lat[c] = lat;
+                }
+        }
+}
+
+static nsec_t apply_pass(struct applier *a, const struct apply_request *req, nsec_t now)
+{
+        nsec_t next = now + APPLY_IDLE_WAIT_NS;
+
+        power_driver_set_now(a->drv, now);
+        for (size_t i = 0; i < a->n_pins; i++) {
+                struct pin_state *p = &a->pins[i];
+
+                if (p->done)
+                        continue;
+                if (p->retry.pending && !retry_due(&p->retry, now)) {
+                        next = MIN(next, p->retry.next_ns);
+                        continue;
+                }
+                apply_pin_one(a, p, now);
+                if (!p->done && p->retry.pending)
+                        next = MIN(next, p->retry.next_ns);
+        }
+        if (req)
+                apply_knobs(a, req);
+        (void) power_driver_late_callback(a->drv, now);
+        return next;
+}
+
+static void publish_stats(struct applier *a, nsec_t t0, nsec_t cpu0)
+{
+        struct power_driver_stats *ds = power_driver_stats(a->drv);
+
+        a->work.last_pass_ns = now_ns() - t0;
+        a->work.last_pass_cpu_ns = thread_cputime_ns() - cpu0;
+        a->work.driver_writes = ds->writes;
+        a->work.driver_clamped = ds->clamped;
+        a->work.driver_denied = ds->denied + ds->class_disabled;
+        a->work.driver_busy = ds->busy;
+}
+
+static void *applier_thread(void *userdata)
+{
+        struct applier *a = userdata;
+        struct apply_request *cur = NULL;
+        nsec_t next = now_ns();
+
+        pthread_mutex_lock(&a->lock);
+        for (;;) {
+                uint64_t taken;
+                nsec_t now, t0, cpu0;
+
+                while (!a->quit && !a->pending && now_ns() < next) {
+                        struct timespec ts = { .tv_sec = next / NSEC_PER_SEC, .tv_nsec = next % NSEC_PER_SEC };
+                        (void) pthread_cond_timedwait(&a->cond, &a->lock, &ts);
+                }
+                if (a->quit)
+                        break;
+                if (a->pending) {
+                        apply_request_free(cur);
+                        cur = a->pending;
+                        a->pending = NULL;
+                }
+                taken = a->submitted;
+                pthread_mutex_unlock(&a->lock);
+
+                t0 = now = now_ns();
+                cpu0 = thread_cputime_ns();
+                if (cur && cur->pins) {
+                        int r = merge_request(a, cur);
+                        if (r < 0) {
+                                a->work.last_error = r;
+                                log_warning_errno(r, "Applier: cannot take the new desired state: %m");
+                        }
+                        /* merged: the pins now live in a->pins; keep the knobs part */
+                        free(cur->pins);
+                        cur->pins = NULL;
+                        cur->n_pins = 0;
+                }
+                next = apply_pass(a, cur, now);
+                a->work.passes++;
+                publish_stats(a, t0, cpu0);
+
+                pthread_mutex_lock(&a->lock);
+                a->work.requests = a->stats.requests;
+                a->work.superseded = a->stats.superseded;
+                a->stats = a->work;
+                a->finished = taken;
+                pthread_cond_broadcast(&a->idle_cond);
+        }
+        pthread_mutex_unlock(&a->lock);
+        apply_request_free(cur);
+        return NULL;
+}
+
+int applier_new(const struct apply_config *cfg, struct applier **ret)
+{
+        struct power_driver_config dc = { 0 };
+        struct power_sysfs_info info = { 0 };
+        pthread_condattr_t ca;
+        struct applier *a;
+        int r;
+
+        a = calloc(1, sizeof(*a));
+        if (!a)
+                return -ENOMEM;
+        a->cfg = *cfg;
+        a->state_dir = strdup(cfg->state_dir);
+        a->sysfs_root = strdup(cfg->sysfs_root ? cfg->sysfs_root : "/sys");
+        a->libvirt_uri = cfg->libvirt_uri ? strdup(cfg->libvirt_uri) : NULL;
+        if (!a->state_dir || !a->sysfs_root || (cfg->libvirt_uri && !a->libvirt_uri)) {
+                r = -ENOMEM;
+                goto fail;
+        }
+        r = journal_open(a->state_dir, &a->journal);
+        if (r < 0) {
+                log_error_errno(r, "Failed to open the journal in %s: %m", a->state_dir);
+                goto fail;
+        }
+        journal_set_sync(a->journal, cfg->journal_sync);
+        dc.sysfs_root = a->sysfs_root;
+        dc.journal = a->journal;
+        r = power_driver_new("sysfs", &dc, &a->drv);
+        if (r < 0) {
+                log_error_errno(r, "Failed to set up the sysfs power driver under %s: %m", a->sysfs_root);
+                goto fail;
+        }
+        if (power_sysfs_get_info(a->drv, &info) == 0) {
+                a->work.driver_policies = info.n_policies;
+                a->work.driver_pm_qos = info.n_pm_qos;
+        }
+        a->stats = a->work;
+        pthread_mutex_init(&a->lock, NULL);
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&a->cond, &ca);
+        pthread_cond_init(&a->idle_cond, &ca);
+        pthread_condattr_destroy(&ca);
+        r = -pthread_create(&a->thread, NULL, applier_thread, a);
+        if (r < 0) {
+                pthread_cond_destroy(&a->cond);
+                pthread_cond_destroy(&a->idle_cond);
+                pthread_mutex_destroy(&a->lock);
+                log_error_errno(r, "Failed to start the applier thread: %m");
+                goto fail;
+        }
+        log_info("Applier: journal in %s, %u cpufreq policies and %u PM QoS knobs under %s, libvirt pins %s.",
+                 a->state_dir, info.n_policies, info.n_pm_qos, a->sysfs_root,
+                 a->libvirt_uri ? a->libvirt_uri : "off");
+        *ret = a;
+        return 0;
+fail:
+        power_driver_free(a->drv);
+        journal_free(a->journal);
+        free(a->state_dir);
+        free(a->sysfs_root);
+        free(a->libvirt_uri);
+        free(a);
+        return r;
+}
+
+void applier_free(struct applier *a)
+{
+        if (!a)
+                return;
+        pthread_mutex_lock(&a->lock);
+        a->quit = true;
+        pthread_cond_broadcast(&a->cond);
+        pthread_mutex_unlock(&a->lock);
+        pthread_join(a->thread, NULL);
+        apply_request_free(a->pending);
+        if (a->conn)
+                virConnectClose(a->conn);
+        power_driver_free(a->drv);
+        journal_free(a->journal);
+        pthread_cond_destroy(&a->cond);
+        pthread_cond_destroy(&a->idle_cond);
+        pthread_mutex_destroy(&a->lock);
+        free(a->pins);
+        free(a->applied_khz);
+        free(a->applied_lat);
+        free(a->state_dir);
+        free(a->sysfs_root);
+        free(a->libvirt_uri);
+        free(a);
+}
+
+void applier_submit(struct applier *a, struct apply_request *r)
+{
+        struct apply_request *old;
+
+        pthread_mutex_lock(&a->lock);
+        old = a->pending;
+        a->pending = r;
+        a->submitted++;
+        a->stats.requests++;
+        if (old)
+                a->stats.superseded++;
+        pthread_cond_signal(&a->cond);
+        pthread_mutex_unlock(&a->lock);
+        apply_request_free(old);
+}
+
+void applier_get_stats(struct applier *a, struct apply_stats *ret)
+{
+        pthread_mutex_lock(&a->lock);
+        *ret = a->stats;
+        pthread_mutex_unlock(&a->lock);
+}
+
+int applier_wait_idle(struct applier *a, nsec_t timeout_ns)
+{
+        nsec_t until = now_ns() + timeout_ns;
+        int r = 0;
+
+        pthread_mutex_lock(&a->lock);
+        while (a->finished < a->submitted || a->pending) {
+                struct timespec ts = { .tv_sec = until / NSEC_PER_SEC, .tv_nsec = until % NSEC_PER_SEC };
+
+                if (pthread_cond_timedwait(&a->idle_cond, &a->lock, &ts) == ETIMEDOUT) {
+                        r = -ETIMEDOUT;
+                        break;
+                }
+        }
+        pthread_mutex_unlock(&a->lock);
+        return r;
+}

@@ -1,0 +1,90 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "actuator.h"
+#include "util.h"
+
+/*
+ * The applier: turns the planner's decisions into host changes, off the
+ * decision path (DESIGN §3, the seed's late_callback).  It owns a thread, the
+ * journal, a sysfs power driver and, for libvirt domains, a libvirt
+ * connection of its own.  The control loop hands it the desired state after
+ * every plan (applier_submit(), never blocks on I/O); the thread compares it
+ * with what it applied before and makes only the differences:
+ *
+ *   - vCPU pins: libvirt domains live through virDomainPinVcpuFlags (shown by
+ *     `virsh vcpupin`, persistent config untouched), plain QEMU through
+ *     sched_setaffinity() on the vCPU thread (actuator.h);
+ *   - frequency caps per pCPU's cpufreq policy (power_driver set_perf);
+ *   - idle constraints per pCPU (PM QoS resume latency; released to the
+ *     original value when the plan lifts it);
+ *   - retries of transient failures with backoff (power driver late_callback
+ *     and per-pin retry state).
+ *
+ * Every knob is journaled before its first write (journal.h); restoring is
+ * the daemon's job once the applier is freed (daemon_restore_journal()).
+ * A newer request replaces one the thread has not started yet: only the
+ * latest desired state matters.
+ */
+
+struct apply_pin {
+        char uuid[37];   /* libvirt domain, "" = plain QEMU (affinity of the thread) */
+        pid_t pid, tid;  /* QEMU process and vCPU thread */
+        unsigned vcpu;   /* vCPU index (libvirt's vcpu id) */
+        int cpu;         /* target pCPU */
+};
+
+struct apply_request {
+        size_t n_pins;
+        struct apply_pin *pins;
+        unsigned n_cpus;
+        uint32_t *cpu_max_khz;   /* [n_cpus] frequency cap of the CPU's policy, 0 = leave alone */
+        int32_t *cpu_latency_us; /* [n_cpus] PM QoS resume latency limit, -1 = no limit */
+};
+
+struct apply_request *apply_request_new(size_t n_pins, unsigned n_cpus);
+void apply_request_free(struct apply_request *r);
+
+struct apply_config {
+        const char *state_dir;    /* journal directory (/run/vmmpower) */
+        const char *sysfs_root;   /* "/sys" */
+        const char *libvirt_uri;  /* NULL: no libvirt pins (they are counted as failed) */
+        bool journal_sync;        /* fdatasync each journal record (true outside tests) */
+};
+
+struct apply_stats {
+        uint64_t requests;        /* desired states received */
+        uint64_t superseded;      /* replaced before the thread took them */
+        uint64_t passes;          /* passes of the thread over a desired state */
+        uint64_t pins;            /* pins changed and read back equal */
+        uint64_t pin_errors;      /* failed attempts (any errno) */
+        uint64_t pin_retries;     /* retries scheduled with backoff */
+        uint64_t pin_gave_up;     /* retries exhausted */
+        uint64_t pin_gone;        /* thread or domain gone (ESRCH/ENOENT) */
+        uint64_t pin_narrowed;    /* kernel/libvirt applied another mask (-ERANGE) */
+        uint64_t libvirt_connects, libvirt_connect_errors;
+        uint64_t knob_changes;    /* frequency caps / latency limits asked of the power driver */
+        uint64_t knob_errors;
+        int last_error;           /* last errno (negative), 0 if none */
+        nsec_t last_pass_ns;      /* wall time of the last pass */
+        nsec_t last_pass_cpu_ns;  /* thread CPU time of the last pass */
+        unsigned pins_current;    /* pins in the current desired state */
+        unsigned driver_policies, driver_pm_qos; /* what the sysfs driver found */
+        unsigned driver_writes, driver_clamped, driver_denied, driver_busy;
+};
+
+struct applier;
+
+/* Opens the journal and the sysfs driver, starts the thread.  -errno, logged. */
+int applier_new(const struct apply_config *cfg, struct applier **ret);
+/* Stops the thread (finishing the pass in progress) and frees; never restores. */
+void applier_free(struct applier *a);
+/* Hand over a desired state (ownership moves to the applier). */
+void applier_submit(struct applier *a, struct apply_request *r);
+void applier_get_stats(struct applier *a, struct apply_stats *ret);
+/* Wait until the thread has finished a pass over every request submitted so far (tests). */
+int applier_wait_idle(struct applier *a, nsec_t timeout_ns);
