@@ -297,6 +297,10 @@ class Console:
     def busy(self, cpu):
         return int(self.command("busy %d" % cpu)[0][1])
 
+    def light(self, cpu, batch, sleep_s):
+        """A light loop on vCPU CPU: BATCH iterations then SLEEP_S seconds, repeated."""
+        return int(self.command("light %d %d %s" % (cpu, batch, sleep_s))[0][1])
+
     def idle(self, cpu="all"):
         self.command("idle %s" % cpu)
 

@@ -8,6 +8,8 @@
 #
 #   ping              -> @@ ok ping pong
 #   busy CPU          start a busy loop pinned to vCPU CPU  -> @@ ok busy CPU PID
+#   light CPU N S     a light loop instead: N iterations, sleep S seconds, repeat
+#                     -> @@ ok light CPU PID (`rate` counts its iterations too)
 #   idle CPU          stop it                               -> @@ ok idle CPU
 #   idle all          stop all busy loops                   -> @@ ok idle all
 #   rate [SECS]       per-vCPU busy-loop iterations per second over SECS (default 2):
@@ -39,24 +41,28 @@ NCPU=$(nproc)
 
 reply() { echo "@@ $*"; }
 
-start_busy() { # CPU
+start_busy() { # CPU [BATCH SLEEP_S]
         c=$1
-        case $c in ''|*[!0-9]*) reply err busy "$c" bad-cpu; return ;; esac
-        if [ "$c" -ge "$NCPU" ]; then reply err busy "$c" no-such-cpu; return; fi
+        verb=busy; [ -z "$2" ] || verb=light
+        case $c in ''|*[!0-9]*) reply err $verb "$c" bad-cpu; return ;; esac
+        if [ "$c" -ge "$NCPU" ]; then reply err $verb "$c" no-such-cpu; return; fi
+        case "$2$3" in *[!0-9.]*) reply err $verb "$c" bad-args; return ;; esac
         if [ -r /tmp/busy.$c.pid ] && kill -0 "$(cat /tmp/busy.$c.pid)" 2>/dev/null; then
-                reply ok busy "$c" "$(cat /tmp/busy.$c.pid)"
+                reply ok $verb "$c" "$(cat /tmp/busy.$c.pid)"
                 return
         fi
-        taskset -c "$c" /bin/busyloop "$c" < /dev/null > /dev/null 2>&1 &
+        rm -f /tmp/busy.$c.cnt /tmp/busy.$c.light
+        [ -z "$2" ] || : > /tmp/busy.$c.light
+        taskset -c "$c" /bin/busyloop "$c" $2 $3 < /dev/null > /dev/null 2>&1 &
         echo $! > /tmp/busy.$c.pid
-        reply ok busy "$c" $!
+        reply ok $verb "$c" $!
 }
 
 stop_busy() { # CPU
         c=$1
         if [ -r /tmp/busy.$c.pid ]; then
                 kill -KILL "$(cat /tmp/busy.$c.pid)" 2>/dev/null
-                rm -f /tmp/busy.$c.pid /tmp/busy.$c.cnt
+                rm -f /tmp/busy.$c.pid /tmp/busy.$c.cnt /tmp/busy.$c.light
         fi
 }
 
@@ -70,8 +76,10 @@ uptime_cs() { # uptime in centiseconds
 counts() { # print "c0 c1 ..." (iteration counts; 0 for idle vCPUs)
         c=0
         while [ $c -lt "$NCPU" ]; do
-                rm -f /tmp/busy.$c.cnt
-                [ -r /tmp/busy.$c.pid ] && kill -USR1 "$(cat /tmp/busy.$c.pid)" 2>/dev/null
+                if [ ! -e /tmp/busy.$c.light ]; then # a light loop keeps its count file current
+                        rm -f /tmp/busy.$c.cnt
+                        [ -r /tmp/busy.$c.pid ] && kill -USR1 "$(cat /tmp/busy.$c.pid)" 2>/dev/null
+                fi
                 c=$((c + 1))
         done
         out=""
@@ -131,6 +139,10 @@ while :; do
         ping) reply ok ping pong ;;
         nproc) reply ok nproc "$NCPU" ;;
         busy) start_busy "$arg" ;;
+        light)
+                set -- $(echo "$rest" | tr -d '\r')
+                start_busy "$arg" "$1" "$2"
+                ;;
         idle)
                 if [ "$arg" = all ]; then
                         for p in /tmp/busy.*.pid; do

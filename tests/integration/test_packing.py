@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""The daemon acts on its plan with real guests (issue #3): two lightly loaded TCG guests
+under libvirt and one plain QEMU guest are packed onto one pCPU of this machine, the other
+pCPU's measured idle residency (cpuidle `time` counters) rises above 90% while a work
+counter inside each guest keeps within 10% of its unpacked rate; when one guest turns
+busy the plan grows at once; on SIGTERM every pin goes back to what it was.
+
+Run: meson test -C build --suite integration packing -v   (root; real libvirtd)."""
+
+import glob
+import os
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import vmlib  # noqa: E402
+from daemonlib import Daemon  # noqa: E402
+
+WINDOW_S = 12          # measurement window for rates and idle residency
+LIGHT_SLEEP_S = "0.25" # light loop: BATCH iterations, then this sleep
+LIGHT_SHARE = 0.04     # work of one light loop, share of what a busy loop does per second
+
+
+def log(msg):
+    print("[packing] " + msg, flush=True)
+
+
+def cpu_idle_us(cpu):
+    """Sum of cpuidle stateN/time of one pCPU (microseconds)."""
+    total = 0
+    for f in glob.glob("/sys/devices/system/cpu/cpu%d/cpuidle/state*/time" % cpu):
+        with open(f) as fh:
+            total += int(fh.read())
+    return total
+
+
+def thread_affinity(pid, tid):
+    with open("/proc/%d/task/%d/status" % (pid, tid)) as f:
+        for line in f:
+            if line.startswith("Cpus_allowed_list:"):
+                return line.split(":", 1)[1].strip()
+    return None
+
+
+def n_cpus():
+    return len(os.sched_getaffinity(0))
+
+
+class Packing(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        vmlib.require_root()
+        vmlib.ensure_libvirtd()
+        vmlib.ensure_guest_image()
+        cls.guests = [vmlib.define_and_start_domain("pack-a", 1),
+                      vmlib.define_and_start_domain("pack-b", 1),
+                      vmlib.start_plain_qemu("pack-c", 1, qmp=False)]
+        for g in cls.guests:
+            log("%s booted in %.1fs" % (g.name, g.wait_booted(180)))
+        cls.d = None
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.d:
+            cls.d.stop()
+        for g in getattr(cls, "guests", []):
+            g.destroy()
+
+    def affinities(self):
+        """{(guest name, tid): Cpus_allowed_list} of every vCPU thread."""
+        out = {}
+        for g in self.guests:
+            for tid in g.vcpu_tids().values():
+                out[(g.name, tid)] = thread_affinity(g.pid, tid)
+        return out
+
+    def measure(self, what):
+        """Work rate of each guest's light loop and the idle share of each pCPU over WINDOW_S."""
+        idle0 = [cpu_idle_us(c) for c in range(n_cpus())]
+        t0 = time.monotonic()
+        rates = [g.console.rate(WINDOW_S)[0] for g in self.guests]
+        dt = time.monotonic() - t0
+        idle = [(cpu_idle_us(c) - idle0[c]) / 1e6 / dt for c in range(n_cpus())]
+        log("%s: work rates %s it/s, pCPU idle %s over %.1fs" %
+            (what, rates, " ".join("cpu%d=%.1f%%" % (c, 100 * x) for c, x in enumerate(idle)), dt))
+        return rates, idle
+
+    def test_pack_grow_restore(self):
+        if n_cpus() < 2:
+            self.skipTest("needs 2 pCPUs")
+        a = self.guests[0]
+        # Calibrate the light loops on this machine: a busy loop's rate, one guest at a time.
+        a.console.busy(0)
+        full = a.console.rate(3)[0]
+        a.console.idle(0)
+        batch = max(50, int(full * LIGHT_SHARE * float(LIGHT_SLEEP_S)))
+        log("busy loop %d it/s: light loops of %d iterations per %ss" % (full, batch, LIGHT_SLEEP_S))
+        for g in self.guests:
+            g.console.light(0, batch, LIGHT_SLEEP_S)
+        time.sleep(3)
+        before_aff = self.affinities()
+        base_rates, base_idle = self.measure("unpacked (no daemon)")
+
+        self.__class__.d = d = Daemon(sections={"Planner": {"ShrinkDwell": "2s"}}).start()
+        # Packed: the plan has one active pCPU and every vCPU is pinned to it.
+        def packed():
+            p = d.json("plan")
+            if not p.get("apply", {}).get("enabled") or p.get("n_active") != 1 or len(p.get("vcpus", [])) != 3:
+                return False
+            cpu = p["vcpus"][0]["cpu"]
+            return all(v == str(cpu) for v in self.affinities().values())
+        t0 = time.monotonic()
+        d.wait_for(packed, 60, "all three vCPUs pinned to one pCPU")
+        plan = d.json("plan")
+        active = plan["vcpus"][0]["cpu"]
+        other = 1 - active
+        log("packed onto CPU %d %.1fs after start: %s; modelled %.0f mW vs spread %.0f mW" %
+            (active, time.monotonic() - t0, plan["reason"], plan["plan_mw"], plan["spread_mw"]))
+        out = vmlib.virsh("vcpupin", a.name).stdout
+        self.assertIn(str(active), out)
+        time.sleep(2)
+        plans0 = d.status()["periods"]
+        rates, idle = self.measure("packed")
+        plan = d.json("plan")
+        utils = ["%.3f" % v["util"] for v in plan["vcpus"]]
+        log("after the window (%d periods): %s, %d active pCPUs, vCPU util %s" %
+            (d.status()["periods"] - plans0, plan["decision"], plan["n_active"], " ".join(utils)))
+        self.assertEqual(plan["n_active"], 1, "the plan did not stay packed: %s" % plan["reason"])
+        log("other pCPU %d idle %.1f%% (unpacked %.1f%%); work rate change %s" %
+            (other, 100 * idle[other], 100 * base_idle[other],
+             " ".join("%+.1f%%" % (100.0 * (r - b) / b) for r, b in zip(rates, base_rates))))
+        self.assertGreater(idle[other], 0.90)
+        for g, r, b in zip(self.guests, rates, base_rates):
+            self.assertGreater(r, 0.9 * b, "%s work rate %d vs unpacked %d" % (g.name, r, b))
+
+        # One guest turns busy: capacity grows at once (counted in control periods).
+        p0 = d.status()["periods"]
+        t0 = time.monotonic()
+        a.console.busy(0)
+        d.wait_for(lambda: d.json("plan")["n_active"] == 2, 30, "the plan to grow to 2 pCPUs")
+        grew_periods = d.status()["periods"] - p0
+        grown = d.json("plan")
+        log("busy guest: plan grew to 2 pCPUs after %d periods (%.1fs): %s, %s" %
+            (grew_periods, time.monotonic() - t0, grown["decision"], grown["reason"]))
+        self.assertLessEqual(grew_periods, 3)
+        a_tid = a.vcpu_tids()[0]
+        want = [v["cpu"] for v in grown["vcpus"] if v["pid"] == a.pid][0]
+        d.wait_for(lambda: thread_affinity(a.pid, a_tid) == str(want), 10, "the busy vCPU pinned to its new pCPU")
+        a.console.idle(0)
+        a.console.light(0, batch, LIGHT_SLEEP_S)
+
+        # SIGTERM: every vCPU's affinity as before the daemon, libvirt's live pins too.
+        st = d.json("status")["apply"]
+        log("applier: %d pins, %d errors, %d retries, last pass %.0f us" %
+            (st["pins"], st["pin_errors"], st["pin_retries"], st["last_pass_ns"] / 1000.0))
+        d.stop()
+        self.__class__.d = None
+        after = self.affinities()
+        self.assertEqual(after, before_aff)
+        log("after SIGTERM: affinities restored %s" % sorted(set(after.values())))
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

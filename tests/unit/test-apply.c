@@ -1,0 +1,279 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The applier (apply.c): desired states in, host changes out, on its own
+ * thread.  Against a copy of a fixture sysfs tree (cpufreq + PM QoS) and
+ * real threads of this process (affinity pins); restore through the journal
+ * leaves the tree byte-identical and every affinity as it was.
+ */
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "apply.h"
+#include "journal.h"
+#include "util.h"
+
+#define CPU_REL "devices/system/cpu"
+
+struct fixture {
+        char tmp[256], root[300], pristine[300], state[300];
+        pthread_t thr[2];
+        pid_t tid[2];
+        volatile int stop;
+        cpu_set_t orig;
+};
+
+static void sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void sh(const char *fmt, ...)
+{
+        char cmd[2048];
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(cmd, sizeof(cmd), fmt, ap);
+        va_end(ap);
+        assert_int_equal(system(cmd), 0);
+}
+
+static pid_t *volatile tid_slot;
+static void *sleeper(void *arg)
+{
+        struct fixture *f = arg;
+        pid_t *slot = tid_slot;
+
+        *slot = (pid_t) syscall(SYS_gettid);
+        while (!f->stop)
+                usleep(1000);
+        return NULL;
+}
+
+static int setup(void **state)
+{
+        struct fixture *f = calloc(1, sizeof(*f));
+
+        strcpy(f->tmp, access("/dev/shm", W_OK) == 0 ? "/dev/shm/test-apply.XXXXXX" : "/tmp/test-apply.XXXXXX");
+        assert_non_null(mkdtemp(f->tmp));
+        snprintf(f->root, sizeof(f->root), "%s/sys", f->tmp);
+        snprintf(f->pristine, sizeof(f->pristine), "%s/pristine", f->tmp);
+        snprintf(f->state, sizeof(f->state), "%s/state", f->tmp);
+        sh("cp -a '%s/sysfs-cpufreq/small-2cpu/sys' '%s' && cp -a '%s' '%s'", TEST_DATA_DIR, f->root, f->root,
+           f->pristine);
+        for (int i = 0; i < 2; i++) {
+                tid_slot = &f->tid[i];
+                assert_int_equal(pthread_create(&f->thr[i], NULL, sleeper, f), 0);
+                while (!f->tid[i])
+                        usleep(1000);
+        }
+        assert_int_equal(sched_getaffinity(f->tid[0], sizeof(f->orig), &f->orig), 0);
+        *state = f;
+        return 0;
+}
+
+static int teardown(void **state)
+{
+        struct fixture *f = *state;
+
+        f->stop = 1;
+        for (int i = 0; i < 2; i++)
+                pthread_join(f->thr[i], NULL);
+        sh("rm -rf '%s'", f->tmp);
+        free(f);
+        return 0;
+}
+
+static void knob(struct fixture *f, const char *rel, char *buf, size_t size)
+{
+        char path[512];
+
+        snprintf(path, sizeof(path), "%s/%s", f->root, rel);
+        assert_true(read_small_file(path, buf, size) >= 0);
+        buf[strcspn(buf, "\n")] = '\0';
+}
+
+static int affinity_of(pid_t tid)
+{
+        cpu_set_t s;
+        int only = -1;
+
+        assert_int_equal(sched_getaffinity(tid, sizeof(s), &s), 0);
+        if (CPU_COUNT(&s) != 1)
+                return -1;
+        for (int c = 0; c < CPU_SETSIZE; c++)
+                if (CPU_ISSET(c, &s))
+                        only = c;
+        return only;
+}
+
+static struct applier *start(struct fixture *f)
+{
+        struct apply_config cfg = { .state_dir = f->state, .sysfs_root = f->root, .libvirt_uri = NULL };
+        struct applier *a = NULL;
+
+        assert_int_equal(applier_new(&cfg, &a), 0);
+        return a;
+}
+
+static struct apply_request *request(struct fixture *f, int cpu0, int cpu1, uint32_t khz, int32_t lat)
+{
+        struct apply_request *r = apply_request_new(2, 2);
+
+        assert_non_null(r);
+        for (int i = 0; i < 2; i++) {
+                r->pins[i].pid = getpid();
+                r->pins[i].tid = f->tid[i];
+                r->pins[i].vcpu = (unsigned) i;
+        }
+        r->pins[0].cpu = cpu0;
+        r->pins[1].cpu = cpu1;
+        for (unsigned c = 0; c < 2; c++) {
+                r->cpu_max_khz[c] = khz;
+                r->cpu_latency_us[c] = c == 1 ? lat : -1;
+        }
+        return r;
+}
+
+static void submit_wait(struct applier *a, struct apply_request *r)
+{
+        applier_submit(a, r);
+        assert_int_equal(applier_wait_idle(a, 10 * NSEC_PER_SEC), 0);
+}
+
+static void restore_and_check(struct fixture *f)
+{
+        struct restore_stats st = { 0 };
+        cpu_set_t now;
+
+        assert_int_equal(journal_restore_all(f->state, f->root, NULL, &st), 0);
+        assert_int_equal(st.failed, 0);
+        assert_int_equal(st.foreign, 0);
+        sh("diff -r '%s' '%s'", f->pristine, f->root);
+        for (int i = 0; i < 2; i++) {
+                assert_int_equal(sched_getaffinity(f->tid[i], sizeof(now), &now), 0);
+                assert_true(CPU_EQUAL(&now, &f->orig));
+        }
+}
+
+/* Pins, a frequency cap and a latency limit are applied; the same state again
+ * changes nothing; restore puts the tree and the affinities back. */
+static void test_apply_and_restore(void **state)
+{
+        struct fixture *f = *state;
+        struct applier *a = start(f);
+        struct apply_stats st;
+        char buf[64];
+
+        submit_wait(a, request(f, 1, 0, 2000000, 20));
+        assert_int_equal(affinity_of(f->tid[0]), 1);
+        assert_int_equal(affinity_of(f->tid[1]), 0);
+        knob(f, CPU_REL "/cpufreq/policy0/scaling_max_freq", buf, sizeof(buf));
+        assert_string_equal(buf, "2000000");
+        knob(f, CPU_REL "/cpu1/power/pm_qos_resume_latency_us", buf, sizeof(buf));
+        assert_string_equal(buf, "20");
+        applier_get_stats(a, &st);
+        assert_int_equal(st.pins, 2);
+        assert_int_equal(st.pin_errors, 0);
+        assert_int_equal(st.pins_current, 2);
+
+        /* The same desired state: no pin, no write. */
+        submit_wait(a, request(f, 1, 0, 2000000, 20));
+        applier_get_stats(a, &st);
+        assert_int_equal(st.pins, 2);
+
+        /* One vCPU moves, the limit is lifted: the PM QoS value goes back to the original. */
+        submit_wait(a, request(f, 0, 0, 3800000, -1));
+        assert_int_equal(affinity_of(f->tid[0]), 0);
+        knob(f, CPU_REL "/cpu1/power/pm_qos_resume_latency_us", buf, sizeof(buf));
+        assert_string_equal(buf, "0");
+        applier_get_stats(a, &st);
+        assert_int_equal(st.pins, 3);
+        print_message("applier: %" PRIu64 " pins, %" PRIu64 " knob changes, %u sysfs writes, last pass %" PRId64
+                      " ns\n", st.pins, st.knob_changes, st.driver_writes, st.last_pass_ns);
+
+        applier_free(a);
+        restore_and_check(f);
+}
+
+/* A thread that is gone is counted and dropped, not retried; the others still move. */
+static void test_gone_thread(void **state)
+{
+        struct fixture *f = *state;
+        struct applier *a = start(f);
+        struct apply_request *r = request(f, 1, 1, 0, -1);
+        struct apply_stats st;
+
+        r->pins[1].tid = 999999999; /* no such thread */
+        submit_wait(a, r);
+        assert_int_equal(affinity_of(f->tid[0]), 1);
+        applier_get_stats(a, &st);
+        assert_int_equal(st.pins, 1);
+        assert_int_equal(st.pin_gone, 1);
+        assert_int_equal(st.pin_errors, 0);
+        applier_free(a);
+        restore_and_check(f);
+}
+
+/* A libvirt pin without libvirt fails, is counted and retried with backoff
+ * (not in a loop), and never blocks the plain pins of the same request. */
+static void test_libvirt_unreachable(void **state)
+{
+        struct fixture *f = *state;
+        struct applier *a = start(f);
+        struct apply_request *r = request(f, 1, 1, 0, -1);
+        struct apply_stats st;
+
+        snprintf(r->pins[1].uuid, sizeof(r->pins[1].uuid), "00000000-0000-0000-0000-000000000001");
+        submit_wait(a, r);
+        assert_int_equal(affinity_of(f->tid[0]), 1);
+        usleep(300 * 1000); /* a few backoff steps (10, 20, 40, 80 ms...) */
+        applier_get_stats(a, &st);
+        assert_true(st.pin_errors >= 1);
+        assert_true(st.pin_retries >= 1);
+        assert_true(st.pin_errors <= 8); /* backoff, not a busy loop */
+        assert_int_equal(st.last_error, -ENOTCONN);
+        print_message("libvirt unreachable: %" PRIu64 " attempts, %" PRIu64 " retries scheduled in 0.3 s\n",
+                      st.pin_errors, st.pin_retries);
+        applier_free(a);
+        restore_and_check(f);
+}
+
+/* Requests faster than the thread: only the latest state is applied. */
+static void test_latest_wins(void **state)
+{
+        struct fixture *f = *state;
+        struct applier *a = start(f);
+
+        for (int i = 0; i < 200; i++)
+                applier_submit(a, request(f, i % 2, (i + 1) % 2, 0, -1));
+        assert_int_equal(applier_wait_idle(a, 10 * NSEC_PER_SEC), 0);
+        assert_int_equal(affinity_of(f->tid[0]), 1);
+        assert_int_equal(affinity_of(f->tid[1]), 0);
+        applier_free(a);
+        restore_and_check(f);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test_setup_teardown(test_apply_and_restore, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_gone_thread, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_libvirt_unreachable, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_latest_wins, setup, teardown),
+        };
+        if (sysconf(_SC_NPROCESSORS_ONLN) < 2) {
+                printf("1..0 # SKIP needs 2 online CPUs\n");
+                return 0;
+        }
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
