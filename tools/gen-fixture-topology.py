@@ -104,6 +104,8 @@ def gen(root, *, packages, llcs_per_pkg, cores_per_llc, threads, node_of_pkg, l1
             # counters: a deterministic snapshot (pcpu_stat tests only need numbers)
             t.w(sp + "usage", str(1000 * (k + 1) + c))
             t.w(sp + "time", str(100000 * (k + 1) + 10 * c))
+        # drivers/base/power/sysfs.c: every CPU device has it; 0 = no constraint
+        t.w(d + "/power/pm_qos_resume_latency_us", "0")
         nodes.setdefault(node_of_pkg[pkg], []).append(c)
         if policy:
             pp = "%s/cpufreq/policy%d/" % (cpu, c)

@@ -271,9 +271,20 @@ static void test_xeon_perf_epp(void **state)
         assert_knob(&f, CPU_REL "/cpu3/cpuidle/state1/disable", "0");
         assert_knob(&f, CPU_REL "/cpu3/cpuidle/state2/disable", "1");
         assert_knob(&f, CPU_REL "/cpu3/cpuidle/state3/disable", "1");
-        /* No PM QoS file in this fixture: a latency constraint is not supported. */
+        /* PM QoS resume latency: written, then released back to the original. */
         ic.latency_us = 10;
-        assert_int_equal(power_driver_enter_idle(f.drv, 3, &ic), -EOPNOTSUPP);
+        assert_int_equal(power_driver_enter_idle(f.drv, 3, &ic), 0);
+        assert_knob(&f, CPU_REL "/cpu3/power/pm_qos_resume_latency_us", "10");
+        ic.deepest_state = -1;
+        ic.latency_us = -1;
+        assert_int_equal(power_driver_enter_idle(f.drv, 3, &ic), 0);
+        assert_knob(&f, CPU_REL "/cpu3/power/pm_qos_resume_latency_us", "0");
+        assert_knob(&f, CPU_REL "/cpu3/cpuidle/state3/disable", "0");
+        /* A state disabled by someone else (not by us) is left alone on release. */
+        sh("echo 1 > '%s/" CPU_REL "/cpu4/cpuidle/state3/disable'", f.root);
+        assert_int_equal(power_driver_enter_idle(f.drv, 4, &ic), 0);
+        assert_knob(&f, CPU_REL "/cpu4/cpuidle/state3/disable", "1");
+        sh("echo 0 > '%s/" CPU_REL "/cpu4/cpuidle/state3/disable'", f.root);
         assert_int_equal(power_driver_set_halt_poll(f.drv, 0), -EOPNOTSUPP);
 
         assert_restores_pristine(&f);
