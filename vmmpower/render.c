@@ -405,7 +405,8 @@ void render_plan(const struct daemon *d, bool json, struct strbuf *out)
                                       cpu ? "," : "", cpu, cpuset_isset(&p->active, cpu) ? "true" : "false",
                                       p->cpu_work[cpu], p->fdom_level[d->em->cpu_fdom[cpu]]);
                         strbuf_json_string(out, idle);
-                        strbuf_printf(out, ",\"max_latency_us\":%u}", p->cpu_max_latency_us[cpu]);
+                        strbuf_printf(out, ",\"max_latency_us\":%u,\"max_khz\":%u}", p->cpu_max_latency_us[cpu],
+                                      d->em->model.levels[p->fdom_level[d->em->cpu_fdom[cpu]]].freq_khz);
                 }
                 strbuf_puts(out, "],\"vcpus\":[");
                 for (unsigned i = 0; i < p->n_vcpus && i < d->plan_in_n; i++) {

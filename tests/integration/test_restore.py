@@ -1,0 +1,214 @@
+#!/usr/bin/env python3
+"""Frequency and idle control against a fixture 2-socket Xeon tree bind-mounted over
+/sys/devices/system/cpu in a private mount namespace, with the real daemon binary and
+real guests (issue #3):
+
+  - the expected files change (cpufreq caps per the plan's levels, PM QoS limits on the
+    active pCPUs), and SIGTERM puts them back;
+  - vmmpowerd is killed with SIGKILL at randomized points (start-up, first journal
+    records, pins, steady state) in RUNS runs; after each, `vmmpowerd --restore` leaves
+    every file byte-identical to the pristine tree and every vCPU affinity as before;
+  - a knob changed by someone else after the kill is left alone by the restore.
+
+Run: meson test -C build --suite integration restore -v   (root; real libvirtd)."""
+
+import filecmp
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+CPU_DIR = "/sys/devices/system/cpu"
+FIXTURE = os.path.join(os.path.dirname(HERE), "data", "topology", "xeon-spr-2s", "sys", "devices", "system", "cpu")
+RUNS = int(os.environ.get("VMMPOWER_KILL_RUNS", "100"))
+KILL_MAX_S = 2.5
+SEED = int(os.environ.get("VMMPOWER_KILL_SEED", "20261203"))
+
+if os.environ.get("VMMPT_RESTORE_NS") != "1" and os.geteuid() == 0:
+    # Re-run in a private mount namespace: the bind mount is ours alone.
+    os.environ["VMMPT_RESTORE_NS"] = "1"
+    os.execvp("unshare", ["unshare", "-m", "--propagation", "private", sys.executable] + sys.argv)
+
+import vmlib  # noqa: E402
+from daemonlib import Daemon, VMMPOWERD  # noqa: E402
+
+
+def log(msg):
+    print("[restore] " + msg, flush=True)
+
+
+def affinity(pid, tid):
+    with open("/proc/%d/task/%d/status" % (pid, tid)) as f:
+        for line in f:
+            if line.startswith("Cpus_allowed_list:"):
+                return line.split(":", 1)[1].strip()
+    return None
+
+
+def tree_diff(a, b):
+    """Relative paths of files whose bytes differ between trees a and b (or exist in one only)."""
+    out = []
+
+    def walk(cmp, rel):
+        out.extend(os.path.join(rel, f) for f in cmp.left_only + cmp.right_only + cmp.funny_files)
+        _, mismatch, errors = filecmp.cmpfiles(cmp.left, cmp.right, cmp.common_files, shallow=False)
+        out.extend(os.path.join(rel, f) for f in mismatch + errors)
+        for name, sub in cmp.subdirs.items():
+            walk(sub, os.path.join(rel, name))
+    walk(filecmp.dircmp(a, b), "")
+    return sorted(out)
+
+
+class RestoreFixture(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        vmlib.require_root()
+        vmlib.ensure_libvirtd()
+        vmlib.ensure_guest_image()
+        base = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
+        cls.tmp = tempfile.mkdtemp(prefix="vmmpt-restore-", dir=base)
+        cls.tree = os.path.join(cls.tmp, "cpu")
+        cls.pristine = os.path.join(cls.tmp, "pristine")
+        shutil.copytree(FIXTURE, cls.tree)
+        shutil.copytree(FIXTURE, cls.pristine)
+        subprocess.run(["mount", "--bind", cls.tree, CPU_DIR], check=True)
+        cls.mounted = True
+        cls.guests = [vmlib.define_and_start_domain("restore-a", 2),
+                      vmlib.start_plain_qemu("restore-b", 1, qmp=False)]
+        for g in cls.guests:
+            log("%s booted in %.1fs" % (g.name, g.wait_booted(180)))
+        cls.before = cls.affinities()
+        log("guest vCPU affinities before: %s" % sorted(set(cls.before.values())))
+
+    @classmethod
+    def tearDownClass(cls):
+        for g in getattr(cls, "guests", []):
+            g.destroy()
+        if getattr(cls, "mounted", False):
+            subprocess.run(["umount", CPU_DIR])
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    @classmethod
+    def affinities(cls):
+        return {(g.name, tid): affinity(g.pid, tid) for g in cls.guests for tid in g.vcpu_tids().values()}
+
+    def daemon(self):
+        return Daemon(sections={"Daemon": {"ControlPeriod": "200ms"},
+                                "Planner": {"ActiveMaxLatencyUs": "20", "ShrinkDwell": "1s"}})
+
+    def restore(self, d):
+        p = subprocess.run([VMMPOWERD, "--restore", "--config", d.config], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, universal_newlines=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stdout)
+        return p.stdout
+
+    def test_1_expected_files_change(self):
+        """The plan reaches the fixture files; SIGTERM restores them."""
+        self.assertTrue(os.path.exists(CPU_DIR + "/cpu31/topology/core_id"), "fixture not mounted")
+        d = self.daemon().start()
+        try:
+            def applied():
+                p = d.json("plan")
+                if not p.get("apply", {}).get("enabled") or len(p.get("vcpus", [])) != 3:
+                    return False
+                if not any(c["active"] for c in p["cpus"]):
+                    return False
+                for c in p["cpus"]:
+                    with open("%s/cpufreq/policy%d/scaling_max_freq" % (CPU_DIR, c["cpu"])) as f:
+                        if int(f.read()) != c["max_khz"]:
+                            return False
+                    with open("%s/cpu%d/power/pm_qos_resume_latency_us" % (CPU_DIR, c["cpu"])) as f:
+                        if f.read().strip() != ("20" if c["active"] else "0"):
+                            return False
+                return p
+            d.wait_for(applied, 30, "cpufreq caps and PM QoS limits as planned")
+            p = applied()
+            changed = tree_diff(self.pristine, self.tree)
+            active = [c["cpu"] for c in p["cpus"] if c["active"]]
+            log("applied: %d files differ from pristine (%s ...); active pCPUs %s; caps %s kHz" %
+                (len(changed), ", ".join(changed[:4]), active, sorted({c["max_khz"] for c in p["cpus"]})))
+            self.assertTrue(any(f.endswith("scaling_max_freq") for f in changed))
+            self.assertTrue(any(f.endswith("pm_qos_resume_latency_us") for f in changed))
+            pinned = self.affinities()
+            log("vCPU affinities while applied: %s" % sorted(set(pinned.values())))
+        finally:
+            d.stop()
+        self.assertEqual(tree_diff(self.pristine, self.tree), [])
+        self.assertEqual(self.affinities(), self.before)
+
+    def test_2_kill9_randomized(self):
+        """SIGKILL at randomized points, then vmmpowerd --restore: zero differences."""
+        rng = random.Random(SEED)
+        d = self.daemon()
+        diffs_at_kill = []
+        foreign_left = 0
+        failures = []
+        for i in range(RUNS):
+            delay = rng.uniform(0.0, KILL_MAX_S)
+            self._t0 = time.monotonic()
+            self._start_nowait(d)
+            left = delay - (time.monotonic() - self._t0)
+            if left > 0:
+                time.sleep(left)
+            d.proc.send_signal(signal.SIGKILL)
+            d.proc.wait(10)
+            d.logf.close()
+            changed = tree_diff(self.pristine, self.tree)
+            diffs_at_kill.append(len(changed))
+            foreign = None
+            if i % 10 == 9 and changed:
+                # Someone else changes a knob we had changed: the restore must leave it.
+                foreign = os.path.join(self.tree, changed[0])
+                with open(foreign, "w") as f:
+                    f.write("4242\n")
+            out = self.restore(d)
+            after = tree_diff(self.pristine, self.tree)
+            if foreign:
+                rel = os.path.relpath(foreign, self.tree)
+                with open(foreign) as f:
+                    if f.read() != "4242\n":
+                        failures.append("run %d: foreign value of %s overwritten" % (i, rel))
+                    else:
+                        foreign_left += 1
+                if after != [rel]:
+                    failures.append("run %d: after restore %s differ (expected only %s)" % (i, after, rel))
+                shutil.copyfile(os.path.join(self.pristine, rel), foreign)
+                after = tree_diff(self.pristine, self.tree)
+            aff = self.affinities()
+            if after or aff != self.before:
+                failures.append("run %d (kill at %.2fs): files %s, affinities %s\n%s" %
+                                (i, delay, after[:5], aff, out))
+                # put things back so that later runs measure themselves only
+                for rel in after:
+                    shutil.copyfile(os.path.join(self.pristine, rel), os.path.join(self.tree, rel))
+            if os.path.exists(os.path.join(d.tmp, "state", "journal")):
+                failures.append("run %d: journal left after a full restore" % i)
+        hist = {}
+        for n in diffs_at_kill:
+            b = "0" if n == 0 else "1-9" if n < 10 else "10-49" if n < 50 else "50+"
+            hist[b] = hist.get(b, 0) + 1
+        log("%d SIGKILL runs (seed %d, kill after 0..%.1fs): files changed at the kill: %s; "
+            "foreign changes left alone %d; runs with differences after restore: %d" %
+            (RUNS, SEED, KILL_MAX_S, hist, foreign_left, len(failures)))
+        self.assertEqual(failures, [])
+        self.assertGreater(sum(1 for n in diffs_at_kill if n > 0), RUNS // 4,
+                           "too few kills landed after the first changes")
+        self.assertGreater(foreign_left, 0)
+
+    def _start_nowait(self, d):
+        """Start without waiting for the control socket, so that kills land in start-up too."""
+        d.logf = open(d.log_path, "ab")
+        d.proc = subprocess.Popen([VMMPOWERD, "--foreground", "--config", d.config] + d.args,
+                                  stdout=d.logf, stderr=d.logf, stdin=subprocess.DEVNULL)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
