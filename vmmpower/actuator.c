@@ -319,6 +319,14 @@ static int vdom_get_pin(struct vdom *d, unsigned vcpu, cpuset_t *ret)
         _cleanup_free_ unsigned char *maps = NULL;
         int n;
 
+        if (vcpu == ACTUATOR_EMULATOR) {
+                maps = calloc(1, d->maplen);
+                if (!maps)
+                        return -ENOMEM;
+                if (virDomainGetEmulatorPinInfo(d->dom, maps, (int) d->maplen, VIR_DOMAIN_AFFECT_LIVE) < 0)
+                        return virt_errno();
+                return actuator_cpumap_to_cpuset(maps, d->maplen, ret);
+        }
         if (vcpu >= 4096)
                 return -ENOENT;
         maps = calloc(vcpu + 1, d->maplen);
@@ -342,6 +350,11 @@ static int vdom_set_pin(struct vdom *d, unsigned vcpu, const cpuset_t *s)
         r = actuator_cpuset_to_cpumap(s, (unsigned) d->n_host_cpus, map, d->maplen);
         if (r < 0)
                 return r;
+        if (vcpu == ACTUATOR_EMULATOR) {
+                if (virDomainPinEmulator(d->dom, map, (int) d->maplen, VIR_DOMAIN_AFFECT_LIVE) < 0)
+                        return virt_errno();
+                return 0;
+        }
         if (virDomainPinVcpuFlags(d->dom, vcpu, map, (int) d->maplen, VIR_DOMAIN_AFFECT_LIVE) < 0)
                 return virt_errno();
         return 0;
@@ -356,7 +369,8 @@ int actuator_pin_vcpu(struct journal *j, void *conn, const char *uuid, unsigned 
 
         if (!conn || cpuset_empty(cpus))
                 return -EINVAL;
-        r = path_printf(key, sizeof(key), "%s:%u", uuid, vcpu);
+        r = vcpu == ACTUATOR_EMULATOR ? path_printf(key, sizeof(key), "%s:emulator", uuid)
+                                      : path_printf(key, sizeof(key), "%s:%u", uuid, vcpu);
         if (r < 0)
                 return r;
         r = vdom_open(conn, uuid, &d);
@@ -392,7 +406,11 @@ static int parse_vcpu_key(const char *key, char *uuid, size_t size, unsigned *vc
         const char *c = strrchr(key, ':');
         uint32_t v;
 
-        if (!c || (size_t) (c - key) >= size || parse_u32(c + 1, &v) < 0)
+        if (!c || (size_t) (c - key) >= size)
+                return -EINVAL;
+        if (strcmp(c + 1, "emulator") == 0)
+                v = ACTUATOR_EMULATOR;
+        else if (parse_u32(c + 1, &v) < 0 || v == ACTUATOR_EMULATOR)
                 return -EINVAL;
         memcpy(uuid, key, (size_t) (c - key));
         uuid[c - key] = '\0';

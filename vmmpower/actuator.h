@@ -46,7 +46,10 @@ int actuator_pin_thread(struct journal *j, pid_t pid, pid_t tid, uint64_t startt
 /*
  * Pin vCPU `vcpu` of the running libvirt domain `uuid` (string form) live.
  * conn is a virConnectPtr.  -ENOENT: no such running domain or vCPU.
+ * vcpu == ACTUATOR_EMULATOR pins the domain's emulator threads instead
+ * (virDomainPinEmulator, live; journal key "uuid:emulator").
  */
+#define ACTUATOR_EMULATOR UINT32_MAX
 int actuator_pin_vcpu(struct journal *j, void *conn, const char *uuid, unsigned vcpu, const cpuset_t *cpus);
 
 /* libvirt cpumap <-> cpuset (VIR_CPU_MAPLEN bytes, bit i = CPU i). */

@@ -225,9 +225,11 @@ static void apply_pin_one(struct applier *a, struct pin_state *p, nsec_t now)
         }
         a->work.pin_errors++;
         if (a->work.pin_errors == 1 || (a->work.pin_errors & 1023) == 0)
-                log_warning_errno(r, "Applier: pinning vCPU %u of %s (pid %d, tid %d) to CPU %d failed: %m "
+                log_warning_errno(r, "Applier: pinning %s %u of %s (pid %d, tid %d) to CPU %d failed: %m "
                                   "(%" PRIu64 " pin failures so far; retried with backoff)",
-                                  p->want.vcpu, p->want.uuid[0] ? p->want.uuid : "plain QEMU", (int) p->want.pid,
+                                  p->want.emulator ? "the emulator of VM" : "vCPU",
+                                  p->want.emulator ? 0 : p->want.vcpu, p->want.uuid[0] ? p->want.uuid : "plain QEMU",
+                                  (int) p->want.pid,
                                   (int) p->want.tid, p->want.cpu, a->work.pin_errors);
         if (p->want.uuid[0] && a->conn && virConnectIsAlive(a->conn) != 1) {
                 virConnectClose(a->conn);

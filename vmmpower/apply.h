@@ -34,8 +34,9 @@
 struct apply_pin {
         char uuid[37];   /* libvirt domain, "" = plain QEMU (affinity of the thread) */
         pid_t pid, tid;  /* QEMU process and vCPU thread */
-        unsigned vcpu;   /* vCPU index (libvirt's vcpu id) */
+        unsigned vcpu;   /* vCPU index (libvirt's vcpu id); ACTUATOR_EMULATOR for a libvirt emulator pin */
         int cpu;         /* target pCPU */
+        bool emulator;   /* emulator threads: libvirt emulator pin (tid 0), or plain QEMU's main thread (tid == pid) */
 };
 
 struct apply_request {

@@ -586,7 +586,7 @@ static void submit_plan(struct daemon *d, const struct plan *p, size_t n)
 {
         struct apply_request *req = d->apply_scratch;
         const struct em_host *h = d->em;
-        size_t w = 0;
+        size_t w = 0, n_vcpu_pins;
 
         d->apply_scratch = NULL;
         for (size_t i = 0; i < n && i < p->n_vcpus; i++) {
@@ -595,6 +595,25 @@ static void submit_plan(struct daemon *d, const struct plan *p, size_t n)
                 req->pins[w] = req->pins[i];
                 req->pins[w].cpu = p->vcpu_cpu[i];
                 w++;
+        }
+        /* The emulator threads of each VM (libvirt: its emulator pin; plain QEMU: the main
+         * thread, which runs the main loop) follow the VM's first placed vCPU, so that a
+         * packed VM does not keep waking a pCPU the plan put to sleep.  Inputs are grouped
+         * by VM, so the first pin of a pid is its lowest vCPU. */
+        n_vcpu_pins = w;
+        for (size_t i = 0; i < n_vcpu_pins; i++) {
+                struct apply_pin *e;
+
+                if (i > 0 && req->pins[i - 1].pid == req->pins[i].pid)
+                        continue;
+                e = &req->pins[w++];
+                *e = req->pins[i];
+                e->emulator = true;
+                if (e->uuid[0]) {
+                        e->tid = 0;
+                        e->vcpu = ACTUATOR_EMULATOR;
+                } else
+                        e->tid = e->pid;
         }
         req->n_pins = w;
         for (unsigned c = 0; c < req->n_cpus && c < p->n_cpus; c++) {
@@ -633,7 +652,7 @@ static void plan_period(struct daemon *d, nsec_t now)
         }
         /* The pins that go with the inputs, in the same order (plan arrays follow the inputs). */
         apply_request_free(d->apply_scratch);
-        d->apply_scratch = d->applier ? apply_request_new(want, d->em->n_cpus) : NULL;
+        d->apply_scratch = d->applier ? apply_request_new(want + tracker_n_vms(d->tracker), d->em->n_cpus) : NULL;
         for (size_t i = 0; i < tracker_n_vms(d->tracker); i++) {
                 const struct vm_load *vm = tracker_vm(d->tracker, i);
                 for (unsigned j = 0; j < vm->n_vcpus; j++) {

@@ -68,10 +68,10 @@ class Packing(unittest.TestCase):
             g.destroy()
 
     def affinities(self):
-        """{(guest name, tid): Cpus_allowed_list} of every vCPU thread."""
+        """{(guest name, tid): Cpus_allowed_list} of every vCPU thread and the main thread."""
         out = {}
         for g in self.guests:
-            for tid in g.vcpu_tids().values():
+            for tid in list(g.vcpu_tids().values()) + [g.pid]:  # vCPUs and the main (emulator) thread
                 out[(g.name, tid)] = thread_affinity(g.pid, tid)
         return out
 

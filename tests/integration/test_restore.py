@@ -98,7 +98,8 @@ class RestoreFixture(unittest.TestCase):
 
     @classmethod
     def affinities(cls):
-        return {(g.name, tid): affinity(g.pid, tid) for g in cls.guests for tid in g.vcpu_tids().values()}
+        return {(g.name, tid): affinity(g.pid, tid) for g in cls.guests
+                for tid in list(g.vcpu_tids().values()) + [g.pid]}
 
     def daemon(self):
         return Daemon(sections={"Daemon": {"ControlPeriod": "200ms"},
@@ -114,6 +115,7 @@ class RestoreFixture(unittest.TestCase):
         """The plan reaches the fixture files; SIGTERM restores them."""
         self.assertTrue(os.path.exists(CPU_DIR + "/cpu31/topology/core_id"), "fixture not mounted")
         d = self.daemon().start()
+        seen = {}
         try:
             def applied():
                 p = d.json("plan")
@@ -128,17 +130,18 @@ class RestoreFixture(unittest.TestCase):
                     with open("%s/cpu%d/power/pm_qos_resume_latency_us" % (CPU_DIR, c["cpu"])) as f:
                         if f.read().strip() != ("20" if c["active"] else "0"):
                             return False
-                return p
+                seen["plan"] = p
+                seen["changed"] = tree_diff(self.pristine, self.tree)
+                seen["pinned"] = self.affinities()
+                return True
             d.wait_for(applied, 30, "cpufreq caps and PM QoS limits as planned")
-            p = applied()
-            changed = tree_diff(self.pristine, self.tree)
+            p, changed = seen["plan"], seen["changed"]
             active = [c["cpu"] for c in p["cpus"] if c["active"]]
             log("applied: %d files differ from pristine (%s ...); active pCPUs %s; caps %s kHz" %
                 (len(changed), ", ".join(changed[:4]), active, sorted({c["max_khz"] for c in p["cpus"]})))
             self.assertTrue(any(f.endswith("scaling_max_freq") for f in changed))
             self.assertTrue(any(f.endswith("pm_qos_resume_latency_us") for f in changed))
-            pinned = self.affinities()
-            log("vCPU affinities while applied: %s" % sorted(set(pinned.values())))
+            log("vCPU and main-thread affinities while applied: %s" % sorted(set(seen["pinned"].values())))
         finally:
             d.stop()
         self.assertEqual(tree_diff(self.pristine, self.tree), [])
