@@ -650,10 +650,10 @@ static void *stopped_main(void *arg)
 {
         struct thr *t = arg;
         volatile uint64_t x = 0;
-        nsec_t end = now_ns() + 3 * NSEC_PER_MSEC;
 
-        /* some CPU time first, so the counters are non-zero */
-        while (now_ns() < end)
+        /* some CPU time first, so the counters are non-zero: 3 ms of this thread's
+         * own CPU time, not of wall time (a loaded host preempts it) */
+        while (thread_cputime_ns() < 3 * NSEC_PER_MSEC)
                 x++;
         publish_tid(t);
         while (__atomic_load_n(&gate, __ATOMIC_ACQUIRE) == 0)
