@@ -33,8 +33,9 @@
  *     - grow at once: when a CPU is over headroom at the top level or a vCPU
  *       waits more than the budget, its vCPUs move (wait offenders first,
  *       then the largest) to their target CPU if it has room, else to an
- *       active CPU with room, else to the best CPU to wake; the pending
- *       shrink is cancelled;
+ *       active CPU with room, else to the best CPU to wake, else (a waiting
+ *       vCPU on a host with every CPU awake) to a less loaded active CPU with
+ *       room; the pending shrink is cancelled;
  *     - shrink (any move made only to save energy) once the target has been
  *       predicted cheaper for shrink_dwell_ns in a row *and* the saving over
  *       the dwell exceeds MigrationCostUJ x moves;
@@ -1176,6 +1177,19 @@ int plan_compute(const struct em_host *h, const struct plan_policy *pol, const s
                                         if (dst >= 0 && p->why.forced_wake_cpu < 0) {
                                                 p->why.forced_wake_cpu = dst;
                                                 p->why.forced_by_key = v[i].key;
+                                        }
+                                }
+                                /* Nothing left to wake: a waiting vCPU still moves to the
+                                 * least loaded awake CPU with room (a small host where every
+                                 * CPU is active must not keep it behind a busy one) — only to
+                                 * a CPU less loaded than the one it leaves, so that wait caused
+                                 * by load outside the plan does not make vCPUs ping-pong. */
+                                if (dst < 0 && waits) {
+                                        for (unsigned q = 0; q < h->n_online; q++) {
+                                                int c = h->order_smt_first[q];
+                                                if (c != src && fits(&w, i, c) && w.work[c] + EPS < w.work[src] &&
+                                                    (dst < 0 || w.work[c] < w.work[dst] - EPS))
+                                                        dst = c;
                                         }
                                 }
                                 if (dst < 0) {

@@ -125,8 +125,8 @@ class DaemonWithGuests(unittest.TestCase):
         self.assertRegex(text, r'vmmpower_cpu_idle_state_seconds_total\{cpu="0",state="[^"]+"\} [0-9.]+')
 
     def test_3_plan_covers_every_vcpu(self):
-        """The advisory plan places every measured vCPU on an online pCPU, and its best
-        placement models no more power than spreading them."""
+        """The plan places every measured vCPU on an online pCPU, its best placement
+        models no more power than spreading them, and it is applied (Apply=yes)."""
         d = self.d
         d.wait_periods(2)
         p = d.json("plan")
@@ -146,7 +146,10 @@ class DaemonWithGuests(unittest.TestCase):
             p["decision"], p["n_active"], p["plan_mw"], p["spread_mw"]))
         rc, out, _ = d.ctl("plan")
         self.assertEqual(rc, 0)
-        self.assertIn("advisory", out)
+        self.assertIn("plan (applied)", out)
+        self.assertFalse(p["advisory"])
+        self.assertTrue(p["apply"]["enabled"])
+        self.assertEqual(p["apply"]["pin_errors"], 0, p["apply"])
 
     def test_4_destroyed_vm_leaves_within_one_period(self):
         d = self.d

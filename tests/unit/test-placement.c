@@ -668,6 +668,49 @@ static void test_small_host_and_churn(void **state)
         topology_free(t);
 }
 
+/* Both CPUs of a small host active, a vCPU waiting behind one that turned busy: with
+ * nothing left to wake, growth moves the waiting vCPU to the less loaded CPU. */
+static void test_grow_without_wake(void **state)
+{
+        char path[512];
+        struct topology *t = NULL;
+        struct energy_model m;
+        struct em_host *h = NULL;
+        struct plan_policy pol;
+        struct plan *p1 = NULL, *p2 = NULL;
+        struct plan_vcpu v[3] = {
+                { .key = 1, .util = 0.5, .cur_cpu = -1 },
+                { .key = 2, .util = 0.4, .cur_cpu = -1 },
+                { .key = 3, .util = 0.05, .cur_cpu = -1 },
+        };
+        int shared;
+
+        assert_true(path_printf(path, sizeof(path), "%s/topology/debian-2cpu-haltpoll/sys", TEST_DATA_DIR) > 0);
+        assert_int_equal(topology_load(path, &t), 0);
+        assert_int_equal(energy_model_from_topology(t, &m), 0);
+        assert_int_equal(em_host_new(t, &m, &h), 0);
+        policy(&pol);
+        assert_int_equal(plan_compute(h, &pol, v, 3, NULL, 0, NULL, 0, &p1), 0);
+        assert_int_equal(n_active_cpus(p1), 2);
+        assert_int_not_equal(p1->vcpu_cpu[0], p1->vcpu_cpu[1]);
+        /* the small vCPU shares a CPU with one of the two */
+        shared = p1->vcpu_cpu[2] == p1->vcpu_cpu[0] ? 0 : 1;
+        assert_int_equal(p1->vcpu_cpu[2], p1->vcpu_cpu[shared]);
+
+        /* its neighbour turns busy and it waits */
+        v[shared].util = 0.95;
+        v[2].wait_ratio = 0.3;
+        assert_int_equal(plan_compute(h, &pol, v, 3, NULL, 0, p1, NSEC_PER_SEC, &p2), 0);
+        assert_int_equal(p2->why.decision, PLAN_GROW);
+        assert_int_not_equal(p2->vcpu_cpu[2], p2->vcpu_cpu[shared]);
+        assert_int_equal(p2->vcpu_cpu[2], p2->vcpu_cpu[1 - shared]);
+        assert_feasible(h, p2, &pol);
+        plan_free(p1);
+        plan_free(p2);
+        em_host_free(h);
+        topology_free(t);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -685,6 +728,7 @@ int main(void)
                 cmocka_unit_test(test_modes),
                 cmocka_unit_test(test_hints),
                 cmocka_unit_test(test_idle_limits),
+                cmocka_unit_test(test_grow_without_wake),
                 cmocka_unit_test(test_small_host_and_churn),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
