@@ -413,7 +413,7 @@ static inline int seg_find(const struct ws *w, double x)
 static void seg_build(struct ws *w, const int *order, double hc)
 {
         for (unsigned p = 0; p < w->segn; p++)
-                w->seg[w->leaf0 + p] = p < w->h->n_online ? room(w, order[p], hc) : ROOM_NONE - 1.0;
+                w->seg[w->leaf0 + p] = p < w->h->n_online ? room(w, order[p], hc) : -DBL_MAX; /* never the max */
         for (unsigned k = w->leaf0; k-- > 0;) {
                 const double *c = &w->seg[4 * k + 1];
                 w->seg[k] = MAX(MAX(c[0], c[1]), MAX(c[2], c[3]));

@@ -711,6 +711,33 @@ static void test_grow_without_wake(void **state)
         topology_free(t);
 }
 
+/* More demand than the host has (every CPU over twice its room): the FFD's
+ * "most room" fallback must pick a real CPU, not one of the padding leaves of
+ * its tree (found by vmmpower-sim: 1,500 VMs on a 224-CPU host). */
+static void test_heavy_overload(void **state)
+{
+        struct host_fixture f;
+        struct plan_policy pol;
+        struct plan_vcpu v[200];
+        struct plan *p = NULL, *q = NULL;
+
+        load_host("xeon-spr-2s", "xeon-spr-2s", &f);
+        policy(&pol);
+        for (unsigned i = 0; i < ELEMENTSOF(v); i++)
+                v[i] = (struct plan_vcpu) { .key = ((uint64_t) (100 + i) << 16), .vm = 100 + i, .mode = PLACE_PACK,
+                                            .util = 1.0, .wait_ratio = 1.0, .cur_cpu = -1 };
+        assert_int_equal(plan_compute(f.h, &pol, v, ELEMENTSOF(v), NULL, 0, NULL, 0, &p), 0);
+        assert_int_equal(plan_compute(f.h, &pol, v, ELEMENTSOF(v), NULL, 0, p, NSEC_PER_SEC, &q), 0);
+        for (unsigned i = 0; i < ELEMENTSOF(v); i++) {
+                assert_true(p->vcpu_cpu[i] >= 0 && (unsigned) p->vcpu_cpu[i] < f.h->n_cpus);
+                assert_true(q->vcpu_cpu[i] >= 0 && (unsigned) q->vcpu_cpu[i] < f.h->n_cpus);
+                assert_true(f.h->cpu_core[p->vcpu_cpu[i]] >= 0);
+        }
+        plan_free(p);
+        plan_free(q);
+        free_host(&f);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -730,6 +757,7 @@ int main(void)
                 cmocka_unit_test(test_idle_limits),
                 cmocka_unit_test(test_grow_without_wake),
                 cmocka_unit_test(test_small_host_and_churn),
+                cmocka_unit_test(test_heavy_overload),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,531 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Window event simulation (evsim.h has the model).  Indexed binary heap of
+ * at most one pending event per vCPU (its next wake-up) and per CPU (its
+ * next completion); a CPU's runnable vCPUs are advanced lazily, always both
+ * threads of a core together so that the SMT speed factor is constant
+ * between two updates.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "evsim.h"
+
+#define DONE_EPS_NS 1e-3
+
+void wait_hist_add(struct wait_hist *w, double ns)
+{
+        w->n++;
+        if (!(ns >= WAIT_HIST_MIN_NS)) {
+                w->zero++;
+                return;
+        }
+        int i = (int) (log10(ns / WAIT_HIST_MIN_NS) * WAIT_HIST_PER_DECADE);
+        if (i >= WAIT_HIST_N)
+                i = WAIT_HIST_N - 1;
+        w->b[i]++;
+}
+
+double wait_hist_percentile(const struct wait_hist *w, double q)
+{
+        uint64_t rank, acc;
+
+        if (w->n == 0)
+                return 0;
+        rank = (uint64_t) ceil(q * (double) w->n);
+        if (rank < 1)
+                rank = 1;
+        acc = w->zero;
+        if (acc >= rank)
+                return 0;
+        for (int i = 0; i < WAIT_HIST_N; i++) {
+                acc += w->b[i];
+                if (acc >= rank) /* geometric middle of the bucket */
+                        return WAIT_HIST_MIN_NS * pow(10.0, (i + 0.5) / WAIT_HIST_PER_DECADE);
+        }
+        return WAIT_HIST_MIN_NS * pow(10.0, WAIT_HIST_DECADES);
+}
+
+struct ev_vcpu {
+        double rem;          /* work left, ns at the top level */
+        double ep_wait;      /* wait of the current episode */
+        double total_wait;
+        double on_mean, off_mean;
+        uint64_t rng;
+        int cpu;             /* where it runs / ran last */
+        bool runnable;
+};
+
+struct ev_cpu {
+        unsigned n, alloc;
+        unsigned *q;         /* runnable vCPUs */
+        double last;
+        double speed;        /* capacity / 1024 at its level */
+        int core, sib;
+};
+
+struct ev_dom {
+        unsigned busy_cores;
+        double idle_since;
+};
+
+struct ev_ws {
+        const struct em_host *h;
+        unsigned nv, n_ids;
+        struct ev_vcpu *v;
+        struct ev_cpu *c;
+        double *core_idle_since;   /* [n_cores], < 0 when busy */
+        struct ev_dom *llc, *pkg, host;
+        /* heap */
+        unsigned *heap, hn;
+        int *pos;
+        double *key;
+        int deep_state;
+        double gain;
+};
+
+void ev_ws_free(struct ev_ws *w)
+{
+        if (!w)
+                return;
+        if (w->c)
+                for (unsigned i = 0; i < w->h->n_cpus; i++)
+                        free(w->c[i].q);
+        free(w->v);
+        free(w->c);
+        free(w->core_idle_since);
+        free(w->llc);
+        free(w->pkg);
+        free(w->heap);
+        free(w->pos);
+        free(w->key);
+        free(w);
+}
+
+int ev_ws_new(const struct em_host *h, unsigned nv, struct ev_ws **ret)
+{
+        struct ev_ws *w = calloc(1, sizeof(*w));
+
+        if (!w)
+                return -ENOMEM;
+        w->h = h;
+        w->nv = nv;
+        w->n_ids = nv + h->n_cpus;
+        w->v = calloc(nv ? nv : 1, sizeof(*w->v));
+        w->c = calloc(h->n_cpus, sizeof(*w->c));
+        w->core_idle_since = calloc(h->n_cores, sizeof(double));
+        w->llc = calloc(h->n_llcs, sizeof(*w->llc));
+        w->pkg = calloc(h->n_pkgs, sizeof(*w->pkg));
+        w->heap = calloc(w->n_ids, sizeof(unsigned));
+        w->pos = calloc(w->n_ids, sizeof(int));
+        w->key = calloc(w->n_ids, sizeof(double));
+        if (!w->v || !w->c || !w->core_idle_since || !w->llc || !w->pkg || !w->heap || !w->pos || !w->key) {
+                ev_ws_free(w);
+                return -ENOMEM;
+        }
+        for (unsigned i = 0; i < h->n_cpus; i++) {
+                int core = h->cpu_core[i];
+                w->c[i].core = core;
+                w->c[i].sib = -1;
+                if (core >= 0) {
+                        const struct em_core *k = &h->cores[core];
+                        if (k->n_threads == 2)
+                                w->c[i].sib = k->cpu[0] == (int) i ? k->cpu[1] : k->cpu[0];
+                }
+        }
+        w->deep_state = (int) h->model.n_idle - 1;
+        w->gain = h->model.smt_gain_permille / 1000.0;
+        *ret = w;
+        return 0;
+}
+
+/* ---- heap ---- */
+
+static void heap_swap(struct ev_ws *w, unsigned a, unsigned b)
+{
+        unsigned x = w->heap[a], y = w->heap[b];
+        w->heap[a] = y;
+        w->heap[b] = x;
+        w->pos[y] = (int) a;
+        w->pos[x] = (int) b;
+}
+
+static bool heap_less(const struct ev_ws *w, unsigned a, unsigned b)
+{
+        unsigned x = w->heap[a], y = w->heap[b];
+        if (w->key[x] != w->key[y])
+                return w->key[x] < w->key[y];
+        return x < y;
+}
+
+static void heap_up(struct ev_ws *w, unsigned i)
+{
+        while (i > 0) {
+                unsigned p = (i - 1) / 2;
+                if (!heap_less(w, i, p))
+                        break;
+                heap_swap(w, i, p);
+                i = p;
+        }
+}
+
+static void heap_down(struct ev_ws *w, unsigned i)
+{
+        for (;;) {
+                unsigned l = 2 * i + 1, r = l + 1, m = i;
+                if (l < w->hn && heap_less(w, l, m))
+                        m = l;
+                if (r < w->hn && heap_less(w, r, m))
+                        m = r;
+                if (m == i)
+                        break;
+                heap_swap(w, i, m);
+                i = m;
+        }
+}
+
+/* Set the event time of id; INFINITY removes it. */
+static void heap_set(struct ev_ws *w, unsigned id, double t)
+{
+        int p = w->pos[id];
+
+        if (isinf(t)) {
+                if (p < 0)
+                        return;
+                unsigned last = w->hn - 1;
+                if ((unsigned) p != last) {
+                        heap_swap(w, (unsigned) p, last);
+                        w->hn--;
+                        w->pos[id] = -1;
+                        heap_up(w, (unsigned) p);
+                        heap_down(w, (unsigned) p);
+                } else {
+                        w->hn--;
+                        w->pos[id] = -1;
+                }
+                return;
+        }
+        w->key[id] = t;
+        if (p < 0) {
+                w->heap[w->hn] = id;
+                w->pos[id] = (int) w->hn;
+                w->hn++;
+                heap_up(w, w->hn - 1);
+        } else {
+                heap_up(w, (unsigned) p);
+                heap_down(w, (unsigned) w->pos[id]);
+        }
+}
+
+/* ---- CPUs ---- */
+
+static double cpu_speed(const struct ev_ws *w, unsigned cpu)
+{
+        const struct ev_cpu *c = &w->c[cpu];
+        if (c->sib >= 0 && w->c[c->sib].n > 0)
+                return c->speed * w->gain / 2;
+        return c->speed;
+}
+
+static void cpu_advance(struct ev_ws *w, unsigned cpu, double t)
+{
+        struct ev_cpu *c = &w->c[cpu];
+        double dt = t - c->last;
+
+        if (c->n > 0 && dt > 0) {
+                double share = dt * cpu_speed(w, cpu) / c->n, wait = dt * (c->n - 1) / c->n;
+                for (unsigned i = 0; i < c->n; i++) {
+                        struct ev_vcpu *v = &w->v[c->q[i]];
+                        v->rem -= share;
+                        v->ep_wait += wait;
+                }
+        }
+        c->last = t;
+}
+
+static void core_advance(struct ev_ws *w, unsigned cpu, double t)
+{
+        cpu_advance(w, cpu, t);
+        if (w->c[cpu].sib >= 0)
+                cpu_advance(w, (unsigned) w->c[cpu].sib, t);
+}
+
+static void cpu_schedule(struct ev_ws *w, unsigned cpu)
+{
+        const struct ev_cpu *c = &w->c[cpu];
+        double min_rem = INFINITY;
+
+        if (c->n == 0) {
+                heap_set(w, w->nv + cpu, INFINITY);
+                return;
+        }
+        for (unsigned i = 0; i < c->n; i++)
+                if (w->v[c->q[i]].rem < min_rem)
+                        min_rem = w->v[c->q[i]].rem;
+        if (min_rem < 0)
+                min_rem = 0;
+        heap_set(w, w->nv + cpu, c->last + min_rem * c->n / cpu_speed(w, cpu));
+}
+
+static void core_schedule(struct ev_ws *w, unsigned cpu)
+{
+        cpu_schedule(w, cpu);
+        if (w->c[cpu].sib >= 0)
+                cpu_schedule(w, (unsigned) w->c[cpu].sib);
+}
+
+static bool core_idle(const struct ev_ws *w, unsigned cpu)
+{
+        const struct ev_cpu *c = &w->c[cpu];
+        return c->n == 0 && (c->sib < 0 || w->c[c->sib].n == 0);
+}
+
+static int cpu_push(struct ev_ws *w, unsigned cpu, unsigned v)
+{
+        struct ev_cpu *c = &w->c[cpu];
+        if (c->n == c->alloc) {
+                unsigned na = c->alloc ? c->alloc * 2 : 4;
+                unsigned *q = realloc(c->q, na * sizeof(*q));
+                if (!q)
+                        return -ENOMEM;
+                c->q = q;
+                c->alloc = na;
+        }
+        c->q[c->n++] = v;
+        return 0;
+}
+
+/* Exit latency paid by a wake-up at t onto the idle core of cpu (ns); *deep set when deep. */
+static double wake_latency(struct ev_ws *w, const struct ev_input *in, unsigned cpu, double t, bool *deep)
+{
+        const struct em_host *h = w->h;
+        const struct energy_model *m = &h->model;
+        unsigned core = (unsigned) w->c[cpu].core;
+        uint32_t lim = in->cpu_max_latency_us[cpu];
+        double gap_us = (t - w->core_idle_since[core]) / 1000.0, lat = 0;
+        int s = -1;
+
+        if (w->c[cpu].sib >= 0 && in->cpu_max_latency_us[w->c[cpu].sib] < lim)
+                lim = in->cpu_max_latency_us[w->c[cpu].sib];
+        for (unsigned i = 0; i < m->n_idle; i++)
+                if (m->idle[i].target_residency_us <= gap_us && m->idle[i].exit_latency_us <= lim)
+                        s = (int) i;
+        if (s < 0)
+                return 0;
+        lat = m->idle[s].exit_latency_us;
+        if (s == w->deep_state && m->n_idle > 1)
+                *deep = true;
+        if (s != w->deep_state)
+                return lat * 1000.0;
+        /* domains: all their cores idle (so at least as long as this one) */
+        const struct em_core *k = &h->cores[core];
+        for (int d = 0; d < _EM_DOMAIN_MAX; d++) {
+                const struct em_idle_domain *dom = &m->domain[d];
+                struct ev_dom *st;
+                if (!dom->present || dom->exit_latency_us > lim)
+                        continue;
+                if (d == EM_DOMAIN_LLC)
+                        st = &w->llc[k->llc];
+                else
+                        st = m->package_idle_all_packages ? &w->host : &w->pkg[k->pkg];
+                if (st->busy_cores == 0 && (t - st->idle_since) / 1000.0 >= dom->target_residency_us) {
+                        if (dom->exit_latency_us > lat)
+                                lat = dom->exit_latency_us;
+                        *deep = true;
+                }
+        }
+        return lat * 1000.0;
+}
+
+static void core_busy_change(struct ev_ws *w, unsigned core, bool busy, double t)
+{
+        const struct em_core *k = &w->h->cores[core];
+        struct ev_dom *d[3] = { &w->llc[k->llc], &w->pkg[k->pkg], &w->host };
+
+        w->core_idle_since[core] = busy ? -1 : t;
+        for (int i = 0; i < 3; i++) {
+                if (busy) {
+                        d[i]->busy_cores++;
+                } else {
+                        d[i]->busy_cores--;
+                        if (d[i]->busy_cores == 0)
+                                d[i]->idle_since = t;
+                }
+        }
+}
+
+static bool cpu_allowed(const struct ev_input *in, int cpu)
+{
+        return !in->allowed || in->allowed[cpu];
+}
+
+/* select_idle_sibling-like choice for a waking vCPU last on prev. */
+static int wake_cpu(struct ev_ws *w, const struct ev_input *in, int prev)
+{
+        const struct em_host *h = w->h;
+        const struct em_group *g;
+        int idle_thread = -1;
+
+        if (w->c[prev].n == 0 && cpu_allowed(in, prev))
+                return prev;
+        g = &h->llcs[h->cores[w->c[prev].core].llc];
+        for (unsigned k = g->first; k < g->end; k++) {
+                const struct em_core *c = &h->cores[k];
+                for (unsigned t = 0; t < c->n_threads; t++) {
+                        int cpu = c->cpu[t];
+                        if (!cpu_allowed(in, cpu) || w->c[cpu].n > 0)
+                                continue;
+                        if (core_idle(w, (unsigned) cpu))
+                                return cpu;
+                        if (idle_thread < 0)
+                                idle_thread = cpu;
+                }
+        }
+        if (idle_thread >= 0)
+                return idle_thread;
+        return cpu_allowed(in, prev) ? prev : -1;
+}
+
+static int vcpu_wake(struct ev_ws *w, const struct ev_input *in, struct ev_output *out, unsigned id, double t,
+                     double work)
+{
+        struct ev_vcpu *v = &w->v[id];
+        int cpu;
+        bool deep = false;
+
+        if (v->runnable) {
+                core_advance(w, (unsigned) v->cpu, t);
+                v->rem += work;
+                core_schedule(w, (unsigned) v->cpu);
+                return 0;
+        }
+        cpu = v->cpu;
+        if (in->wake_balance) {
+                int c = wake_cpu(w, in, v->cpu);
+                if (c >= 0 && c != v->cpu) {
+                        cpu = c;
+                        out->migrations++;
+                }
+        }
+        core_advance(w, (unsigned) cpu, t);
+        out->wakeups++;
+        v->ep_wait = 0;
+        if (core_idle(w, (unsigned) cpu)) {
+                v->ep_wait = wake_latency(w, in, (unsigned) cpu, t, &deep);
+                if (deep)
+                        out->deep_wakeups++;
+                core_busy_change(w, (unsigned) w->c[cpu].core, true, t);
+        }
+        v->cpu = cpu;
+        v->runnable = true;
+        v->rem = work;
+        if (cpu_push(w, (unsigned) cpu, id) < 0)
+                return -ENOMEM;
+        core_schedule(w, (unsigned) cpu);
+        return 0;
+}
+
+static void episode_end(struct ev_ws *w, struct ev_output *out, unsigned id)
+{
+        struct ev_vcpu *v = &w->v[id];
+        v->total_wait += v->ep_wait;
+        if (out->hist)
+                wait_hist_add(out->hist, v->ep_wait);
+        v->runnable = false;
+        v->ep_wait = 0;
+}
+
+static void cpu_complete(struct ev_ws *w, struct ev_output *out, unsigned cpu, double t)
+{
+        struct ev_cpu *c = &w->c[cpu];
+        bool was_busy = !core_idle(w, cpu);
+
+        core_advance(w, cpu, t);
+        for (unsigned i = 0; i < c->n;) {
+                struct ev_vcpu *v = &w->v[c->q[i]];
+                if (v->rem <= DONE_EPS_NS) {
+                        episode_end(w, out, c->q[i]);
+                        c->q[i] = c->q[--c->n];
+                } else
+                        i++;
+        }
+        if (was_busy && core_idle(w, cpu))
+                core_busy_change(w, (unsigned) c->core, false, t);
+        core_schedule(w, cpu);
+}
+
+int ev_run(struct ev_ws *w, const struct ev_input *in, struct ev_output *out)
+{
+        const struct em_host *h = w->h;
+        double T = in->window_ns;
+        int r = 0;
+
+        if (in->nv != w->nv)
+                return -EINVAL;
+        w->hn = 0;
+        for (unsigned i = 0; i < w->n_ids; i++)
+                w->pos[i] = -1;
+        for (unsigned i = 0; i < h->n_cpus; i++) {
+                int core = h->cpu_core[i];
+                w->c[i].n = 0;
+                w->c[i].last = 0;
+                w->c[i].speed = core >= 0 ? em_capacity(&h->model, in->fdom_level[h->cpu_fdom[i]]) / 1024.0 : 0;
+        }
+        for (unsigned k = 0; k < h->n_cores; k++)
+                w->core_idle_since[k] = -1e18; /* idle "forever": the window starts in steady state */
+        for (unsigned k = 0; k < h->n_llcs; k++)
+                w->llc[k] = (struct ev_dom) { 0, -1e18 };
+        for (unsigned k = 0; k < h->n_pkgs; k++)
+                w->pkg[k] = (struct ev_dom) { 0, -1e18 };
+        w->host = (struct ev_dom) { 0, -1e18 };
+
+        for (unsigned i = 0; i < w->nv; i++) {
+                struct ev_vcpu *v = &w->v[i];
+                int home = in->home[i];
+
+                *v = (struct ev_vcpu) { .cpu = home };
+                if (home < 0 || (unsigned) home >= h->n_cpus || h->cpu_core[home] < 0 ||
+                    (in->core_mask && !in->core_mask[h->cpu_core[home]]) || in->demand[i] <= 0)
+                        continue;
+                v->rng = rng_seed3(in->seed, i, in->window_id);
+                burst_means(&in->burst, in->demand[i], &v->on_mean, &v->off_mean);
+                /* stationary start: on with probability m */
+                if (rng_unit(&v->rng) <= in->demand[i])
+                        heap_set(w, i, 0);
+                else
+                        heap_set(w, i, burst_draw(&v->rng, in->burst.dist, v->off_mean) * rng_unit(&v->rng));
+        }
+        while (w->hn > 0) {
+                unsigned id = w->heap[0];
+                double t = w->key[id];
+
+                if (t >= T)
+                        break;
+                out->events++;
+                if (id < w->nv) {
+                        struct ev_vcpu *v = &w->v[id];
+                        double on = burst_draw(&v->rng, in->burst.dist, v->on_mean);
+                        double off = burst_draw(&v->rng, in->burst.dist, v->off_mean);
+                        heap_set(w, id, t + on + off);
+                        r = vcpu_wake(w, in, out, id, t, on);
+                        if (r < 0)
+                                return r;
+                } else
+                        cpu_complete(w, out, id - w->nv, t);
+        }
+        /* close the window: wait so far of episodes still open */
+        for (unsigned i = 0; i < h->n_cpus; i++)
+                if (w->c[i].n > 0)
+                        cpu_advance(w, i, T);
+        for (unsigned i = 0; i < h->n_cpus; i++)
+                while (w->c[i].n > 0)
+                        episode_end(w, out, w->c[i].q[--w->c[i].n]);
+        if (out->vcpu_wait_ns)
+                for (unsigned i = 0; i < w->nv; i++)
+                        if (in->home[i] >= 0 && in->home[i] < (int) h->n_cpus && h->cpu_core[in->home[i]] >= 0 &&
+                            (!in->core_mask || in->core_mask[h->cpu_core[in->home[i]]]))
+                                out->vcpu_wait_ns[i] = w->v[i].total_wait;
+        return 0;
+}

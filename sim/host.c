@@ -1,0 +1,162 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The modelled host of a simulation: a topology (fixture tree, sysfs root or
+ * a synthetic "synth:PxC" layout) bound to an energy model file.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "sim.h"
+
+/*
+ * synth:PxC: P packages of C cores with 2 SMT threads (siblings numbered in
+ * the second half, as Linux does on x86), one LLC per 8 cores, one cpufreq
+ * policy per CPU (800 MHz..3.8 GHz), cpuidle C1/C1E/C6 with SPR's latencies.
+ * The same layout as bench/plan_bench.c, for host sizes no fixture has.
+ */
+static int synth_topology(unsigned n_pkgs, unsigned per_pkg, struct topology **ret)
+{
+        static const struct topo_idle_state idle[] = {
+                { "POLL", "", 0, 0, false, false, 0 },
+                { "C1", "", 1, 1, false, false, 0 },
+                { "C1E", "", 2, 4, false, false, 0 },
+                { "C6", "", 290, 800, false, false, 0 },
+        };
+        unsigned n_cores = n_pkgs * per_pkg, n_cpus = 2 * n_cores;
+        struct topology *t;
+
+        if (n_pkgs == 0 || per_pkg == 0 || n_cpus > VP_MAX_CPUS)
+                return -EINVAL;
+        t = calloc(1, sizeof(*t));
+        if (!t)
+                return -ENOMEM;
+        t->n_cpus = n_cpus;
+        t->cpus = calloc(n_cpus, sizeof(*t->cpus));
+        t->policies = calloc(n_cpus, sizeof(*t->policies));
+        if (!t->cpus || !t->policies) {
+                topology_free(t);
+                return -ENOMEM;
+        }
+        snprintf(t->root, sizeof(t->root), "synth:%ux%u", n_pkgs, per_pkg);
+        t->n_policies = n_cpus;
+        t->n_packages = n_pkgs;
+        t->n_dies = n_pkgs;
+        t->n_cores = n_cores;
+        t->n_llcs = n_pkgs * ((per_pkg + 7) / 8);
+        t->n_nodes = n_pkgs;
+        t->smt_active = true;
+        strcpy(t->cpuidle_driver, "intel_idle");
+        strcpy(t->cpuidle_governor, "menu");
+        for (unsigned i = 0; i < n_cpus; i++) {
+                struct topo_cpu *c = &t->cpus[i];
+                struct topo_cpufreq_policy *p = &t->policies[i];
+                unsigned core = i % n_cores;
+
+                c->id = i;
+                c->present = c->online = true;
+                c->package_id = (int) (core / per_pkg);
+                c->die_id = 0;
+                c->core_id = (int) (core % per_pkg);
+                c->llc_id = (int) (c->package_id * 1000 + (core % per_pkg) / 8);
+                c->node = c->package_id;
+                c->policy = (int) i;
+                c->cluster_id = -1;
+                cpuset_zero(&c->smt_siblings);
+                cpuset_set(&c->smt_siblings, core);
+                cpuset_set(&c->smt_siblings, core + n_cores);
+                c->n_idle_states = ELEMENTSOF(idle);
+                memcpy(c->idle, idle, sizeof(idle));
+                cpuset_set(&t->online, i);
+                cpuset_set(&t->present, i);
+                cpuset_set(&t->possible, i);
+
+                p->id = i;
+                cpuset_zero(&p->related_cpus);
+                cpuset_set(&p->related_cpus, i);
+                p->affected_cpus = p->related_cpus;
+                strcpy(p->driver, "intel_pstate");
+                strcpy(p->governor, "powersave");
+                p->cpuinfo_min_khz = p->scaling_min_khz = 800000;
+                p->cpuinfo_max_khz = p->scaling_max_khz = 3800000;
+                p->base_khz = 2000000;
+        }
+        *ret = t;
+        return 0;
+}
+
+static void set_err(struct sim_error *err, const char *file, unsigned line, const char *msg)
+{
+        if (!err)
+                return;
+        snprintf(err->file, sizeof(err->file), "%s", file);
+        err->line = line;
+        snprintf(err->message, sizeof(err->message), "%s", msg);
+}
+
+void sim_host_done(struct sim_host *h)
+{
+        em_host_free(h->em);
+        topology_free(h->topo);
+        h->em = NULL;
+        h->topo = NULL;
+}
+
+int sim_host_load(const char *topology, const char *model_file, struct sim_host *ret, struct sim_error *err)
+{
+        struct sim_host h = { 0 };
+        struct energy_model m;
+        struct em_error merr = { 0 };
+        unsigned p, c;
+        char root[512], extra;
+        struct stat st;
+        const char *base;
+        int r;
+
+        if (sscanf(topology, "synth:%ux%u%c", &p, &c, &extra) == 2) {
+                r = synth_topology(p, c, &h.topo);
+                if (r < 0) {
+                        set_err(err, topology, 0, "bad synthetic host (P packages x C cores, at most 4096 CPUs)");
+                        return r;
+                }
+        } else {
+                snprintf(root, sizeof(root), "%s/sys", topology);
+                if (stat(root, &st) < 0 || !S_ISDIR(st.st_mode))
+                        snprintf(root, sizeof(root), "%s", topology);
+                r = topology_load(root, &h.topo);
+                if (r < 0) {
+                        char msg[128];
+                        snprintf(msg, sizeof(msg), "cannot read the topology: %s", strerror(-r));
+                        set_err(err, topology, 0, msg);
+                        return r;
+                }
+        }
+        if (model_file) {
+                r = energy_model_parse_file(model_file, &m, &merr);
+                if (r < 0) {
+                        set_err(err, merr.file[0] ? merr.file : model_file, merr.line, merr.message);
+                        sim_host_done(&h);
+                        return r;
+                }
+        } else {
+                r = energy_model_from_topology(h.topo, &m);
+                if (r < 0) {
+                        set_err(err, topology, 0, "cannot derive an energy model from the topology");
+                        sim_host_done(&h);
+                        return r;
+                }
+        }
+        r = em_host_new(h.topo, &m, &h.em);
+        if (r < 0) {
+                set_err(err, topology, 0, "the model does not fit the topology");
+                sim_host_done(&h);
+                return r;
+        }
+        base = strrchr(topology, '/');
+        snprintf(h.topo_name, sizeof(h.topo_name), "%s", base && base[1] ? base + 1 : topology);
+        snprintf(h.model_name, sizeof(h.model_name), "%s", m.name);
+        *ret = h;
+        return 0;
+}

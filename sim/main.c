@@ -1,0 +1,267 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * vmmpower-sim: replay VM utilisation traces on a modelled host and compare
+ * vmmpower's planner with baselines and lower bounds (vmmpower-sim(1),
+ * docs/simulator.md).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sim.h"
+#include "version.h"
+
+static void help(void)
+{
+        printf("Usage: vmmpower-sim --trace FILE --topology DIR|synth:PxC [OPTIONS]\n\n"
+               "Replay VM utilisation traces on a modelled host; compare vmmpower's planner with\n"
+               "baselines B0..B3 and the fluid and bin-packing lower bounds.\n\n"
+               "  -t, --trace=FILE          PlanetLab trace or generic CSV (docs/simulator.md)\n"
+               "  -T, --topology=DIR        topology fixture / sysfs root, or synth:PxC\n"
+               "  -m, --model=FILE          energy model file (default: derived from the topology)\n"
+               "  -c, --config=FILE         vmmpower.conf whose [Planner] keys set the policy\n"
+               "  -o, --oversub=R           vCPU:pCPU ratio (default 1)\n"
+               "      --vms=N               exactly N VMs instead (overrides --oversub)\n"
+               "  -s, --seed=N              seed (default 1)\n"
+               "  -b, --burst-ms=MS         burst parameter B (default 10)\n"
+               "      --burst-dist=D        exp, fixed or pareto (default exp)\n"
+               "      --period-ms=MS        planner period (default: the configuration's ControlPeriod)\n"
+               "      --step-s=S            observation step (default 60)\n"
+               "      --window-s=S          burst window per step (default max(1, 50 x B), at most the step)\n"
+               "      --intervals=N         only N trace intervals (default all)\n"
+               "      --first-interval=N    start at interval N (default 0)\n"
+               "      --no-resim            do not re-simulate cores the planner changed\n"
+               "      --csv=FILE            append CSV rows (header when the file is new or empty)\n"
+               "      --label=TEXT          run label in the CSV (default: trace,host,oversub,burst)\n"
+               "      --svg=FILE            power over the day per policy\n"
+               "      --progress / --no-progress  progress on stderr (default: when stderr is a terminal)\n"
+               "  -h, --help                this help\n"
+               "  -V, --version             version\n");
+}
+
+static int parse_pos_double(const char *s, double *ret)
+{
+        char *end;
+        double v;
+
+        errno = 0;
+        v = strtod(s, &end);
+        if (errno || end == s || *end || !(v > 0) || !isfinite(v))
+                return -EINVAL;
+        *ret = v;
+        return 0;
+}
+
+static int bad(const char *opt, const char *val)
+{
+        fprintf(stderr, "vmmpower-sim: invalid %s: \"%s\"\n", opt, val);
+        return 2;
+}
+
+int main(int argc, char **argv)
+{
+        enum { O_VMS = 256, O_DIST, O_PERIOD, O_STEP, O_WINDOW, O_INTERVALS, O_FIRST, O_NORESIM, O_CSV, O_LABEL, O_SVG,
+               O_PROGRESS, O_NOPROGRESS };
+        static const struct option opts[] = {
+                { "trace", required_argument, NULL, 't' },
+                { "topology", required_argument, NULL, 'T' },
+                { "model", required_argument, NULL, 'm' },
+                { "config", required_argument, NULL, 'c' },
+                { "oversub", required_argument, NULL, 'o' },
+                { "vms", required_argument, NULL, O_VMS },
+                { "seed", required_argument, NULL, 's' },
+                { "burst-ms", required_argument, NULL, 'b' },
+                { "burst-dist", required_argument, NULL, O_DIST },
+                { "period-ms", required_argument, NULL, O_PERIOD },
+                { "step-s", required_argument, NULL, O_STEP },
+                { "window-s", required_argument, NULL, O_WINDOW },
+                { "intervals", required_argument, NULL, O_INTERVALS },
+                { "first-interval", required_argument, NULL, O_FIRST },
+                { "no-resim", no_argument, NULL, O_NORESIM },
+                { "csv", required_argument, NULL, O_CSV },
+                { "label", required_argument, NULL, O_LABEL },
+                { "svg", required_argument, NULL, O_SVG },
+                { "progress", no_argument, NULL, O_PROGRESS },
+                { "no-progress", no_argument, NULL, O_NOPROGRESS },
+                { "help", no_argument, NULL, 'h' },
+                { "version", no_argument, NULL, 'V' },
+                {}
+        };
+        const char *trace_path = NULL, *topo = NULL, *model = NULL, *config = NULL, *csv = NULL, *svg = NULL;
+        char label[512] = "";
+        struct sim_config cfg;
+        bool period_set = false;
+        double d;
+        uint32_t u;
+        uint64_t u64;
+        int c, r;
+
+        sim_config_defaults(&cfg);
+        cfg.progress = isatty(STDERR_FILENO);
+        while ((c = getopt_long(argc, argv, "t:T:m:c:o:s:b:hV", opts, NULL)) >= 0) {
+                switch (c) {
+                case 't': trace_path = optarg; break;
+                case 'T': topo = optarg; break;
+                case 'm': model = optarg; break;
+                case 'c': config = optarg; break;
+                case 'o':
+                        if (parse_pos_double(optarg, &cfg.oversub) < 0 || cfg.oversub > 64)
+                                return bad("--oversub", optarg);
+                        break;
+                case O_VMS:
+                        if (parse_u32(optarg, &u) < 0 || u == 0 || u > 1000000)
+                                return bad("--vms", optarg);
+                        cfg.n_vms = u;
+                        break;
+                case 's':
+                        if (parse_u64(optarg, &u64) < 0)
+                                return bad("--seed", optarg);
+                        cfg.seed = u64;
+                        break;
+                case 'b':
+                        if (parse_pos_double(optarg, &d) < 0 || d < 0.01 || d > 60000)
+                                return bad("--burst-ms (0.01..60000)", optarg);
+                        cfg.burst.mean_ns = d * 1e6;
+                        break;
+                case O_DIST:
+                        r = burst_dist_from_string(optarg);
+                        if (r < 0)
+                                return bad("--burst-dist", optarg);
+                        cfg.burst.dist = (enum burst_dist) r;
+                        break;
+                case O_PERIOD:
+                        if (parse_pos_double(optarg, &d) < 0 || d < 1 || d > 3600000)
+                                return bad("--period-ms", optarg);
+                        cfg.plan_period_ns = (nsec_t) llround(d * 1e6);
+                        period_set = true;
+                        break;
+                case O_STEP:
+                        if (parse_pos_double(optarg, &d) < 0 || d > 86400)
+                                return bad("--step-s", optarg);
+                        cfg.step_ns = (nsec_t) llround(d * 1e9);
+                        break;
+                case O_WINDOW:
+                        if (parse_pos_double(optarg, &d) < 0 || d > 86400)
+                                return bad("--window-s", optarg);
+                        cfg.window_ns = (nsec_t) llround(d * 1e9);
+                        break;
+                case O_INTERVALS:
+                        if (parse_u32(optarg, &u) < 0 || u == 0)
+                                return bad("--intervals", optarg);
+                        cfg.n_intervals = u;
+                        break;
+                case O_FIRST:
+                        if (parse_u32(optarg, &u) < 0)
+                                return bad("--first-interval", optarg);
+                        cfg.first_interval = u;
+                        break;
+                case O_NORESIM: cfg.resim_on_change = false; break;
+                case O_CSV: csv = optarg; break;
+                case O_LABEL: snprintf(label, sizeof(label), "%s", optarg); break;
+                case O_SVG: svg = optarg; break;
+                case O_PROGRESS: cfg.progress = true; break;
+                case O_NOPROGRESS: cfg.progress = false; break;
+                case 'h': help(); return 0;
+                case 'V': printf("vmmpower-sim %s\n", VMMPOWER_VERSION); return 0;
+                default: return 2;
+                }
+        }
+        if (optind < argc || !trace_path || !topo) {
+                fprintf(stderr, "vmmpower-sim: --trace and --topology are required (see --help)\n");
+                return 2;
+        }
+        if (config) {
+                struct vp_config vc;
+                struct config_error cerr = { 0 };
+                config_defaults(&vc);
+                r = config_load(config, NULL, false, &vc, &cerr);
+                if (r < 0) {
+                        config_error_print(&cerr, stderr);
+                        return 1;
+                }
+                sim_policy_from_config(&vc, &cfg.policy);
+                cfg.half_life_ns = vc.load_half_life_ns;
+                if (!period_set)
+                        cfg.plan_period_ns = vc.period_ns;
+        }
+        if (period_set)
+                cfg.policy.period_ns = cfg.plan_period_ns;
+
+        struct sim_error err = { 0 };
+        struct sim_trace *tr = NULL;
+        struct sim_host host = { 0 };
+        struct sim_result res;
+
+        r = sim_trace_load(trace_path, &tr, &err);
+        if (r < 0) {
+                if (err.line)
+                        fprintf(stderr, "%s:%u: %s\n", err.file, err.line, err.message);
+                else
+                        fprintf(stderr, "%s: %s\n", err.file, err.message);
+                return 1;
+        }
+        r = sim_host_load(topo, model, &host, &err);
+        if (r < 0) {
+                if (err.line)
+                        fprintf(stderr, "%s:%u: %s\n", err.file, err.line, err.message);
+                else
+                        fprintf(stderr, "%s: %s\n", err.file, err.message);
+                sim_trace_free(tr);
+                return 1;
+        }
+        if (!label[0]) {
+                const char *b = strrchr(trace_path, '/');
+                snprintf(label, sizeof(label), "%s;%s;%s;%g:1;%gms-%s", b ? b + 1 : trace_path, host.topo_name,
+                         host.model_name, cfg.n_vms ? 0.0 : cfg.oversub, cfg.burst.mean_ns / 1e6,
+                         burst_dist_to_string(cfg.burst.dist));
+        }
+        printf("vmmpower-sim: trace %s (%u VMs, %u intervals of %lld s), host %s with model %s, seed %llu,\n"
+               "  bursts %s B=%g ms, planner period %lld ms, step %lld s\n",
+               trace_path, tr->n_vms, tr->n_intervals, (long long) (tr->interval_ns / NSEC_PER_SEC), host.topo_name,
+               host.model_name, (unsigned long long) cfg.seed, burst_dist_to_string(cfg.burst.dist),
+               cfg.burst.mean_ns / 1e6, (long long) (cfg.plan_period_ns / NSEC_PER_MSEC),
+               (long long) (cfg.step_ns / NSEC_PER_SEC));
+        r = sim_run(&host, tr, &cfg, &res);
+        if (r < 0) {
+                fprintf(stderr, "vmmpower-sim: simulation failed: %s%s\n", strerror(-r),
+                        r == -EINVAL ? " (the step and the trace interval must be multiples of the period)" : "");
+                sim_host_done(&host);
+                sim_trace_free(tr);
+                return 1;
+        }
+        sim_print_table(&res, stdout);
+        if (csv) {
+                FILE *f = fopen(csv, "ae");
+                if (!f) {
+                        fprintf(stderr, "vmmpower-sim: %s: %m\n", csv);
+                        r = -errno;
+                } else {
+                        sim_write_csv(&res, label, ftell(f) == 0, f);
+                        if (fclose(f) != 0) {
+                                fprintf(stderr, "vmmpower-sim: %s: write failed\n", csv);
+                                r = -EIO;
+                        }
+                }
+        }
+        if (svg && r >= 0) {
+                FILE *f = fopen(svg, "we");
+                if (!f) {
+                        fprintf(stderr, "vmmpower-sim: %s: %m\n", svg);
+                        r = -errno;
+                } else {
+                        int w = sim_write_svg(&res, label, f);
+                        if (fclose(f) != 0 || w < 0) {
+                                fprintf(stderr, "vmmpower-sim: %s: write failed\n", svg);
+                                r = -EIO;
+                        }
+                }
+        }
+        sim_result_free(&res);
+        sim_host_done(&host);
+        sim_trace_free(tr);
+        return r < 0 ? 1 : 0;
+}

@@ -1,0 +1,999 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The simulation loop (sim.h; docs/simulator.md has the full description).
+ *
+ * Time advances in control periods (plan_period_ns, the daemon's
+ * ControlPeriod).  Per period:
+ *  - every vCPU's demand is the trace value of the current interval; the
+ *    planner sees what the daemon's tracker would report: that demand decayed
+ *    with LoadHalfLife (util_avg) and the run-queue wait ratio measured by the
+ *    burst simulation (wait_ratio);
+ *  - vmmpower calls plan_compute() through sim_plan_step() (the daemon's
+ *    construction of the inputs) and applies levels and idle limits through
+ *    the "sim" power driver; the baselines apply theirs through their own
+ *    sim driver instance;
+ *  - every policy's energy is em_host_power() of its placement, levels and
+ *    idle limits with the true demand, times the period.
+ * Every observation step (step_ns) every policy runs one burst window
+ * (evsim.h) with its current placement: wait percentiles, wake-ups and deep
+ * wake-ups come from these windows; the vCPUs' wait ratios feed the planner.
+ * When the planner moves vCPUs, the cores it touched are
+ * simulated again at once (a fresh window) so that its wait input reflects
+ * the new placement, as the daemon's next period would.
+ * The two bounds are computed per trace interval from the demand alone.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "power_driver.h"
+#include "sim.h"
+
+#define B0_IMBALANCE 0.20         /* util difference of busiest and idlest CPU that makes the balancer move */
+#define B1_SCHEDUTIL_MARGIN 1.25  /* schedutil: f = 1.25 x f_max x util */
+#define B2_ENTER_UTIL 0.10        /* lpmd: enter the low-power set below 10% host utilisation */
+#define B2_EXIT_UTIL 0.95         /* ... leave it above 95% busy on the set */
+#define B2_SET_SHARE 0.10         /* the set: 10% of the CPUs, whole cores, SMT-first from CPU 0's core */
+#define B3_EPP_MARGIN 1.0         /* HWP with EPP balance_power: no margin over the busiest CPU's util */
+#define RESIM_WINDOW_ID_BASE (1ULL << 40)
+
+static const char *const policy_names[_SIM_POLICY_MAX] = { "vmmpower", "B0", "B1", "B2", "B3", "fluid", "binpack" };
+static const char *const policy_desc[_SIM_POLICY_MAX] = {
+        "vmmpower planner (plan_compute + sim power driver)",
+        "Linux default: spread, performance governor, all idle states",
+        "static 1:1 pinning, schedutil-like frequency",
+        "intel-lpmd-like threshold packer",
+        "spread, powersave/EPP-style frequency",
+        "fluid lower bound (cores at the most efficient level)",
+        "integer bin-packing bound",
+};
+
+const char *sim_policy_name(enum sim_policy p)
+{
+        return p < _SIM_POLICY_MAX ? policy_names[p] : "?";
+}
+
+const char *sim_policy_description(enum sim_policy p)
+{
+        return p < _SIM_POLICY_MAX ? policy_desc[p] : "?";
+}
+
+void sim_policy_from_config(const struct vp_config *cfg, struct plan_policy *pol)
+{
+        /* vmmpower/daemon.c plan_period(): keep the two in step. */
+        plan_policy_defaults(pol);
+        pol->headroom_pct = cfg->headroom_pct;
+        pol->wait_budget = cfg->wait_budget_pct / 100.0;
+        pol->shrink_dwell_ns = cfg->shrink_dwell_ns;
+        pol->period_ns = cfg->period_ns;
+        pol->max_moves = cfg->max_moves;
+}
+
+void sim_config_defaults(struct sim_config *c)
+{
+        struct vp_config cfg;
+
+        config_defaults(&cfg);
+        *c = (struct sim_config) {
+                .oversub = 1.0,
+                .seed = 1,
+                .plan_period_ns = cfg.period_ns,
+                .step_ns = 60 * NSEC_PER_SEC,
+                .burst = { .mean_ns = 10e6, .dist = BURST_EXP },
+                .half_life_ns = cfg.load_half_life_ns,
+                .resim_on_change = true,
+        };
+        sim_policy_from_config(&cfg, &c->policy);
+}
+
+int sim_plan_step(const struct em_host *h, const struct plan_policy *pol, const struct sim_vcpu_sample *s,
+                  size_t n, const struct plan *prev, nsec_t now, struct plan **ret)
+{
+        _cleanup_free_ struct plan_vcpu *v = calloc(n ? n : 1, sizeof(*v));
+
+        if (!v)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++)
+                v[i] = (struct plan_vcpu) {
+                        .key = ((uint64_t) s[i].pid << 16) | (uint64_t) (s[i].index & 0xffff),
+                        .vm = s[i].pid,
+                        .mode = PLACE_PACK,
+                        .util = s[i].util_avg,
+                        .wait_ratio = s[i].wait_ratio,
+                        .cur_cpu = -1,
+                };
+        return plan_compute(h, pol, v, n, NULL, 0, prev, now, ret);
+}
+
+/* ---- bounds ---------------------------------------------------------------- */
+
+static unsigned max_group_cores(const struct em_group *g, unsigned n)
+{
+        unsigned m = 1;
+        for (unsigned i = 0; i < n; i++)
+                if (g[i].end - g[i].first > m)
+                        m = g[i].end - g[i].first;
+        return m;
+}
+
+double sim_fluid_bound_mw(const struct em_host *h, const double *demand, unsigned nv)
+{
+        const struct energy_model *m = &h->model;
+        double W = 0, p_deep = m->idle[m->n_idle - 1].power_mw, base, slope = 0, best = INFINITY;
+        unsigned threads = h->n_online > h->n_cores ? 2 : 1;
+
+        for (unsigned i = 0; i < nv; i++)
+                W += demand[i];
+        base = h->n_cores * p_deep;
+        for (int d = 0; d < _EM_DOMAIN_MAX; d++) {
+                const struct em_idle_domain *dom = &m->domain[d];
+                unsigned groups = d == EM_DOMAIN_LLC ? h->n_llcs : h->n_pkgs;
+                unsigned size = d == EM_DOMAIN_LLC ? max_group_cores(h->llcs, h->n_llcs)
+                                                   : max_group_cores(h->pkgs, h->n_pkgs);
+                if (!dom->present)
+                        continue;
+                base += groups * (double) dom->asleep_mw;
+                slope += ((double) dom->awake_mw - dom->asleep_mw) / size;
+        }
+        /* cost per unit of work at level L: busy core-time x (core + domain slope) */
+        for (unsigned L = 0; L < m->n_levels; L++) {
+                double per_work = 1024.0 / (threads * m->levels[L].capacity) *
+                                  ((double) m->levels[L].active_mw - p_deep + slope);
+                if (per_work < best)
+                        best = per_work;
+        }
+        return base + W * best;
+}
+
+struct ffd_item {
+        double d;
+        unsigned i;
+};
+
+static int cmp_item(const void *a, const void *b)
+{
+        const struct ffd_item *x = a, *y = b;
+        if (x->d != y->d)
+                return x->d > y->d ? -1 : 1;
+        return x->i < y->i ? -1 : (x->i > y->i);
+}
+
+int sim_binpack_bound_mw(const struct em_host *h, const double *demand, unsigned nv, double *ret_mw)
+{
+        const struct energy_model *m = &h->model;
+        _cleanup_free_ struct ffd_item *it = calloc(nv ? nv : 1, sizeof(*it));
+        _cleanup_free_ double *work = calloc(h->n_cpus, sizeof(double));
+        _cleanup_free_ uint8_t *zero = calloc(h->n_cpus, 1);
+        _cleanup_free_ uint32_t *lat = calloc(h->n_cpus, sizeof(uint32_t));
+        _cleanup_free_ uint8_t *lvl = calloc(h->n_fdoms, 1);
+        double best = INFINITY;
+
+        if (!it || !work || !zero || !lat || !lvl)
+                return -ENOMEM;
+        for (unsigned i = 0; i < nv; i++)
+                it[i] = (struct ffd_item) { demand[i] > 1 ? 1 : demand[i], i };
+        qsort(it, nv, sizeof(*it), cmp_item);
+        for (unsigned c = 0; c < h->n_cpus; c++)
+                lat[c] = EM_LATENCY_ANY;
+        for (unsigned L = 0; L < m->n_levels; L++) {
+                double cap = m->levels[L].capacity / 1024.0;
+                unsigned used = 0;
+                bool fit = true;
+
+                memset(work, 0, h->n_cpus * sizeof(double));
+                for (unsigned k = 0; k < nv && fit; k++) {
+                        double d = it[k].d;
+                        unsigned j;
+                        if (d <= 0)
+                                break;
+                        /* first fit over the CPUs in SMT-first order (densest) */
+                        for (j = 0; j < h->n_online; j++) {
+                                int cpu = h->order_smt_first[j];
+                                if (work[cpu] + d <= cap + 1e-12)
+                                        break;
+                        }
+                        if (j == h->n_online) {
+                                fit = L + 1 < m->n_levels ? false : true;
+                                if (fit) { /* top level: the least loaded CPU (overload) */
+                                        int bestc = h->order_smt_first[0];
+                                        for (j = 0; j < h->n_online; j++)
+                                                if (work[h->order_smt_first[j]] < work[bestc])
+                                                        bestc = h->order_smt_first[j];
+                                        work[bestc] += d;
+                                }
+                                continue;
+                        }
+                        work[h->order_smt_first[j]] += d;
+                        if (j + 1 > used)
+                                used = j + 1;
+                }
+                if (!fit)
+                        continue;
+                for (unsigned f = 0; f < h->n_fdoms; f++)
+                        lvl[f] = 0;
+                for (unsigned c = 0; c < h->n_cpus; c++)
+                        if (work[c] > 0)
+                                lvl[h->cpu_fdom[c]] = (uint8_t) L;
+                struct em_load l = { work, zero, lat, lvl };
+                double p = em_host_power(h, &l, NULL);
+                if (p < best)
+                        best = p;
+        }
+        *ret_mw = best;
+        return 0;
+}
+
+/* ---- policy state ---------------------------------------------------------- */
+
+struct pstate {
+        enum sim_policy id;
+        int *home;                  /* [nv] */
+        uint8_t *level;             /* [n_fdoms] as read back from the driver */
+        uint32_t *lat;              /* [n_cpus] as read back from the driver */
+        uint8_t *want_level;        /* [n_fdoms] */
+        uint32_t *want_lat;         /* [n_cpus] */
+        double *cpu_work;           /* [n_cpus] */
+        uint8_t *cpu_vcpus;         /* [n_cpus] */
+        uint8_t *allowed;           /* [n_cpus] */
+        double *wait_ns;            /* [nv] last window */
+        struct power_driver *drv;
+        struct ev_ws *ev;
+        struct plan *plan;
+        double power_mw, overload;  /* cached for the current state */
+        bool dirty, lp;
+};
+
+struct run {
+        const struct sim_host *host;
+        const struct em_host *h;
+        const struct sim_trace *tr;
+        const struct sim_config *cfg;
+        struct sim_result *res;
+        unsigned nv;
+        unsigned *vm_of;            /* [nv] trace VM */
+        uint32_t *pid;              /* [nv] */
+        unsigned *vidx;             /* [nv] vCPU index in its VM */
+        double *demand;             /* [nv] current interval */
+        struct sim_vcpu_sample *samples; /* [nv] planner inputs */
+        int *spread_rank;           /* [n_cpus] position in the spread order, -1 offline */
+        int *spread_order;          /* [n_online] */
+        uint8_t *lp_set;            /* [n_cpus] */
+        unsigned lp_n;
+        uint32_t *level_permille;   /* [n_levels] as the sim driver computes it */
+        uint32_t max_khz;
+        uint8_t *core_mask;         /* [n_cores] scratch */
+        double *load, *sibload;     /* [n_cpus] scratch */
+        double window_ns;
+        struct pstate ps[_SIM_RUN_MAX];
+};
+
+static void pstate_free(struct pstate *p)
+{
+        free(p->home);
+        free(p->level);
+        free(p->lat);
+        free(p->want_level);
+        free(p->want_lat);
+        free(p->cpu_work);
+        free(p->cpu_vcpus);
+        free(p->allowed);
+        free(p->wait_ns);
+        power_driver_free(p->drv);
+        ev_ws_free(p->ev);
+        plan_free(p->plan);
+}
+
+static int pstate_init(struct run *R, struct pstate *p, enum sim_policy id)
+{
+        const struct em_host *h = R->h;
+        struct power_driver_config dc = { .n_cpus = h->n_cpus, .sim_max_khz = R->max_khz };
+        int r;
+
+        p->id = id;
+        p->home = malloc(R->nv * sizeof(int) + 1);
+        p->level = calloc(h->n_fdoms, 1);
+        p->want_level = calloc(h->n_fdoms, 1);
+        p->lat = calloc(h->n_cpus, sizeof(uint32_t));
+        p->want_lat = calloc(h->n_cpus, sizeof(uint32_t));
+        p->cpu_work = calloc(h->n_cpus, sizeof(double));
+        p->cpu_vcpus = calloc(h->n_cpus, 1);
+        p->allowed = calloc(h->n_cpus, 1);
+        p->wait_ns = calloc(R->nv + 1, sizeof(double));
+        if (!p->home || !p->level || !p->want_level || !p->lat || !p->want_lat || !p->cpu_work || !p->cpu_vcpus ||
+            !p->allowed || !p->wait_ns)
+                return -ENOMEM;
+        for (unsigned i = 0; i < R->nv; i++)
+                p->home[i] = -1;
+        /* the sim driver starts every CPU at level 1000 permille (top) with no idle limit */
+        for (unsigned f = 0; f < h->n_fdoms; f++)
+                p->level[f] = p->want_level[f] = (uint8_t) (h->model.n_levels - 1);
+        for (unsigned c = 0; c < h->n_cpus; c++) {
+                p->lat[c] = p->want_lat[c] = EM_LATENCY_ANY;
+                p->allowed[c] = h->cpu_core[c] >= 0;
+        }
+        r = power_driver_new("sim", &dc, &p->drv);
+        if (r < 0)
+                return r;
+        r = ev_ws_new(h, R->nv, &p->ev);
+        if (r < 0)
+                return r;
+        p->dirty = true;
+        return 0;
+}
+
+/* Levels and idle limits go through the sim power driver; what it reports back is what is evaluated. */
+static int apply_knobs(struct run *R, struct pstate *p, uint8_t *changed_fdom)
+{
+        const struct em_host *h = R->h;
+        const struct energy_model *m = &h->model;
+        bool any = false;
+        int r;
+
+        for (unsigned c = 0; c < h->n_cpus; c++) {
+                if (h->cpu_core[c] < 0)
+                        continue;
+                unsigned f = h->cpu_fdom[c];
+                if (p->want_level[f] != p->level[f] && m->levels[p->want_level[f]].freq_khz > 0) {
+                        struct power_perf_request req = { .flags = POWER_PERF_MAX_KHZ,
+                                                          .max_khz = m->levels[p->want_level[f]].freq_khz };
+                        r = power_driver_set_perf(p->drv, c, &req);
+                        if (r < 0)
+                                return r;
+                }
+                if (p->want_lat[c] != p->lat[c]) {
+                        struct power_idle_constraint ic = {
+                                .deepest_state = -1,
+                                .latency_us = p->want_lat[c] == EM_LATENCY_ANY ? -1
+                                                                               : (int32_t) MIN(p->want_lat[c], (uint32_t) INT32_MAX),
+                        };
+                        r = power_driver_enter_idle(p->drv, c, &ic);
+                        if (r < 0)
+                                return r;
+                        const struct power_sim_cpu *sc = power_sim_cpu(p->drv, c);
+                        p->lat[c] = sc->idle.latency_us < 0 ? EM_LATENCY_ANY : (uint32_t) sc->idle.latency_us;
+                        any = true;
+                }
+        }
+        for (unsigned c = 0; c < h->n_cpus; c++) {
+                if (h->cpu_core[c] < 0)
+                        continue;
+                unsigned f = h->cpu_fdom[c];
+                if (p->want_level[f] == p->level[f])
+                        continue;
+                if (m->levels[p->want_level[f]].freq_khz == 0) {
+                        p->level[f] = p->want_level[f];
+                } else {
+                        unsigned pm = power_sim_cpu(p->drv, c)->level_permille, L = 0;
+                        for (unsigned k = 0; k < m->n_levels; k++)
+                                if (R->level_permille[k] <= pm)
+                                        L = k;
+                        p->level[f] = (uint8_t) L;
+                }
+                if (changed_fdom)
+                        changed_fdom[f] = 1;
+                any = true;
+        }
+        if (any)
+                p->dirty = true;
+        return 0;
+}
+
+static void evaluate(struct run *R, struct pstate *p)
+{
+        const struct em_host *h = R->h;
+        double over = 0;
+
+        memset(p->cpu_work, 0, h->n_cpus * sizeof(double));
+        memset(p->cpu_vcpus, 0, h->n_cpus);
+        for (unsigned i = 0; i < R->nv; i++) {
+                int c = p->home[i];
+                if (c < 0)
+                        continue;
+                p->cpu_work[c] += R->demand[i];
+                if (p->cpu_vcpus[c] < 255)
+                        p->cpu_vcpus[c]++;
+        }
+        for (unsigned c = 0; c < h->n_cpus; c++) {
+                if (h->cpu_core[c] < 0)
+                        continue;
+                double cap = em_capacity(&h->model, p->level[h->cpu_fdom[c]]) / 1024.0;
+                if (p->cpu_work[c] > cap)
+                        over += p->cpu_work[c] - cap;
+        }
+        struct em_load l = { p->cpu_work, p->cpu_vcpus, p->lat, p->level };
+        p->power_mw = em_host_power(h, &l, NULL);
+        p->overload = over;
+        p->dirty = false;
+}
+
+/* ---- baselines ------------------------------------------------------------- */
+
+/* Per frequency domain the lowest level whose capacity covers margin x the busiest CPU's util. */
+static void util_levels(struct run *R, struct pstate *p, double margin)
+{
+        const struct em_host *h = R->h;
+        const struct energy_model *m = &h->model;
+        double *fmax = R->sibload; /* scratch [n_cpus] >= n_fdoms */
+
+        for (unsigned f = 0; f < h->n_fdoms; f++)
+                fmax[f] = 0;
+        memset(R->load, 0, h->n_cpus * sizeof(double));
+        for (unsigned i = 0; i < R->nv; i++)
+                if (p->home[i] >= 0)
+                        R->load[p->home[i]] += R->demand[i];
+        for (unsigned c = 0; c < h->n_cpus; c++)
+                if (h->cpu_core[c] >= 0 && R->load[c] > fmax[h->cpu_fdom[c]])
+                        fmax[h->cpu_fdom[c]] = R->load[c];
+        for (unsigned f = 0; f < h->n_fdoms; f++) {
+                unsigned L = m->n_levels - 1;
+                for (unsigned k = 0; k < m->n_levels; k++)
+                        if (m->levels[k].capacity / 1024.0 >= margin * fmax[f] - 1e-12) {
+                                L = k;
+                                break;
+                        }
+                p->want_level[f] = (uint8_t) L;
+        }
+}
+
+static void top_levels(struct run *R, struct pstate *p)
+{
+        for (unsigned f = 0; f < R->h->n_fdoms; f++)
+                p->want_level[f] = (uint8_t) (R->h->model.n_levels - 1);
+}
+
+/* The least loaded allowed CPU: util, then its sibling's util (idle cores first), then the spread order. */
+static int least_loaded(struct run *R, const uint8_t *allowed, const unsigned *nr)
+{
+        const struct em_host *h = R->h;
+        int best = -1;
+
+        for (unsigned j = 0; j < h->n_online; j++) {
+                int c = R->spread_order[j];
+                if (!allowed[c])
+                        continue;
+                if (best < 0)
+                        best = c;
+                else {
+                        double a = R->load[c], b = R->load[best];
+                        if (a < b - 1e-12 || (fabs(a - b) <= 1e-12 && (R->sibload[c] < R->sibload[best] - 1e-12 ||
+                                                                       (fabs(R->sibload[c] - R->sibload[best]) <= 1e-12 &&
+                                                                        nr[c] < nr[best]))))
+                                best = c;
+                }
+        }
+        return best;
+}
+
+static int sibling_of(const struct em_host *h, int c)
+{
+        const struct em_core *k = &h->cores[h->cpu_core[c]];
+        if (k->n_threads < 2)
+                return -1;
+        return k->cpu[0] == c ? k->cpu[1] : k->cpu[0];
+}
+
+static void add_load(struct run *R, unsigned *nr, int c, double d)
+{
+        int s = sibling_of(R->h, c);
+        R->load[c] += d;
+        nr[c]++;
+        if (s >= 0)
+                R->sibload[s] += d;
+}
+
+static void sub_load(struct run *R, unsigned *nr, int c, double d)
+{
+        int s = sibling_of(R->h, c);
+        R->load[c] -= d;
+        nr[c]--;
+        if (s >= 0)
+                R->sibload[s] -= d;
+}
+
+/*
+ * Linux-like spread: vCPUs without a CPU (or outside the allowed set) go to
+ * the least loaded allowed CPU, largest first; then the periodic balancer
+ * moves one vCPU at a time from the busiest to the idlest CPU while their
+ * utilisation differs by more than B0_IMBALANCE and the move narrows it.
+ * Returns the number of moves of already placed vCPUs.
+ */
+static unsigned spread_balance(struct run *R, struct pstate *p)
+{
+        const struct em_host *h = R->h;
+        _cleanup_free_ unsigned *nr = calloc(h->n_cpus, sizeof(unsigned));
+        _cleanup_free_ struct ffd_item *it = calloc(R->nv + 1, sizeof(*it));
+        unsigned moves = 0, n_it = 0;
+
+        if (!nr || !it)
+                return 0;
+        memset(R->load, 0, h->n_cpus * sizeof(double));
+        memset(R->sibload, 0, h->n_cpus * sizeof(double));
+        for (unsigned i = 0; i < R->nv; i++) {
+                if (p->home[i] >= 0 && p->allowed[p->home[i]])
+                        add_load(R, nr, p->home[i], R->demand[i]);
+                else
+                        it[n_it++] = (struct ffd_item) { R->demand[i], i };
+        }
+        qsort(it, n_it, sizeof(*it), cmp_item);
+        for (unsigned k = 0; k < n_it; k++) {
+                unsigned i = it[k].i;
+                int c = least_loaded(R, p->allowed, nr);
+                if (p->home[i] >= 0)
+                        moves++;
+                p->home[i] = c;
+                add_load(R, nr, c, R->demand[i]);
+        }
+        for (unsigned iter = 0; iter < h->n_online; iter++) {
+                int busiest = -1, idlest = least_loaded(R, p->allowed, nr);
+                double diff, bestd = -1;
+                unsigned bi = 0;
+
+                for (unsigned j = 0; j < h->n_online; j++) {
+                        int c = R->spread_order[j];
+                        if (p->allowed[c] && nr[c] >= 2 && (busiest < 0 || R->load[c] > R->load[busiest]))
+                                busiest = c;
+                }
+                if (busiest < 0 || idlest < 0 || busiest == idlest)
+                        break;
+                diff = R->load[busiest] - R->load[idlest];
+                if (diff <= B0_IMBALANCE)
+                        break;
+                for (unsigned i = 0; i < R->nv; i++)
+                        if (p->home[i] == busiest && R->demand[i] < diff && R->demand[i] > bestd) {
+                                bestd = R->demand[i];
+                                bi = i;
+                        }
+                if (bestd <= 0)
+                        break;
+                sub_load(R, nr, busiest, bestd);
+                add_load(R, nr, idlest, bestd);
+                p->home[bi] = idlest;
+                moves++;
+        }
+        p->dirty = true;
+        return moves;
+}
+
+static void b1_pin(struct run *R, struct pstate *p)
+{
+        for (unsigned i = 0; i < R->nv; i++)
+                p->home[i] = R->spread_order[i % R->h->n_online];
+        p->dirty = true;
+}
+
+/* ---- the run --------------------------------------------------------------- */
+
+static int window(struct run *R, struct pstate *p, uint64_t window_id, const uint8_t *core_mask, bool observe,
+                  double step_scale)
+{
+        struct ev_input in = {
+                .nv = R->nv,
+                .demand = R->demand,
+                .home = p->home,
+                .fdom_level = p->level,
+                .cpu_max_latency_us = p->lat,
+                .wake_balance = p->id == SIM_B0 || p->id == SIM_B2 || p->id == SIM_B3,
+                .allowed = p->allowed,
+                .core_mask = core_mask,
+                .burst = R->cfg->burst,
+                .seed = R->cfg->seed,
+                .window_id = window_id,
+                .window_ns = R->window_ns,
+        };
+        struct sim_policy_result *pr = &R->res->p[p->id];
+        struct ev_output out = { .vcpu_wait_ns = p->wait_ns, .hist = observe ? &pr->hist : NULL };
+        int r = ev_run(p->ev, &in, &out);
+
+        if (r < 0)
+                return r;
+        R->res->events += out.events;
+        if (observe) {
+                pr->wakeups += out.wakeups;
+                pr->deep_wakeups += out.deep_wakeups;
+                pr->migrations += out.migrations * step_scale;
+        }
+        return 0;
+}
+
+static void update_wait_inputs(struct run *R, struct pstate *p, const uint8_t *core_mask)
+{
+        for (unsigned i = 0; i < R->nv; i++) {
+                int c = p->home[i];
+                if (c < 0 || (core_mask && !core_mask[R->h->cpu_core[c]]))
+                        continue;
+                double w = p->wait_ns[i] / R->window_ns;
+                R->samples[i].wait_ratio = w < 0 ? 0 : w > 1 ? 1 : w;
+        }
+}
+
+static int vmm_period(struct run *R, struct pstate *p, nsec_t now, uint64_t period_idx)
+{
+        const struct em_host *h = R->h;
+        struct sim_policy_result *pr = &R->res->p[SIM_VMM];
+        struct plan *next = NULL;
+        nsec_t c0 = thread_cputime_ns();
+        unsigned moved = 0;
+        int r;
+
+        r = sim_plan_step(h, &R->cfg->policy, R->samples, R->nv, p->plan, now, &next);
+        pr->decide_cpu_ns += thread_cputime_ns() - c0;
+        pr->decisions++;
+        if (r < 0)
+                return r;
+        if (next->why.decision == PLAN_GROW)
+                pr->grows++;
+        else if (next->why.decision == PLAN_SHRINK)
+                pr->shrinks++;
+        memset(R->core_mask, 0, h->n_cores);
+        for (unsigned i = 0; i < R->nv; i++) {
+                int c = next->vcpu_cpu[i], old = p->home[i];
+                if (c == old)
+                        continue;
+                if (old >= 0) {
+                        moved++;
+                        R->core_mask[h->cpu_core[old]] = 1;
+                }
+                if (c >= 0)
+                        R->core_mask[h->cpu_core[c]] = 1;
+                p->home[i] = c;
+                p->dirty = true;
+        }
+        pr->migrations += moved;
+        for (unsigned f = 0; f < h->n_fdoms; f++)
+                p->want_level[f] = next->fdom_level[f];
+        for (unsigned c = 0; c < h->n_cpus; c++)
+                p->want_lat[c] = next->cpu_max_latency_us[c];
+        _cleanup_free_ uint8_t *chf = calloc(h->n_fdoms, 1);
+        if (!chf) {
+                plan_free(next);
+                return -ENOMEM;
+        }
+        r = apply_knobs(R, p, chf);
+        if (r < 0) {
+                plan_free(next);
+                return r;
+        }
+        plan_free(p->plan);
+        p->plan = next;
+        if (R->cfg->resim_on_change && p->plan->why.decision != PLAN_INITIAL) {
+                /* only cores whose vCPUs changed: a level change alone is seen at the next step */
+                if (moved > 0) {
+                        r = window(R, p, RESIM_WINDOW_ID_BASE + period_idx, R->core_mask, false, 0);
+                        if (r < 0)
+                                return r;
+                        update_wait_inputs(R, p, R->core_mask);
+                }
+        }
+        return 0;
+}
+
+static int baseline_step(struct run *R, struct pstate *p, bool interval_start)
+{
+        struct sim_policy_result *pr = &R->res->p[p->id];
+        nsec_t c0 = thread_cputime_ns();
+        unsigned moves = 0;
+
+        switch (p->id) {
+        case SIM_B0:
+                moves = spread_balance(R, p);
+                top_levels(R, p);
+                break;
+        case SIM_B1:
+                if (p->home[0] < 0)
+                        b1_pin(R, p);
+                util_levels(R, p, B1_SCHEDUTIL_MARGIN);
+                break;
+        case SIM_B2: {
+                double total = 0;
+                for (unsigned i = 0; i < R->nv; i++)
+                        total += R->demand[i];
+                if (interval_start) {
+                        bool lp = p->lp;
+                        if (!lp && total < B2_ENTER_UTIL * R->h->n_online)
+                                lp = true;
+                        else if (lp && total > B2_EXIT_UTIL * R->lp_n)
+                                lp = false;
+                        if (lp != p->lp) {
+                                p->lp = lp;
+                                for (unsigned c = 0; c < R->h->n_cpus; c++)
+                                        p->allowed[c] = R->h->cpu_core[c] >= 0 && (!lp || R->lp_set[c]);
+                        }
+                }
+                moves = spread_balance(R, p);
+                top_levels(R, p);
+                break;
+        }
+        case SIM_B3:
+                moves = spread_balance(R, p);
+                util_levels(R, p, B3_EPP_MARGIN);
+                break;
+        default:
+                break;
+        }
+        pr->migrations += moves;
+        pr->decide_cpu_ns += thread_cputime_ns() - c0;
+        pr->decisions++;
+        return apply_knobs(R, p, NULL);
+}
+
+static int run_setup(struct run *R)
+{
+        const struct em_host *h = R->h;
+        const struct sim_trace *tr = R->tr;
+        const struct sim_config *cfg = R->cfg;
+        unsigned want_vcpus, n_vms = 0, nv = 0, *perm;
+        uint64_t rng = rng_seed3(cfg->seed, 0x7261636b, 0);
+
+        if (cfg->n_vms)
+                want_vcpus = UINT32_MAX;
+        else
+                want_vcpus = (unsigned) lround(cfg->oversub * h->n_online);
+        if (want_vcpus == 0)
+                return -EINVAL;
+        perm = malloc(tr->n_vms * sizeof(unsigned));
+        if (!perm)
+                return -ENOMEM;
+        /* VMs in a seeded random order; a trace with too few VMs is reused in a new order */
+        unsigned cap = cfg->n_vms ? cfg->n_vms : want_vcpus;
+        R->vm_of = malloc(cap * sizeof(unsigned));
+        R->pid = malloc(cap * sizeof(uint32_t));
+        R->vidx = malloc(cap * sizeof(unsigned));
+        if (!R->vm_of || !R->pid || !R->vidx) {
+                free(perm);
+                return -ENOMEM;
+        }
+        for (unsigned pass = 0; nv < want_vcpus && (!cfg->n_vms || n_vms < cfg->n_vms); pass++) {
+                for (unsigned i = 0; i < tr->n_vms; i++)
+                        perm[i] = i;
+                for (unsigned i = tr->n_vms; i > 1; i--) {
+                        unsigned j = (unsigned) (splitmix64(&rng) % i), t = perm[i - 1];
+                        perm[i - 1] = perm[j];
+                        perm[j] = t;
+                }
+                for (unsigned k = 0; k < tr->n_vms && nv < want_vcpus && (!cfg->n_vms || n_vms < cfg->n_vms); k++) {
+                        unsigned vm = perm[k];
+                        for (unsigned j = 0; j < tr->vcpus[vm] && nv < cap; j++) {
+                                R->vm_of[nv] = vm;
+                                R->pid[nv] = 10000 + n_vms;
+                                R->vidx[nv] = j;
+                                nv++;
+                        }
+                        n_vms++;
+                        if (nv >= cap)
+                                break;
+                }
+                if (nv >= cap)
+                        break;
+        }
+        free(perm);
+        R->nv = nv;
+        R->res->n_vms = n_vms;
+        R->res->n_vcpus = nv;
+        R->demand = calloc(nv + 1, sizeof(double));
+        R->samples = calloc(nv + 1, sizeof(*R->samples));
+        R->spread_rank = malloc(h->n_cpus * sizeof(int));
+        R->spread_order = malloc(h->n_online * sizeof(int));
+        R->lp_set = calloc(h->n_cpus, 1);
+        R->level_permille = calloc(h->model.n_levels, sizeof(uint32_t));
+        R->core_mask = calloc(h->n_cores, 1);
+        R->load = calloc(h->n_cpus + h->n_fdoms, sizeof(double));
+        R->sibload = calloc(h->n_cpus + h->n_fdoms, sizeof(double));
+        if (!R->demand || !R->samples || !R->spread_rank || !R->spread_order || !R->lp_set || !R->level_permille ||
+            !R->core_mask || !R->load || !R->sibload)
+                return -ENOMEM;
+        for (unsigned i = 0; i < nv; i++)
+                R->samples[i] = (struct sim_vcpu_sample) { .pid = R->pid[i], .index = R->vidx[i] };
+
+        /* spread order: thread 0 of every core, interleaved over packages and their LLCs, then thread 1 */
+        {
+                unsigned k = 0;
+                for (unsigned c = 0; c < h->n_cpus; c++)
+                        R->spread_rank[c] = -1;
+                for (unsigned t = 0; t < 2; t++)
+                        for (unsigned pos = 0; pos < h->n_cores; pos++)
+                                for (unsigned l = 0; l < h->n_llcs; l++) {
+                                        /* LLCs in order pkg0 llc0, pkg1 llc0, pkg0 llc1 ... */
+                                        unsigned per = h->n_llcs / h->n_pkgs ? h->n_llcs / h->n_pkgs : 1;
+                                        unsigned li = (l % h->n_pkgs) * per + l / h->n_pkgs;
+                                        if (li >= h->n_llcs)
+                                                li = l;
+                                        const struct em_group *g = &h->llcs[li];
+                                        if (pos >= g->end - g->first)
+                                                continue;
+                                        const struct em_core *core = &h->cores[g->first + pos];
+                                        if (t >= core->n_threads)
+                                                continue;
+                                        int cpu = core->cpu[t];
+                                        if (cpu < 0 || R->spread_rank[cpu] >= 0)
+                                                continue;
+                                        R->spread_rank[cpu] = (int) k;
+                                        R->spread_order[k++] = cpu;
+                                }
+                for (unsigned j = 0; j < h->n_online && k < h->n_online; j++) { /* anything missed */
+                        int cpu = h->order_smt_first[j];
+                        if (R->spread_rank[cpu] < 0) {
+                                R->spread_rank[cpu] = (int) k;
+                                R->spread_order[k++] = cpu;
+                        }
+                }
+        }
+        /* lpmd set: 10% of the CPUs rounded up to whole cores, SMT-first from the first core */
+        {
+                unsigned want = (unsigned) ceil(B2_SET_SHARE * h->n_online);
+                for (unsigned j = 0; j < h->n_online && R->lp_n < want; j++) {
+                        int cpu = h->order_smt_first[j];
+                        R->lp_set[cpu] = 1;
+                        R->lp_n++;
+                        int s = sibling_of(h, cpu);
+                        if (R->lp_n == want && s >= 0 && !R->lp_set[s]) {
+                                R->lp_set[s] = 1;
+                                R->lp_n++;
+                        }
+                }
+        }
+        R->max_khz = h->model.levels[h->model.n_levels - 1].freq_khz;
+        if (R->max_khz == 0)
+                R->max_khz = 1000000;
+        for (unsigned k = 0; k < h->model.n_levels; k++)
+                R->level_permille[k] = (uint32_t) MIN((uint64_t) h->model.levels[k].freq_khz * 1000 / R->max_khz, 1000u);
+        for (int p = 0; p < _SIM_RUN_MAX; p++) {
+                int r = pstate_init(R, &R->ps[p], (enum sim_policy) p);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+void sim_result_free(struct sim_result *r)
+{
+        for (int p = 0; p < _SIM_POLICY_MAX; p++) {
+                free(r->p[p].interval_w);
+                r->p[p].interval_w = NULL;
+        }
+}
+
+int sim_run(const struct sim_host *host, const struct sim_trace *tr, const struct sim_config *cfg,
+            struct sim_result *res)
+{
+        struct run R = { .host = host, .h = host->em, .tr = tr, .cfg = cfg, .res = res };
+        const struct em_host *h = host->em;
+        unsigned first = cfg->first_interval, n_int;
+        nsec_t per = cfg->plan_period_ns, t = 0, c0 = process_cputime_ns(), w0 = now_ns();
+        uint64_t period_idx = 0, step_idx = 0;
+        double alpha = 1.0 - exp2(-(double) per / (double) cfg->half_life_ns);
+        _cleanup_free_ double *bound_mw = NULL;
+        int r;
+
+        memset(res, 0, sizeof(*res));
+        if (first >= tr->n_intervals || per <= 0 || cfg->step_ns < per || cfg->step_ns % per != 0 ||
+            tr->interval_ns % per != 0 || cfg->half_life_ns <= 0 || cfg->burst.mean_ns <= 0)
+                return -EINVAL;
+        n_int = cfg->n_intervals ? MIN(cfg->n_intervals, tr->n_intervals - first) : tr->n_intervals - first;
+        res->n_intervals = n_int;
+        res->n_cpus = h->n_online;
+        res->interval_ns = tr->interval_ns;
+        R.window_ns = cfg->window_ns > 0 ? (double) cfg->window_ns : fmax(1e9, 50 * cfg->burst.mean_ns);
+        if (R.window_ns > (double) cfg->step_ns)
+                R.window_ns = (double) cfg->step_ns;
+        res->window_ns = (nsec_t) R.window_ns;
+        for (int p = 0; p < _SIM_POLICY_MAX; p++) {
+                res->p[p].interval_w = calloc(n_int, sizeof(double));
+                if (!res->p[p].interval_w) {
+                        r = -ENOMEM;
+                        goto out;
+                }
+        }
+        r = run_setup(&R);
+        if (r < 0)
+                goto out;
+        bound_mw = calloc(2, sizeof(double));
+        if (!bound_mw) {
+                r = -ENOMEM;
+                goto out;
+        }
+
+        unsigned periods_per_interval = (unsigned) (tr->interval_ns / per);
+        nsec_t step_periods = cfg->step_ns / per;
+        double per_s = (double) per / 1e9, util_sum = 0;
+
+        for (unsigned k = 0; k < n_int; k++) {
+                for (unsigned i = 0; i < R.nv; i++) {
+                        double d = sim_trace_util(tr, R.vm_of[i], first + k);
+                        R.demand[i] = d < 0 ? 0 : d > 1 ? 1 : d;
+                        util_sum += R.demand[i];
+                }
+                /* bounds: from the demand alone */
+                bound_mw[0] = sim_fluid_bound_mw(h, R.demand, R.nv);
+                r = sim_binpack_bound_mw(h, R.demand, R.nv, &bound_mw[1]);
+                if (r < 0)
+                        goto out;
+                res->p[SIM_FLUID].interval_w[k] = bound_mw[0] / 1000.0;
+                res->p[SIM_BINPACK].interval_w[k] = bound_mw[1] / 1000.0;
+                res->p[SIM_FLUID].energy_j += bound_mw[0] / 1000.0 * (double) tr->interval_ns / 1e9;
+                res->p[SIM_BINPACK].energy_j += bound_mw[1] / 1000.0 * (double) tr->interval_ns / 1e9;
+                for (int p = 0; p < _SIM_RUN_MAX; p++)
+                        R.ps[p].dirty = true;
+
+                for (unsigned q = 0; q < periods_per_interval; q++, period_idx++, t += per) {
+                        bool step = period_idx % (uint64_t) step_periods == 0;
+
+                        /* the tracker's view: decayed utilisation */
+                        for (unsigned i = 0; i < R.nv; i++) {
+                                if (period_idx == 0)
+                                        R.samples[i].util_avg = R.demand[i];
+                                else
+                                        R.samples[i].util_avg += alpha * (R.demand[i] - R.samples[i].util_avg);
+                        }
+                        for (int p = SIM_B0; p < _SIM_RUN_MAX; p++)
+                                if (step || (q == 0)) {
+                                        r = baseline_step(&R, &R.ps[p], q == 0);
+                                        if (r < 0)
+                                                goto out;
+                                }
+                        if (step) {
+                                double scale = (double) cfg->step_ns / R.window_ns;
+                                for (int p = 0; p < _SIM_RUN_MAX; p++) {
+                                        if (p == SIM_VMM && period_idx == 0)
+                                                continue; /* nothing placed yet */
+                                        r = window(&R, &R.ps[p], step_idx, NULL, true, scale);
+                                        if (r < 0)
+                                                goto out;
+                                }
+                                if (period_idx > 0)
+                                        update_wait_inputs(&R, &R.ps[SIM_VMM], NULL);
+                                step_idx++;
+                        }
+                        r = vmm_period(&R, &R.ps[SIM_VMM], t, period_idx);
+                        if (r < 0)
+                                goto out;
+                        if (period_idx == 0) { /* first observation of the planner after its initial plan */
+                                r = window(&R, &R.ps[SIM_VMM], step_idx - 1, NULL, true,
+                                           (double) cfg->step_ns / R.window_ns);
+                                if (r < 0)
+                                        goto out;
+                                update_wait_inputs(&R, &R.ps[SIM_VMM], NULL);
+                        }
+                        for (int p = 0; p < _SIM_RUN_MAX; p++) {
+                                struct pstate *ps = &R.ps[p];
+                                if (ps->dirty)
+                                        evaluate(&R, ps);
+                                res->p[p].energy_j += ps->power_mw / 1000.0 * per_s;
+                                res->p[p].interval_w[k] += ps->power_mw / 1000.0 / periods_per_interval;
+                                res->p[p].overload_s += ps->overload * per_s;
+                        }
+                }
+                if (cfg->progress) {
+                        fprintf(stderr, "\rvmmpower-sim: interval %u/%u (%.0f%%), %.1f s", k + 1, n_int,
+                                100.0 * (k + 1) / n_int, (double) (now_ns() - w0) / 1e9);
+                        if (k + 1 == n_int)
+                                fputc('\n', stderr);
+                        fflush(stderr);
+                }
+        }
+        res->vcpu_hours = (double) R.nv * n_int * (double) tr->interval_ns / 3.6e12;
+        res->mean_util = R.nv && n_int ? util_sum / ((double) R.nv * n_int) : 0;
+        r = 0;
+out:
+        res->cpu_ns = process_cputime_ns() - c0;
+        res->wall_ns = now_ns() - w0;
+        for (int p = 0; p < _SIM_RUN_MAX; p++)
+                pstate_free(&R.ps[p]);
+        free(R.vm_of);
+        free(R.pid);
+        free(R.vidx);
+        free(R.demand);
+        free(R.samples);
+        free(R.spread_rank);
+        free(R.spread_order);
+        free(R.lp_set);
+        free(R.level_permille);
+        free(R.core_mask);
+        free(R.load);
+        free(R.sibload);
+        if (r < 0)
+                sim_result_free(res);
+        return r;
+}

@@ -1,0 +1,114 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "burst.h"
+#include "config.h"
+#include "energy_model.h"
+#include "evsim.h"
+#include "placement.h"
+#include "topology.h"
+#include "trace.h"
+
+/*
+ * vmmpower-sim: replays VM utilisation traces on a modelled host and
+ * compares vmmpower's planner (the daemon's plan_compute(), applied through
+ * the "sim" power driver) with baselines and lower bounds under one energy
+ * model.  docs/simulator.md describes every model, baseline and bound.
+ */
+
+enum sim_policy {
+        SIM_VMM,        /* vmmpower's planner */
+        SIM_B0,         /* Linux default: spread, performance governor, all idle states */
+        SIM_B1,         /* static 1:1 pinning, schedutil-like frequency */
+        SIM_B2,         /* intel-lpmd-like threshold packer */
+        SIM_B3,         /* spread, powersave/EPP-style frequency */
+        _SIM_RUN_MAX,   /* the policies above run the burst simulation */
+        SIM_FLUID = _SIM_RUN_MAX, /* core-level fluid lower bound */
+        SIM_BINPACK,    /* integer bin-packing version */
+        _SIM_POLICY_MAX,
+};
+const char *sim_policy_name(enum sim_policy p);
+const char *sim_policy_description(enum sim_policy p);
+
+struct sim_config {
+        double oversub;                 /* vCPU : pCPU (1, 2, 4 ...) */
+        unsigned n_vms;                 /* 0: oversub x online CPUs worth of vCPUs */
+        uint64_t seed;
+        nsec_t plan_period_ns;          /* the planner runs every ... of simulated time (ControlPeriod) */
+        nsec_t step_ns;                 /* observation step: one burst window per step */
+        nsec_t window_ns;               /* 0: max(1 s, 50 x burst mean), at most step */
+        struct burst_params burst;
+        unsigned first_interval, n_intervals; /* 0 = all */
+        struct plan_policy policy;      /* as the daemon builds it from its configuration */
+        nsec_t half_life_ns;            /* LoadHalfLife of the tracker */
+        bool progress;                  /* progress on stderr */
+        bool resim_on_change;           /* re-simulate cores the planner changed (wait feedback) */
+};
+
+/* Defaults: the daemon's built-in configuration (config_defaults()), 1:1, seed 1, exp bursts of 10 ms. */
+void sim_config_defaults(struct sim_config *c);
+/* The planner policy exactly as vmmpowerd's plan_period() builds it from a configuration. */
+void sim_policy_from_config(const struct vp_config *cfg, struct plan_policy *ret);
+
+struct sim_policy_result {
+        double energy_j;
+        double *interval_w;             /* [n_intervals] mean power per trace interval */
+        struct wait_hist hist;
+        uint64_t wakeups, deep_wakeups;
+        double migrations;              /* placement changes + wake-up migrations (scaled to the step) */
+        nsec_t decide_cpu_ns;           /* CPU time of the policy's decisions (plan_compute for SIM_VMM) */
+        uint64_t decisions;
+        uint64_t grows, shrinks;        /* SIM_VMM: plans by decision */
+        double overload_s;              /* CPU-seconds of demand over capacity (modelled power is clipped) */
+};
+
+struct sim_result {
+        unsigned n_vms, n_vcpus, n_cpus, n_intervals;
+        nsec_t interval_ns;
+        double vcpu_hours;
+        double mean_util;               /* mean demand per vCPU */
+        uint64_t events;                /* burst simulation events */
+        nsec_t cpu_ns, wall_ns;
+        nsec_t window_ns;
+        struct sim_policy_result p[_SIM_POLICY_MAX];
+};
+void sim_result_free(struct sim_result *r);
+
+/* The modelled host. */
+struct sim_host {
+        struct topology *topo;
+        struct em_host *em;
+        char topo_name[128], model_name[64];
+};
+/* topology: a fixture directory (with sys/ inside) or a sysfs root, or "synth:PxC" (P packages of C cores, SMT, 8-core LLCs). */
+int sim_host_load(const char *topology, const char *model_file, struct sim_host *ret, struct sim_error *err);
+void sim_host_done(struct sim_host *h);
+
+int sim_run(const struct sim_host *host, const struct sim_trace *trace, const struct sim_config *cfg,
+            struct sim_result *ret);
+
+/* Lower bounds of one load (docs/simulator.md "Bounds"); demand[nv]. */
+double sim_fluid_bound_mw(const struct em_host *h, const double *demand, unsigned nv);
+int sim_binpack_bound_mw(const struct em_host *h, const double *demand, unsigned nv, double *ret_mw);
+
+/*
+ * One planning step exactly as the daemon's plan_period(): vCPU j of the VM
+ * with QEMU pid pid[i] becomes key pid << 16 | j, vm pid, mode pack,
+ * cur_cpu -1, util = decayed util, wait_ratio = last period's ratio.
+ */
+struct sim_vcpu_sample {
+        uint32_t pid;
+        unsigned index;
+        double util_avg, wait_ratio;
+};
+int sim_plan_step(const struct em_host *h, const struct plan_policy *pol, const struct sim_vcpu_sample *s,
+                  size_t n, const struct plan *prev, nsec_t now, struct plan **ret);
+
+/* Output (report.c). */
+void sim_print_table(const struct sim_result *r, FILE *f);
+void sim_write_csv(const struct sim_result *r, const char *run_label, bool header, FILE *f);
+int sim_write_svg(const struct sim_result *r, const char *title, FILE *f);

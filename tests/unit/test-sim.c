@@ -1,0 +1,329 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * vmmpower-sim: burst generator, trace parsers, determinism for a seed,
+ * bounds below every policy, and the simulator's planning step against the
+ * daemon's construction of the planner inputs.  Traces are synthetic
+ * (generated here); the real PlanetLab traces are not needed.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "sim.h"
+
+static void test_burst_mean(void **state)
+{
+        static const double ms[] = { 0.02, 0.1, 0.3, 0.5, 0.7, 0.95 };
+        for (int d = 0; d < _BURST_DIST_MAX; d++)
+                for (unsigned k = 0; k < ELEMENTSOF(ms); k++) {
+                        struct burst_params p = { .mean_ns = 10e6, .dist = (enum burst_dist) d };
+                        uint64_t rng = rng_seed3(42, d, k);
+                        double on_m, off_m, on = 0, off = 0;
+                        unsigned n = d == BURST_PARETO ? 2000000 : 200000;
+
+                        burst_means(&p, ms[k], &on_m, &off_m);
+                        for (unsigned i = 0; i < n; i++) {
+                                on += burst_draw(&rng, p.dist, on_m);
+                                off += burst_draw(&rng, p.dist, off_m);
+                        }
+                        double got = on / (on + off), tol = d == BURST_PARETO ? 0.03 : 0.01;
+                        if (fabs(got - ms[k]) > tol * fmax(ms[k], 0.1))
+                                fail_msg("%s m=%.2f: on share %.4f", burst_dist_to_string(p.dist), ms[k], got);
+                }
+}
+
+static void test_trace_parse(void **state)
+{
+        struct sim_trace *t = NULL;
+        struct sim_error err = { 0 };
+
+        assert_int_equal(sim_trace_parse("# comment\nvm-a,10,20,30\nvm-b,0,100,5.5\n", "pl", &t, &err), 0);
+        assert_int_equal(t->n_vms, 2);
+        assert_int_equal(t->n_intervals, 3);
+        assert_int_equal(t->vcpus[1], 1);
+        assert_true(fabs(sim_trace_util(t, 1, 2) - 0.055) < 1e-6);
+        assert_true(t->interval_ns == 300 * NSEC_PER_SEC);
+        sim_trace_free(t);
+
+        assert_int_equal(sim_trace_parse("# vmmpower-trace v1 interval_s=60\nweb,4,10,20\n", "g", &t, &err), 0);
+        assert_int_equal(t->vcpus[0], 4);
+        assert_true(t->interval_ns == 60 * NSEC_PER_SEC);
+        sim_trace_free(t);
+
+        static const struct { const char *text; unsigned line; } bad[] = {
+                { "a,1,2\nb,1\n", 2 },                          /* sample count differs */
+                { "a,1,x\n", 1 },                               /* not a number */
+                { "a,1,101\n", 1 },                             /* over 100% */
+                { "a,1,-1\n", 1 },
+                { "# c\n\na,1,2\nb,1,,3\n", 4 },                /* empty field */
+                { "# vmmpower-trace v1 interval_s=0\n", 1 },    /* bad header */
+                { "# vmmpower-trace v1 interval_s=60\nweb,0,10\n", 2 }, /* vcpus 0 */
+                { "a b,1\n", 1 },                               /* space in a name */
+        };
+        for (unsigned i = 0; i < ELEMENTSOF(bad); i++) {
+                t = NULL;
+                memset(&err, 0, sizeof(err));
+                assert_int_equal(sim_trace_parse(bad[i].text, "bad.csv", &t, &err), -EINVAL);
+                assert_null(t);
+                if (err.line != bad[i].line)
+                        fail_msg("case %u: line %u, expected %u (%s)", i, err.line, bad[i].line, err.message);
+                assert_string_equal(err.file, "bad.csv");
+        }
+        assert_int_equal(sim_trace_parse("# only a comment\n", "e", &t, &err), -EINVAL);
+}
+
+/* A synthetic trace: n VMs, k intervals of 60 s, utilisations from a fixed LCG (some idle, some busy). */
+static struct sim_trace *synth_trace(unsigned n, unsigned k)
+{
+        size_t size = 64 + (size_t) n * (16 + 5 * k);
+        char *buf = malloc(size), *p = buf;
+        uint64_t s = 7;
+        struct sim_trace *t = NULL;
+        struct sim_error err;
+
+        assert_non_null(buf);
+        p += sprintf(p, "# vmmpower-trace v1 interval_s=60\n");
+        for (unsigned i = 0; i < n; i++) {
+                p += sprintf(p, "vm%u,%u", i, 1 + i % 2);
+                for (unsigned j = 0; j < k; j++) {
+                        unsigned u = (unsigned) (splitmix64(&s) % 100);
+                        p += sprintf(p, ",%u", i % 5 == 0 ? u : u / 4);
+                }
+                *p++ = '\n';
+        }
+        *p = 0;
+        assert_int_equal(sim_trace_parse(buf, "synth", &t, &err), 0);
+        free(buf);
+        return t;
+}
+
+static void load_host(struct sim_host *h)
+{
+        char topo[512], model[512];
+        struct sim_error err = { 0 };
+
+        snprintf(topo, sizeof(topo), "%s/topology/xeon-spr-2s", TEST_DATA_DIR);
+        snprintf(model, sizeof(model), "%s/../../config/models/xeon-spr-2s.model", TEST_DATA_DIR);
+        if (sim_host_load(topo, model, h, &err) < 0)
+                fail_msg("%s:%u: %s", err.file, err.line, err.message);
+}
+
+static void small_config(struct sim_config *c)
+{
+        sim_config_defaults(c);
+        c->oversub = 2;
+        c->seed = 5;
+        c->step_ns = 20 * NSEC_PER_SEC;
+        c->window_ns = 500 * NSEC_PER_MSEC;
+}
+
+static void test_deterministic(void **state)
+{
+        struct sim_host h;
+        struct sim_trace *t = synth_trace(40, 6);
+        struct sim_config c;
+        struct sim_result a, b, d;
+
+        load_host(&h);
+        small_config(&c);
+        assert_int_equal(sim_run(&h, t, &c, &a), 0);
+        assert_int_equal(sim_run(&h, t, &c, &b), 0);
+        c.seed = 6;
+        assert_int_equal(sim_run(&h, t, &c, &d), 0);
+        assert_int_equal(a.n_vcpus, 64);
+        assert_true(a.events == b.events);
+        for (int p = 0; p < _SIM_POLICY_MAX; p++) {
+                assert_true(a.p[p].energy_j == b.p[p].energy_j);
+                assert_true(a.p[p].migrations == b.p[p].migrations);
+                assert_true(a.p[p].wakeups == b.p[p].wakeups && a.p[p].deep_wakeups == b.p[p].deep_wakeups);
+                assert_memory_equal(&a.p[p].hist, &b.p[p].hist, sizeof(a.p[p].hist));
+                assert_memory_equal(a.p[p].interval_w, b.p[p].interval_w, a.n_intervals * sizeof(double));
+        }
+        /* another seed: other VMs and bursts */
+        assert_true(a.events != d.events || a.p[SIM_B0].energy_j != d.p[SIM_B0].energy_j);
+        sim_result_free(&a);
+        sim_result_free(&b);
+        sim_result_free(&d);
+        sim_trace_free(t);
+        sim_host_done(&h);
+}
+
+static void test_bounds_below_policies(void **state)
+{
+        struct sim_host h;
+        struct sim_trace *t = synth_trace(60, 6);
+        struct sim_config c;
+        struct sim_result r;
+
+        load_host(&h);
+        for (double ov = 1; ov <= 4; ov *= 2) {
+                small_config(&c);
+                c.oversub = ov;
+                assert_int_equal(sim_run(&h, t, &c, &r), 0);
+                double fl = r.p[SIM_FLUID].energy_j, bp = r.p[SIM_BINPACK].energy_j;
+                assert_true(fl > 0 && fl <= bp);
+                for (int p = 0; p < _SIM_RUN_MAX; p++) {
+                        if (r.p[p].overload_s > 0)
+                                continue; /* clipped power: the bound's premise does not hold */
+                        if (!(fl <= r.p[p].energy_j) || !(bp <= r.p[p].energy_j))
+                                fail_msg("%g:1 %s: %.1f J < bound (fluid %.1f, binpack %.1f)", ov, sim_policy_name(p),
+                                         r.p[p].energy_j, fl, bp);
+                }
+                sim_result_free(&r);
+        }
+
+        /* the fluid bound against random loads evaluated by the model itself */
+        uint64_t s = 11;
+        const struct em_host *e = h.em;
+        double *work = calloc(e->n_cpus, sizeof(double)), *dem = calloc(64, sizeof(double));
+        uint8_t *nv = calloc(e->n_cpus, 1), *lvl = calloc(e->n_fdoms, 1);
+        uint32_t *lat = calloc(e->n_cpus, sizeof(uint32_t));
+        assert_true(work && dem && nv && lvl && lat);
+        for (unsigned it = 0; it < 500; it++) {
+                memset(work, 0, e->n_cpus * sizeof(double));
+                memset(nv, 0, e->n_cpus);
+                for (unsigned f = 0; f < e->n_fdoms; f++)
+                        lvl[f] = (uint8_t) (splitmix64(&s) % e->model.n_levels);
+                for (unsigned cpu = 0; cpu < e->n_cpus; cpu++)
+                        lat[cpu] = splitmix64(&s) % 4 ? EM_LATENCY_ANY : 10;
+                unsigned n = 1 + (unsigned) (splitmix64(&s) % 64);
+                for (unsigned i = 0; i < n; i++) {
+                        unsigned cpu = (unsigned) (splitmix64(&s) % e->n_cpus);
+                        double cap = e->model.levels[lvl[e->cpu_fdom[cpu]]].capacity / 1024.0;
+                        dem[i] = rng_unit(&s) * 0.5;
+                        if (work[cpu] + dem[i] > cap)
+                                dem[i] = 0; /* keep every CPU within capacity */
+                        work[cpu] += dem[i];
+                        nv[cpu]++;
+                }
+                struct em_load l = { work, nv, lat, lvl };
+                double p = em_host_power(e, &l, NULL), fl = sim_fluid_bound_mw(e, dem, n);
+                if (fl > p + 1e-6)
+                        fail_msg("load %u: fluid %.1f mW > model %.1f mW", it, fl, p);
+        }
+        free(work);
+        free(dem);
+        free(nv);
+        free(lvl);
+        free(lat);
+        sim_trace_free(t);
+        sim_host_done(&h);
+}
+
+/*
+ * Same decision as the daemon.  What vmmpowerd's plan_period() does
+ * (vmmpower/daemon.c), written out here from that code: policy from the
+ * configuration, one plan_vcpu per tracked vCPU with key pid << 16 | index,
+ * vm pid, mode pack, util = util_avg, wait_ratio, cur_cpu -1, no hints
+ * (the simulated guests send none), the previous plan and now.  The
+ * simulator's sim_plan_step() must give byte-identical plans over a run of
+ * periods in which loads, waits and VMs change.
+ */
+static void daemon_policy(const struct vp_config *cfg, struct plan_policy *pol)
+{
+        plan_policy_defaults(pol);
+        pol->headroom_pct = cfg->headroom_pct;
+        pol->wait_budget = cfg->wait_budget_pct / 100.0;
+        pol->shrink_dwell_ns = cfg->shrink_dwell_ns;
+        pol->period_ns = cfg->period_ns;
+        pol->max_moves = cfg->max_moves;
+}
+
+static void test_same_plan_as_daemon(void **state)
+{
+        static const char *const confs[] = {
+                "",
+                "[Planner]\nHeadroomPercent = 60\nWaitBudgetPercent = 2\nShrinkDwell = 3s\nMaxMovesPerPeriod = 4\n",
+        };
+        struct sim_host h;
+
+        load_host(&h);
+        for (unsigned ci = 0; ci < ELEMENTSOF(confs); ci++) {
+                struct vp_config cfg;
+                struct config_error cerr;
+                struct plan_policy pd, ps;
+                struct sim_vcpu_sample s[48];
+                struct plan_vcpu v[48];
+                struct plan *pa = NULL, *pb = NULL;
+                uint64_t rng = 99 + ci;
+
+                config_defaults(&cfg);
+                assert_int_equal(config_parse_buffer("t.conf", confs[ci], strlen(confs[ci]), &cfg, &cerr), 0);
+                daemon_policy(&cfg, &pd);
+                sim_policy_from_config(&cfg, &ps);
+                assert_memory_equal(&pd, &ps, sizeof(pd));
+                for (unsigned period = 0; period < 60; period++) {
+                        size_t n = period < 30 ? 48 : 40; /* VMs leave half way */
+                        nsec_t now = (nsec_t) period * cfg.period_ns;
+                        struct plan *na = NULL, *nb = NULL;
+
+                        for (size_t i = 0; i < n; i++) {
+                                s[i] = (struct sim_vcpu_sample) {
+                                        .pid = 4000 + (uint32_t) (i / 4) * 7, .index = (unsigned) (i % 4),
+                                        .util_avg = rng_unit(&rng) * (period % 20 < 10 ? 0.3 : 0.05),
+                                        .wait_ratio = rng_unit(&rng) < 0.05 ? 0.2 : 0.01,
+                                };
+                                v[i] = (struct plan_vcpu) {
+                                        .key = ((uint64_t) s[i].pid << 16) | (uint64_t) (s[i].index & 0xffff),
+                                        .vm = (uint32_t) s[i].pid,
+                                        .mode = PLACE_PACK,
+                                        .util = s[i].util_avg,
+                                        .wait_ratio = s[i].wait_ratio,
+                                        .cur_cpu = -1,
+                                };
+                        }
+                        assert_int_equal(plan_compute(h.em, &pd, v, n, NULL, 0, pa, now, &na), 0);
+                        assert_int_equal(sim_plan_step(h.em, &ps, s, n, pb, now, &nb), 0);
+                        if (!plan_equal(na, nb))
+                                fail_msg("config %u period %u: plans differ (%s / %s)", ci, period, na->why.text,
+                                         nb->why.text);
+                        plan_free(pa);
+                        plan_free(pb);
+                        pa = na;
+                        pb = nb;
+                }
+                plan_free(pa);
+                plan_free(pb);
+        }
+        sim_host_done(&h);
+}
+
+static void test_bad_host_and_config(void **state)
+{
+        struct sim_host h;
+        struct sim_error err = { 0 };
+        struct sim_trace *t = synth_trace(4, 2);
+        struct sim_config c;
+        struct sim_result r;
+
+        assert_true(sim_host_load("/nonexistent", NULL, &h, &err) < 0);
+        assert_true(sim_host_load("synth:0x4", NULL, &h, &err) < 0);
+        assert_int_equal(sim_host_load("synth:1x4", NULL, &h, &err), 0);
+        sim_config_defaults(&c);
+        c.step_ns = 1500 * NSEC_PER_MSEC; /* not a multiple of the 1 s period */
+        assert_int_equal(sim_run(&h, t, &c, &r), -EINVAL);
+        sim_config_defaults(&c);
+        c.first_interval = 2;
+        assert_int_equal(sim_run(&h, t, &c, &r), -EINVAL);
+        sim_host_done(&h);
+        sim_trace_free(t);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_burst_mean),
+                cmocka_unit_test(test_trace_parse),
+                cmocka_unit_test(test_deterministic),
+                cmocka_unit_test(test_bounds_below_policies),
+                cmocka_unit_test(test_same_plan_as_daemon),
+                cmocka_unit_test(test_bad_host_and_config),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
