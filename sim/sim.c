@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "power_driver.h"
+#include "plan_input.h"
 #include "sim.h"
 
 #define B0_IMBALANCE 0.20         /* util difference of busiest and idlest CPU that makes the balancer move */
@@ -63,13 +64,7 @@ const char *sim_policy_description(enum sim_policy p)
 
 void sim_policy_from_config(const struct vp_config *cfg, struct plan_policy *pol)
 {
-        /* vmmpower/daemon.c plan_period(): keep the two in step. */
-        plan_policy_defaults(pol);
-        pol->headroom_pct = cfg->headroom_pct;
-        pol->wait_budget = cfg->wait_budget_pct / 100.0;
-        pol->shrink_dwell_ns = cfg->shrink_dwell_ns;
-        pol->period_ns = cfg->period_ns;
-        pol->max_moves = cfg->max_moves;
+        plan_policy_from_config(cfg, pol); /* the daemon's own mapping (plan_input.c) */
 }
 
 void sim_config_defaults(struct sim_config *c)
@@ -96,15 +91,12 @@ int sim_plan_step(const struct em_host *h, const struct plan_policy *pol, const 
 
         if (!v)
                 return -ENOMEM;
-        for (size_t i = 0; i < n; i++)
-                v[i] = (struct plan_vcpu) {
-                        .key = ((uint64_t) s[i].pid << 16) | (uint64_t) (s[i].index & 0xffff),
-                        .vm = s[i].pid,
-                        .mode = PLACE_PACK,
-                        .util = s[i].util_avg,
-                        .wait_ratio = s[i].wait_ratio,
-                        .cur_cpu = -1,
-                };
+        /* Each sample as the tracker would hold it, through the daemon's own mapping. */
+        for (size_t i = 0; i < n; i++) {
+                struct vcpu_load l = { .index = (int) s[i].index, .valid = true, .util_avg = s[i].util_avg,
+                                       .wait_ratio = s[i].wait_ratio };
+                v[i] = plan_input_from_vcpu((pid_t) s[i].pid, &l, PLACE_PACK);
+        }
         return plan_compute(h, pol, v, n, NULL, 0, prev, now, ret);
 }
 

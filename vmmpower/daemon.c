@@ -35,6 +35,7 @@
 #include "journal.h"
 #include "event.h"
 #include "log.h"
+#include "plan_input.h"
 #include "qmp.h"
 #include "sd_notify.h"
 #include "version.h"
@@ -655,39 +656,28 @@ static void plan_period(struct daemon *d, nsec_t now)
         d->apply_scratch = d->applier ? apply_request_new(want + tracker_n_vms(d->tracker), d->em->n_cpus) : NULL;
         for (size_t i = 0; i < tracker_n_vms(d->tracker); i++) {
                 const struct vm_load *vm = tracker_vm(d->tracker, i);
-                for (unsigned j = 0; j < vm->n_vcpus; j++) {
-                        const struct vcpu_load *v = &vm->vcpus[j];
-                        if (!v->valid || v->gone)
-                                continue;
-                        if (d->apply_scratch) {
-                                struct apply_pin *p = &d->apply_scratch->pins[n];
+                enum place_mode mode = PLACE_PACK;
+                size_t k = plan_inputs_from_vms(&vm, 1, &mode, d->plan_scratch + n);
 
-                                /* libvirt's domains are pinned through libvirt, the rest by affinity */
-                                if ((vm->info.sources & VM_SOURCE_LIBVIRT) && vm->info.uuid[0])
-                                        snprintf(p->uuid, sizeof(p->uuid), "%s", vm->info.uuid);
-                                p->pid = vm->info.pid;
-                                p->tid = v->tid;
-                                p->vcpu = (unsigned) v->index;
-                                p->cpu = -1;
-                        }
-                        d->plan_scratch[n++] = (struct plan_vcpu) {
-                                .key = ((uint64_t) vm->info.pid << 16) | (uint64_t) (v->index & 0xffff),
-                                .vm = (uint32_t) vm->info.pid,
-                                .mode = PLACE_PACK,
-                                .util = v->util_avg,
-                                .wait_ratio = v->wait_ratio,
-                                .cur_cpu = -1,
-                        };
+                /* the pins that go with these inputs, at the same positions */
+                for (unsigned j = 0, m = 0; d->apply_scratch && j < vm->n_vcpus; j++) {
+                        const struct vcpu_load *v = &vm->vcpus[j];
+                        struct apply_pin *p;
+
+                        if (!plan_input_wanted(v))
+                                continue;
+                        p = &d->apply_scratch->pins[n + m++];
+                        /* libvirt's domains are pinned through libvirt, the rest by affinity */
+                        if ((vm->info.sources & VM_SOURCE_LIBVIRT) && vm->info.uuid[0])
+                                snprintf(p->uuid, sizeof(p->uuid), "%s", vm->info.uuid);
+                        p->pid = vm->info.pid;
+                        p->tid = v->tid;
+                        p->vcpu = (unsigned) v->index;
+                        p->cpu = -1;
                 }
+                n += k;
         }
-        plan_policy_defaults(&pol);
-        pol.headroom_pct = d->cfg.headroom_pct;
-        pol.wait_budget = d->cfg.wait_budget_pct / 100.0;
-        pol.shrink_dwell_ns = d->cfg.shrink_dwell_ns;
-        pol.period_ns = d->cfg.period_ns;
-        pol.max_moves = d->cfg.max_moves;
-        if (d->cfg.active_max_latency_us > 0)
-                pol.active_max_latency_us = d->cfg.active_max_latency_us;
+        plan_policy_from_config(&d->cfg, &pol);
         cpu0 = thread_cputime_ns();
         n_hints = collect_plan_hints(d, now);
         r = plan_compute(d->em, &pol, d->plan_scratch, n, d->plan_hints, n_hints, d->plan, now, &next);

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "plan_input.h"
 #include "sim.h"
 
 static void test_burst_mean(void **state)
@@ -217,29 +218,19 @@ static void test_bounds_below_policies(void **state)
 }
 
 /*
- * Same decision as the daemon.  What vmmpowerd's plan_period() does
- * (vmmpower/daemon.c), written out here from that code: policy from the
- * configuration, one plan_vcpu per tracked vCPU with key pid << 16 | index,
- * vm pid, mode pack, util = util_avg, wait_ratio, cur_cpu -1, no hints
- * (the simulated guests send none), the previous plan and now.  The
- * simulator's sim_plan_step() must give byte-identical plans over a run of
- * periods in which loads, waits and VMs change.
+ * Same decision as the daemon.  The daemon side goes through the daemon's own
+ * code (plan_input.c: plan_policy_from_config, plan_inputs_from_vms over
+ * tracked VMs as the tracker holds them, then plan_compute as plan_period
+ * calls it, no hints: the simulated guests send none); the simulator's
+ * sim_plan_step() must give byte-identical plans over a run of periods in
+ * which loads, waits and VMs change.
  */
-static void daemon_policy(const struct vp_config *cfg, struct plan_policy *pol)
-{
-        plan_policy_defaults(pol);
-        pol->headroom_pct = cfg->headroom_pct;
-        pol->wait_budget = cfg->wait_budget_pct / 100.0;
-        pol->shrink_dwell_ns = cfg->shrink_dwell_ns;
-        pol->period_ns = cfg->period_ns;
-        pol->max_moves = cfg->max_moves;
-}
-
 static void test_same_plan_as_daemon(void **state)
 {
         static const char *const confs[] = {
                 "",
-                "[Planner]\nHeadroomPercent = 60\nWaitBudgetPercent = 2\nShrinkDwell = 3s\nMaxMovesPerPeriod = 4\n",
+                "[Planner]\nHeadroomPercent = 60\nWaitBudgetPercent = 2\nShrinkDwell = 3s\nMaxMovesPerPeriod = 4\n"
+                "ActiveMaxLatencyUs = 50\n",
         };
         struct sim_host h;
 
@@ -250,12 +241,15 @@ static void test_same_plan_as_daemon(void **state)
                 struct plan_policy pd, ps;
                 struct sim_vcpu_sample s[48];
                 struct plan_vcpu v[48];
+                struct vcpu_load vl[48];
+                struct vm_load vms[12];
+                const struct vm_load *vmp[12];
                 struct plan *pa = NULL, *pb = NULL;
                 uint64_t rng = 99 + ci;
 
                 config_defaults(&cfg);
                 assert_int_equal(config_parse_buffer("t.conf", confs[ci], strlen(confs[ci]), &cfg, &cerr), 0);
-                daemon_policy(&cfg, &pd);
+                plan_policy_from_config(&cfg, &pd);
                 sim_policy_from_config(&cfg, &ps);
                 assert_memory_equal(&pd, &ps, sizeof(pd));
                 for (unsigned period = 0; period < 60; period++) {
@@ -269,15 +263,17 @@ static void test_same_plan_as_daemon(void **state)
                                         .util_avg = rng_unit(&rng) * (period % 20 < 10 ? 0.3 : 0.05),
                                         .wait_ratio = rng_unit(&rng) < 0.05 ? 0.2 : 0.01,
                                 };
-                                v[i] = (struct plan_vcpu) {
-                                        .key = ((uint64_t) s[i].pid << 16) | (uint64_t) (s[i].index & 0xffff),
-                                        .vm = (uint32_t) s[i].pid,
-                                        .mode = PLACE_PACK,
-                                        .util = s[i].util_avg,
-                                        .wait_ratio = s[i].wait_ratio,
-                                        .cur_cpu = -1,
-                                };
+                                vl[i] = (struct vcpu_load) { .index = (int) s[i].index, .tid = (pid_t) (9000 + i),
+                                                             .valid = true, .util_avg = s[i].util_avg,
+                                                             .wait_ratio = s[i].wait_ratio };
                         }
+                        /* tracked VMs of 4 vCPUs each, as the tracker holds them */
+                        for (size_t k = 0; k < n / 4; k++) {
+                                vms[k] = (struct vm_load) { .info = { .pid = (pid_t) s[4 * k].pid }, .n_vcpus = 4,
+                                                            .vcpus = &vl[4 * k] };
+                                vmp[k] = &vms[k];
+                        }
+                        assert_int_equal(plan_inputs_from_vms(vmp, n / 4, NULL, v), n);
                         assert_int_equal(plan_compute(h.em, &pd, v, n, NULL, 0, pa, now, &na), 0);
                         assert_int_equal(sim_plan_step(h.em, &ps, s, n, pb, now, &nb), 0);
                         if (!plan_equal(na, nb))

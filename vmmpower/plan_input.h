@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "config.h"
+#include "placement.h"
+#include "vcpu_track.h"
+
+/*
+ * From what the daemon measures to what the planner takes: the one place
+ * where the configuration becomes a struct plan_policy and a tracked vCPU
+ * becomes a struct plan_vcpu.  vmmpowerd (daemon.c plan_period) and
+ * vmmpower-sim (sim/sim.c) both go through these, so that the simulator
+ * decides exactly as the daemon would.
+ */
+
+/* [Planner] keys -> planner policy (the rest at plan_policy_defaults()). */
+void plan_policy_from_config(const struct vp_config *cfg, struct plan_policy *pol);
+
+/* A vCPU enters the plan once it has a measured utilisation and while its thread lives. */
+bool plan_input_wanted(const struct vcpu_load *v);
+
+/* Key pid << 16 | vCPU index, VM = pid, util = decayed utilisation, wait = last period's. */
+struct plan_vcpu plan_input_from_vcpu(pid_t pid, const struct vcpu_load *v, enum place_mode mode);
+
+/*
+ * Every wanted vCPU of vms[0..n_vms) in order; modes[i] is VM i's mode (NULL:
+ * pack).  out has room for the sum of n_vcpus.  Returns the number written.
+ */
+size_t plan_inputs_from_vms(const struct vm_load *const *vms, size_t n_vms, const enum place_mode *modes,
+                            struct plan_vcpu *out);
