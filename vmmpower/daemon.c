@@ -43,19 +43,24 @@
 /* In --once mode, how long to wait for libvirt's first snapshot before
  * reporting without it (libvirtd down is reported, not waited for). */
 #define ONCE_LIBVIRT_WAIT_NS (5 * NSEC_PER_SEC)
+#define HINT_REPLAN_MIN_NS (100 * NSEC_PER_MSEC) /* hint-driven plans, at most 10/s in all */
 
 static struct io_watch signal_watch, timer_watch, libvirt_watch, watchdog_watch;
 static struct daemon *the_daemon; /* the watches' context: one daemon per process */
 
 static void qmp_cache_clear(struct daemon *d);
 
-/* A guest's hints took a token: they may change the plan.  The state is
- * already updated; the next period plans with it. */
+/* A guest's hints took a token (trust = full, within its bucket): they may
+ * change the plan.  The hint state is already updated; the plan is redone
+ * right after this epoll batch (at most every HINT_REPLAN_MIN_NS), so a
+ * go_faster reaches the host without waiting for the period.  The per-VM
+ * token bucket bounds how often one guest can cause this. */
 static void hint_wakeup(pid_t pid, int n_actuations, void *userdata)
 {
         struct daemon *d = userdata;
 
         d->counters.hint_wakeups++;
+        d->hint_replan = true;
 }
 
 /*
@@ -945,6 +950,16 @@ int daemon_run(struct daemon *d)
                 }
                 control_server_free(d->retired_control);
                 d->retired_control = NULL;
+                if (d->hint_replan && !d->quit) {
+                        nsec_t now = now_ns();
+
+                        if (now - d->last_hint_replan_ns >= HINT_REPLAN_MIN_NS) {
+                                d->hint_replan = false;
+                                d->last_hint_replan_ns = now;
+                                d->counters.hint_replans++;
+                                plan_period(d, now);
+                        }
+                }
         }
         (void) notify_send("STOPPING=1");
         return 0;

@@ -50,6 +50,7 @@ struct daemon_counters {
         uint64_t plans, plan_errors;
         uint64_t apply_start_errors;  /* the applier could not start (plans stayed advisory) */
         uint64_t hint_wakeups;        /* reads whose hints took a token (may actuate) */
+        uint64_t hint_replans;        /* plans redone at once because of such hints */
         nsec_t last_plan_cpu_ns;      /* thread CPU time of the last plan_compute() */
         nsec_t last_period_cpu_ns;    /* thread CPU time of the last control period */
         nsec_t last_period_wall_ns;
@@ -92,6 +93,8 @@ struct daemon {
         nsec_t next_scan_ns;
         bool scan_requested;
         bool libvirt_snapshot_seen;
+        bool hint_replan;         /* hints took a token: plan again after this epoll batch */
+        nsec_t last_hint_replan_ns;
         bool quit;
         int exit_status;
 };

@@ -211,6 +211,10 @@ void render_metrics(const struct daemon *d, struct strbuf *out)
         counter(out, "vmmpower_libvirt_events_total", "libvirt lifecycle events received.", ls.events);
         counter(out, "vmmpower_libvirt_errors_total", "Failed per-domain look-ups.", ls.errors);
         counter(out, "vmmpower_periods_total", "Control periods run.", d->counters.periods);
+        counter(out, "vmmpower_hint_wakeups_total", "Hint reads whose hints took a token (trust = full).",
+                d->counters.hint_wakeups);
+        counter(out, "vmmpower_hint_replans_total", "Plans redone at once because of such hints.",
+                d->counters.hint_replans);
         if (d->applier) {
                 struct apply_stats a;
 

@@ -134,6 +134,8 @@ void render_status(const struct daemon *d, bool json, struct strbuf *out)
                               d->counters.qmp_queries, d->counters.qmp_errors);
                 strbuf_puts(out, ",\"apply\":");
                 render_apply_json(d, out);
+                strbuf_printf(out, ",\"hint_wakeups\":%" PRIu64 ",\"hint_replans\":%" PRIu64,
+                              d->counters.hint_wakeups, d->counters.hint_replans);
                 strbuf_printf(out,
                               ",\"control\":{\"requests\":%" PRIu64 ",\"denied\":%" PRIu64 ",\"errors\":%" PRIu64
                               "},\"notifies\":%" PRIu64 ",\"reloads\":%" PRIu64 ",\"reload_errors\":%" PRIu64
