@@ -161,7 +161,8 @@ static const struct bad_case {
         { "<policy><hints max-level=\"\"/></policy>", "not a decimal number" },
         { "<policy><hints max-level=\"99999999999\"/></policy>", "not a decimal number" },
         { "<policy><hints max-level=\"4294967296\"/></policy>", "not a decimal number" },
-        { "<policy><hints boost-cap-ms=\"10001\"/></policy>", "boost-cap-ms=\"10001\" in <hints>: out of range 0..10000" },
+        { "<policy><hints boost-cap-ms=\"10001\"/></policy>",
+          "boost-cap-ms=\"10001\" in <hints>: out of range 0..10000" },
         { "<policy><hints rate-per-sec=\"0\"/></policy>", "rate-per-sec=\"0\" in <hints>: out of range 1..100000" },
         { "<policy><hints rate-per-sec=\"100001\"/></policy>", "out of range 1..100000" },
         { "<policy><hints burst=\"0\"/></policy>", "burst=\"0\" in <hints>: out of range 1..100000" },
@@ -358,6 +359,48 @@ static void test_mutations(void **state)
         assert_true(bad > 0);
 }
 
+static char *slurp(const char *path)
+{
+        FILE *f = fopen(path, "r");
+        char *buf = calloc(1, 1 << 16);
+        size_t n;
+
+        assert_non_null(f);
+        assert_non_null(buf);
+        n = fread(buf, 1, (1 << 16) - 1, f);
+        buf[n] = '\0';
+        fclose(f);
+        return buf;
+}
+
+/* The examples in the shipped domain XML and in the docs parse as they say. */
+static void test_shipped_examples(void **state)
+{
+        static const char *const files[] = { "config/example-domain.xml", "docs/configuration.md" };
+        const char *src = getenv("VMMPOWER_SOURCE_DIR");
+
+        for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+                char path[512], err[VM_POLICY_ERROR_MAX];
+                struct vm_policy p;
+                char *text, *a, *b;
+
+                snprintf(path, sizeof(path), "%s/%s", src && *src ? src : TEST_DATA_DIR "/../..", files[i]);
+                text = slurp(path);
+                a = strstr(text, "<vmmpower:policy ");
+                assert_non_null(a);
+                b = strstr(a, "</vmmpower:policy>");
+                assert_non_null(b);
+                b += strlen("</vmmpower:policy>");
+                int r = vm_policy_parse_metadata(a, (size_t) (b - a), &p, err, sizeof(err));
+                print_message("%s: %d %s\n", files[i], r, err);
+                assert_int_equal(r, 0);
+                assert_true(p.hints.has_trust);
+                assert_int_equal(p.hints.trust, HINT_TRUST_FULL);
+                assert_true(p.has_place_mode);
+                free(text);
+        }
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -371,6 +414,7 @@ int main(void)
                 cmocka_unit_test(test_merge),
                 cmocka_unit_test(test_place_mode_from_string),
                 cmocka_unit_test(test_mutations),
+                cmocka_unit_test(test_shipped_examples),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);
