@@ -172,14 +172,15 @@ static int check_other_child(struct pctx *c, const xmlNode *n, const char *paren
 static int attr_value(struct pctx *c, const xmlAttr *a, const char *elem, const char **ret)
 {
         const xmlNode *t = a->children;
+        char b[40];
 
         if (!t) {
                 *ret = "";
                 return 0;
         }
         if (t->type != XML_TEXT_NODE || t->next || !t->content)
-                return bad(c, "attribute %s of <%s>: entity references are not allowed", (const char *) a->name,
-                           elem);
+                return bad(c, "attribute %s of <%s>: entity references are not allowed",
+                           shown(a->name, b, sizeof(b)), elem);
         *ret = (const char *) t->content;
         return 0;
 }
@@ -294,7 +295,7 @@ static int parse_placement(struct pctx *c, const xmlNode *e, enum place_mode *mo
 static int parse_policy(struct pctx *c, const xmlNode *root, struct vm_policy *p)
 {
         bool seen_hints = false, seen_placement = false;
-        char b[40];
+        char b[40], b2[48];
         int r;
 
         if (!root || root->type != XML_ELEMENT_NODE || xmlStrcmp(root->name, (const xmlChar *) "policy") != 0)
@@ -310,7 +311,7 @@ static int parse_policy(struct pctx *c, const xmlNode *root, struct vm_policy *p
 
                 if (is_el && !ns_ok(n->ns))
                         return bad(c, "<%s> in namespace \"%s\", expected %s", shown(n->name, b, sizeof(b)),
-                                   n->ns->href ? (const char *) n->ns->href : "", VM_POLICY_XMLNS);
+                                   shown(n->ns->href, b2, sizeof(b2)), VM_POLICY_XMLNS);
                 if (is_el && xmlStrcmp(n->name, (const xmlChar *) "hints") == 0) {
                         if (seen_hints)
                                 return bad(c, "more than one <hints>");

@@ -185,6 +185,8 @@ static const struct bad_case {
         { "<hints trust=\"full\"/>", "root element is <hints>, expected <policy>" },
         { "<x:policy xmlns:x=\"https://vmmpower.org/xmlns/policy/2\"/>", "namespace" },
         { "<policy xmlns:x=\"urn:other\"><x:hints/></policy>", "<hints> in namespace \"urn:other\"" },
+        { "<policy xmlns:x=\"urn:\x7f\"><x:hints/></policy>", "<hints> in namespace \"urn:\\x7f\"" },
+        { "<policy><hints \xc3\xa9=\"1\"/></policy>", "unknown attribute \\xc3\\xa9 in <hints>" },
         { "<policy><?php echo 1 ?></policy>", "unexpected XML node" },
         { "<policy><hints trust=\"&bogus;\"/></policy>", "not well-formed" },
         /* garbage */
