@@ -497,6 +497,8 @@ static const struct policy_seen *policy_seen_find(const struct libvirt_src *ls, 
         return NULL;
 }
 
+static bool domain_gone(virDomainPtr dom);
+
 /* Counters for one reconcile, added under the lock at its end. */
 struct policy_tally {
         uint64_t policies, invalid, errors;
@@ -525,9 +527,15 @@ static void domain_policy(struct libvirt_src *ls, virDomainPtr dom, struct vm_in
                 virErrorPtr e = virGetLastError();
 
                 if (!e || e->code != VIR_ERR_NO_DOMAIN_METADATA) {
-                        /* A failed read is no news: keep what we knew. */
-                        t->errors++;
-                        log_debug("Failed to read the policy metadata of domain \"%s\": %s", name, lv_last_error());
+                        /* A failed read is no news: keep what we knew.  A domain that
+                         * stopped since the listing is normal, not an error. */
+                        char why[256];
+
+                        snprintf(why, sizeof(why), "%s", lv_last_error());
+                        if (!domain_gone(dom)) {
+                                t->errors++;
+                                log_debug("Failed to read the policy metadata of domain \"%s\": %s", name, why);
+                        }
                         if (prev)
                                 *seen = *prev;
                         vm->policy = seen->policy;
