@@ -78,6 +78,8 @@ void config_defaults(struct vp_config *c)
         c->wait_budget_pct = 5;
         c->shrink_dwell_ns = 10 * NSEC_PER_SEC;
         c->max_moves = 16;
+        c->hints_enabled = true;
+        hint_policy_init(&c->hint_defaults);
 }
 
 /* ---- value types ------------------------------------------------------- */
@@ -93,6 +95,8 @@ enum value_type {
         VT_BOOL,
         VT_URI,
         VT_UINT,        /* decimal unsigned, min_ns..max_ns used as its bounds */
+        VT_DURATION_MS, /* duration in whole milliseconds, stored as uint32_t ms */
+        VT_TRUST,       /* none, advisory or full (enum hint_trust) */
 };
 
 struct key_def {
@@ -146,9 +150,18 @@ static const struct key_def keys[] = {
         { "Planner", "Apply", VT_BOOL, NUM(planner_apply), 0, 0, "yes or no" },
         { "Planner", "ActiveMaxLatencyUs", VT_UINT, NUM(active_max_latency_us), 0, 10000000,
           "a number of microseconds 0..10000000 (0: no limit)" },
+        { "Hints", "Enabled", VT_BOOL, NUM(hints_enabled), 0, 0, "yes or no" },
+        { "Hints", "Trust", VT_TRUST, NUM(hint_defaults.trust), 0, 0, "none, advisory or full" },
+        { "Hints", "MaxLevel", VT_UINT, NUM(hint_defaults.max_level), 0, HINT_LEVEL_MAX, "a number 0..1024" },
+        { "Hints", "BoostCap", VT_DURATION_MS, NUM(hint_defaults.boost_cap_ms), 0,
+          HINT_BOOST_MS_MAX * NSEC_PER_MSEC, "a duration in whole ms like 500ms, 0..10s (0: no boosts)" },
+        { "Hints", "RatePerSecond", VT_UINT, NUM(hint_defaults.rate_per_sec), 1, 100000, "a number 1..100000" },
+        { "Hints", "Burst", VT_UINT, NUM(hint_defaults.burst), 1, 100000, "a number 1..100000" },
+        { "Hints", "HalfLife", VT_DURATION, NUM(hint_defaults.half_life_ns), NSEC_PER_MSEC, 3600 * NSEC_PER_SEC,
+          "a duration like 2s, 1ms..1h" },
 };
 
-static const char *const sections[] = { "Daemon", "Libvirt", "QEMU", "Tracking", "Metrics", "Planner" };
+static const char *const sections[] = { "Daemon", "Libvirt", "QEMU", "Tracking", "Metrics", "Planner", "Hints" };
 
 enum { KEY_PERIOD = 0, KEY_SCAN_INTERVAL = 11 };
 
@@ -321,6 +334,22 @@ static int set_value(struct parser *p, size_t k, const char *value)
                 memcpy(field, &u, sizeof(u));
                 return 0;
         }
+        case VT_DURATION_MS: {
+                uint32_t ms;
+                if (parse_duration_ns(value, &ns) < 0 || ns < d->min_ns || ns > d->max_ns ||
+                    ns % NSEC_PER_MSEC != 0)
+                        break;
+                ms = (uint32_t) (ns / NSEC_PER_MSEC);
+                memcpy(field, &ms, sizeof(ms));
+                return 0;
+        }
+        case VT_TRUST: {
+                enum hint_trust t;
+                if (hint_trust_from_string(value, &t) < 0)
+                        break;
+                memcpy(field, &t, sizeof(t));
+                return 0;
+        }
         case VT_SOCKET_LIST:
                 if (value[0] == '\0') {
                         p->cfg.n_qmp_sockets = 0;
@@ -472,6 +501,11 @@ static int validate(struct parser *p)
                             "ProcScanInterval (%lld ms) must not be shorter than ControlPeriod (%lld ms)",
                             (long long) (c->proc_scan_interval_ns / NSEC_PER_MSEC),
                             (long long) (c->period_ns / NSEC_PER_MSEC));
+        }
+        /* Each [Hints] key has the range hint_policy_validate() checks: this only guards the two in step. */
+        if (hint_policy_validate(&c->hint_defaults) < 0) {
+                p->name = "[Hints]";
+                return fail(p, 0, "invalid hint policy defaults");
         }
         return 0;
 }
@@ -741,6 +775,22 @@ void config_dump(const struct vp_config *c, FILE *f)
                         uint32_t u;
                         memcpy(&u, field, sizeof(u));
                         fprintf(f, "%s = %u\n", d->key, u);
+                        break;
+                }
+                case VT_DURATION_MS: {
+                        uint32_t ms;
+                        memcpy(&ms, field, sizeof(ms));
+                        if (ms == 0)
+                                snprintf(buf, sizeof(buf), "0ms");
+                        else
+                                format_duration((nsec_t) ms * NSEC_PER_MSEC, buf, sizeof(buf));
+                        fprintf(f, "%s = %s\n", d->key, buf);
+                        break;
+                }
+                case VT_TRUST: {
+                        enum hint_trust t;
+                        memcpy(&t, field, sizeof(t));
+                        fprintf(f, "%s = %s\n", d->key, hint_trust_to_string(t) ? hint_trust_to_string(t) : "?");
                         break;
                 }
                 case VT_SOCKET_LIST:

@@ -4,6 +4,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "hint_proto.h"
 #include "log.h"
 #include "util.h"
 
@@ -52,6 +53,10 @@ struct vp_config {
         uint32_t wait_budget_pct;       /* WaitBudgetPercent, default 5, 1..100 */
         nsec_t shrink_dwell_ns;         /* ShrinkDwell, default 10s, 0..1h */
         uint32_t max_moves;             /* MaxMovesPerPeriod, default 16, 0 = no cap */
+        /* [Hints] guest hints: host defaults of the per-VM hint policy (domain metadata overrides) */
+        bool hints_enabled;             /* Enabled, default yes: connect to the VMs' hint channels */
+        struct hint_policy hint_defaults; /* Trust, MaxLevel, BoostCap, RatePerSecond, Burst, HalfLife;
+                                           * defaults and ranges as hint_policy_init()/_validate() */
 };
 
 struct config_error {

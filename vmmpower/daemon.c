@@ -64,17 +64,61 @@ static void hint_wakeup(pid_t pid, int n_actuations, void *userdata)
 }
 
 /*
+ * [Hints] from the configuration (start-up and reload): Enabled = no closes
+ * every hint channel, otherwise the host defaults apply to every VM without
+ * per-VM metadata.  Freeing the server frees watches: the epoll batch ends.
+ */
+static int hints_configure(struct daemon *d, nsec_t now)
+{
+        const struct hint_policy *p = &d->cfg.hint_defaults;
+        int r;
+
+        if (!d->cfg.hints_enabled) {
+                if (d->hints)
+                        log_info("Guest hints disabled ([Hints] Enabled = no): hint channels closed.");
+                hint_server_free(d->hints);
+                d->hints = NULL;
+                d->batch_invalid = true;
+                return 0;
+        }
+        if (d->hints)
+                r = hint_server_set_defaults(d->hints, p, now);
+        else
+                r = hint_server_new(d->epoll_fd, p, hint_wakeup, d, &d->hints);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up the guest hint server: %m");
+        log_debug("Guest hint defaults: trust %s, max level %u, boost cap %u ms, %u hints/s, burst %u, "
+                  "half-life %lld ms.", hint_trust_to_string(p->trust), p->max_level, p->boost_cap_ms,
+                  p->rate_per_sec, p->burst, (long long) (p->half_life_ns / NSEC_PER_MSEC));
+        return 0;
+}
+
+/*
  * Hint channels follow the inventory: a connection per VM whose channel
  * socket is known (libvirt live XML), closed when the VM goes, reconnected
- * with backoff.  Closing frees watches: the epoll batch ends.
+ * with backoff.  Each VM's policy is the host defaults with its metadata's
+ * overrides (vm_info.policy), set every period so that a metadata change or a
+ * reload takes effect within one period (a guest learns the new values at its
+ * next handshake).  Closing frees watches: the epoll batch ends.
  */
 static void hints_period(struct daemon *d, nsec_t now)
 {
         if (!d->hints)
                 return;
         hint_server_update_begin(d->hints);
-        for (size_t i = 0; i < tracker_n_vms(d->tracker); i++)
-                (void) hint_server_update_vm(d->hints, &tracker_vm(d->tracker, i)->info, now);
+        for (size_t i = 0; i < tracker_n_vms(d->tracker); i++) {
+                const struct vm_info *info = &tracker_vm(d->tracker, i)->info;
+                struct hint_policy p;
+
+                if (hint_server_update_vm(d->hints, info, now) < 0)
+                        continue;
+                /* -ENOENT: no hint channel; the merge cannot fail for a parsed policy. */
+                if (info->policy.source == VM_POLICY_METADATA &&
+                    vm_policy_hint_policy(&info->policy, &d->cfg.hint_defaults, &p) == 0)
+                        (void) hint_server_set_vm_policy(d->hints, info->pid, &p, now);
+                else
+                        (void) hint_server_set_vm_policy(d->hints, info->pid, NULL, now);
+        }
         hint_server_update_end(d->hints, now);
         d->batch_invalid = true;
 }
@@ -430,6 +474,8 @@ int daemon_reload(struct daemon *d)
                 r = daemon_apply_config(d, &cfg, false);
         else
                 log_config_error(&err);
+        if (r == 0)
+                (void) hints_configure(d, now_ns()); /* logged; keeps the previous hint state */
         if (r < 0) {
                 d->counters.reload_errors++;
                 log_error("Reload failed, keeping the running configuration.");
@@ -894,10 +940,10 @@ int daemon_init(struct daemon *d, const struct daemon_options *opts)
         r = daemon_apply_config(d, &cfg, true);
         if (r < 0)
                 return r;
-        /* Guest hints: host policy defaults (advisory trust) until per-VM policy exists. */
-        r = hint_server_new(d->epoll_fd, NULL, hint_wakeup, d, &d->hints);
+        /* Guest hints: [Hints] defaults; per-VM metadata overrides them in hints_period(). */
+        r = hints_configure(d, now_ns());
         if (r < 0)
-                return log_error_errno(r, "Failed to set up the guest hint server: %m");
+                return r;
         log_info("Host: %u CPUs online, %u packages, %u cores, %u LLCs, cpuidle driver %s, %u cpufreq policies.",
                  cpuset_count(&d->topo->online), d->topo->n_packages, d->topo->n_cores, d->topo->n_llcs,
                  d->topo->cpuidle_driver[0] ? d->topo->cpuidle_driver : "none", d->topo->n_policies);

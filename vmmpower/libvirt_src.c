@@ -24,7 +24,14 @@
  * that stops between the listing and the read is skipped silently; any
  * other failure is counted in stats.errors and the domain is left out of
  * that snapshot.  Lifecycle and metadata-change events only schedule a
- * reconcile (coalesced through the kick timer), they are not interpreted.
+ * reconcile (coalesced through the kick timer), they are not interpreted;
+ * metadata changes in other namespaces (and title/description) are ignored.
+ *
+ * Per-VM policy (vm_policy.h): each reconcile reads every domain's live
+ * metadata element in our namespace.  The thread remembers, per domain UUID,
+ * a hash of the last metadata it saw and the policy it gave, so that a
+ * change is logged once (not at every lifecycle event of any domain), and a
+ * failed read keeps the last known policy instead of flapping to defaults.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -54,6 +61,13 @@
 /* PID_MAX_LIMIT on 64-bit Linux. */
 #define LV_PID_MAX 4194304
 
+/* What the last reconcile found in one domain's policy metadata (loop thread only). */
+struct policy_seen {
+        char uuid[VIR_UUID_STRING_BUFLEN];
+        uint64_t hash;           /* FNV-1a of the metadata, 0: none */
+        struct vm_policy policy;
+};
+
 struct libvirt_src {
         char *uri;
         char *run_dir;
@@ -81,6 +95,8 @@ struct libvirt_src {
         int backoff_ms;
         bool lost;               /* the close callback fired, conn is dead */
         int last_logged_state;   /* -1 none, 0 disconnected, 1 connected */
+        struct policy_seen *policy_seen; /* domains of the last reconcile, [n_policy_seen] */
+        size_t n_policy_seen;
 };
 
 /* ---- status XML --------------------------------------------------------- */
@@ -464,6 +480,95 @@ static void domain_hint_channel(virDomainPtr dom, struct vm_info *vm)
         free(xml);
 }
 
+static uint64_t fnv1a(const char *s)
+{
+        uint64_t h = 14695981039346656037ull;
+
+        for (; *s; s++)
+                h = (h ^ (unsigned char) *s) * 1099511628211ull;
+        return h ? h : 1;
+}
+
+static const struct policy_seen *policy_seen_find(const struct libvirt_src *ls, const char *uuid)
+{
+        for (size_t i = 0; i < ls->n_policy_seen; i++)
+                if (strcmp(ls->policy_seen[i].uuid, uuid) == 0)
+                        return &ls->policy_seen[i];
+        return NULL;
+}
+
+static bool domain_gone(virDomainPtr dom);
+
+/* Counters for one reconcile, added under the lock at its end. */
+struct policy_tally {
+        uint64_t policies, invalid, errors;
+};
+
+/*
+ * vm->policy from the domain's live metadata in our namespace (vm_policy.h);
+ * host defaults when there is none or it is rejected.  *seen gets what the next
+ * reconcile compares with.  Logs changes only.
+ */
+static void domain_policy(struct libvirt_src *ls, virDomainPtr dom, struct vm_info *vm, struct policy_seen *seen,
+                          struct policy_tally *t)
+{
+        const struct policy_seen *prev = policy_seen_find(ls, vm->uuid);
+        char name[VM_NAME_MAX * 4], what[256], err[VM_POLICY_ERROR_MAX];
+        char *xml;
+        int r;
+
+        vm_policy_init(&vm->policy);
+        *seen = (struct policy_seen) { .hash = 0 };
+        snprintf(seen->uuid, sizeof(seen->uuid), "%s", vm->uuid);
+        escape_bytes(vm->name, strnlen(vm->name, sizeof(vm->name)), name, sizeof(name));
+
+        xml = virDomainGetMetadata(dom, VIR_DOMAIN_METADATA_ELEMENT, VM_POLICY_XMLNS, VIR_DOMAIN_AFFECT_LIVE);
+        if (!xml) {
+                virErrorPtr e = virGetLastError();
+
+                if (!e || e->code != VIR_ERR_NO_DOMAIN_METADATA) {
+                        /* A failed read is no news: keep what we knew.  A domain that
+                         * stopped since the listing is normal, not an error. */
+                        char why[256];
+
+                        snprintf(why, sizeof(why), "%s", lv_last_error());
+                        if (!domain_gone(dom)) {
+                                t->errors++;
+                                log_debug("Failed to read the policy metadata of domain \"%s\": %s", name, why);
+                        }
+                        if (prev)
+                                *seen = *prev;
+                        vm->policy = seen->policy;
+                        if (vm->policy.source == VM_POLICY_METADATA)
+                                t->policies++;
+                        return;
+                }
+                if (prev && prev->hash != 0)
+                        log_info("Domain \"%s\": policy metadata removed, host defaults apply.", name);
+                vm_policy_init(&seen->policy);
+                return;
+        }
+        seen->hash = fnv1a(xml);
+        r = vm_policy_parse_metadata(xml, strlen(xml), &vm->policy, err, sizeof(err));
+        free(xml);
+        if (r < 0) {
+                vm_policy_init(&vm->policy);
+                snprintf(vm->policy.error, sizeof(vm->policy.error), "%s", err);
+                if (!prev || prev->hash != seen->hash) {
+                        t->invalid++;
+                        log_warning("Domain \"%s\": invalid vmmpower policy metadata (%s), host defaults apply.",
+                                    name, err);
+                }
+        } else {
+                t->policies++;
+                if (!prev || prev->hash != seen->hash) {
+                        vm_policy_describe(&vm->policy, what, sizeof(what));
+                        log_info("Domain \"%s\": policy from metadata: %s.", name, what);
+                }
+        }
+        seen->policy = vm->policy;
+}
+
 static int cmp_vm(const void *a, const void *b)
 {
         const struct vm_info *x = a, *y = b;
@@ -488,6 +593,8 @@ static void reconcile(struct libvirt_src *ls)
 {
         virDomainPtr *doms = NULL;
         struct vm_info *vms = NULL;
+        struct policy_seen *seen = NULL;
+        struct policy_tally tally = { 0 };
         size_t n = 0;
         uint64_t errors = 0;
         int nd;
@@ -504,7 +611,8 @@ static void reconcile(struct libvirt_src *ls)
                 return;
         }
         vms = calloc(nd ? (size_t) nd : 1, sizeof(*vms));
-        if (!vms)
+        seen = calloc(nd ? (size_t) nd : 1, sizeof(*seen));
+        if (!vms || !seen)
                 goto out;
 
         for (int i = 0; i < nd; i++) {
@@ -522,8 +630,10 @@ static void reconcile(struct libvirt_src *ls)
                 }
                 strcpy(vm->name, name);
                 r = domain_threads(ls, vm);
-                if (r >= 0)
+                if (r >= 0) {
                         domain_hint_channel(doms[i], vm);
+                        domain_policy(ls, doms[i], vm, &seen[n], &tally);
+                }
                 if (r < 0) {
                         char esc[VM_NAME_MAX * 4];
 
@@ -546,11 +656,19 @@ static void reconcile(struct libvirt_src *ls)
         ls->have_new = true;
         ls->stats.reconciles++;
         ls->stats.errors += errors;
+        ls->stats.policies = tally.policies;
+        ls->stats.policy_invalid += tally.invalid;
+        ls->stats.policy_errors += tally.errors;
         pthread_mutex_unlock(&ls->lock);
         vms = NULL;
+        free(ls->policy_seen);
+        ls->policy_seen = seen;
+        ls->n_policy_seen = n;
+        seen = NULL;
         (void) !write(ls->efd, &(uint64_t) { 1 }, sizeof(uint64_t));
 out:
         free(vms);
+        free(seen);
         for (int i = 0; i < nd; i++)
                 virDomainFree(doms[i]);
         free(doms);
@@ -572,6 +690,12 @@ static void metadata_cb(virConnectPtr conn, virDomainPtr dom, int type, const ch
 {
         struct libvirt_src *ls = opaque;
 
+        /* Titles, descriptions and other namespaces are not ours. */
+        if (type != VIR_DOMAIN_METADATA_ELEMENT || (nsuri && strcmp(nsuri, VM_POLICY_XMLNS) != 0))
+                return;
+        pthread_mutex_lock(&ls->lock);
+        ls->stats.metadata_events++;
+        pthread_mutex_unlock(&ls->lock);
         atomic_store(&ls->reconcile_requested, true);
         kick(ls);
 }
@@ -721,6 +845,7 @@ static void libvirt_src_free(struct libvirt_src *ls)
         if (ls->efd >= 0)
                 close(ls->efd);
         vm_info_free_array(ls->snap, ls->n_snap);
+        free(ls->policy_seen);
         pthread_mutex_destroy(&ls->lock);
         free(ls->uri);
         free(ls->run_dir);

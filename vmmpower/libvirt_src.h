@@ -21,6 +21,12 @@
  * (<run_dir>/<name>.xml, <vcpus><vcpu id='N' pid='TID'/>), falling back to
  * the QEMU process's vCPU thread names (procscan_vcpus_of).  The pid comes
  * from the status XML's <domstatus pid=...> (or <run_dir>/<name>.pid).
+ *
+ * Per-VM policy: virDomainGetMetadata(VIR_DOMAIN_METADATA_ELEMENT,
+ * VM_POLICY_XMLNS, VIR_DOMAIN_AFFECT_LIVE) at every reconcile, which a
+ * metadata-change event in that namespace also triggers; parsed by
+ * vm_policy_parse_metadata() into vm_info.policy.  Rejected metadata leaves the
+ * host defaults in place, is logged once per distinct content and counted.
  */
 
 struct libvirt_src_stats {
@@ -31,6 +37,11 @@ struct libvirt_src_stats {
         uint64_t events;        /* lifecycle events received */
         uint64_t reconciles;
         uint64_t errors;        /* failed per-domain look-ups (skipped) */
+        /* Per-VM policy metadata (vm_policy.h) */
+        uint64_t metadata_events;   /* metadata-change events for our namespace */
+        uint64_t policies;          /* domains with a valid policy at the last reconcile */
+        uint64_t policy_invalid;    /* rejected metadata, once per domain and distinct content */
+        uint64_t policy_errors;     /* metadata reads that failed (last known policy kept) */
 };
 
 struct libvirt_src;

@@ -210,6 +210,14 @@ void render_metrics(const struct daemon *d, struct strbuf *out)
         counter(out, "vmmpower_libvirt_disconnects_total", "Lost connections to libvirtd.", ls.disconnects);
         counter(out, "vmmpower_libvirt_events_total", "libvirt lifecycle events received.", ls.events);
         counter(out, "vmmpower_libvirt_errors_total", "Failed per-domain look-ups.", ls.errors);
+        counter(out, "vmmpower_libvirt_metadata_events_total",
+                "libvirt metadata-change events in the vmmpower namespace.", ls.metadata_events);
+        gauge(out, "vmmpower_vm_policies", "Domains with a valid vmmpower policy in their metadata.",
+              (double) ls.policies);
+        counter(out, "vmmpower_vm_policy_invalid_total", "Rejected vmmpower policy metadata (host defaults used).",
+                ls.policy_invalid);
+        counter(out, "vmmpower_vm_policy_read_errors_total", "Failed reads of vmmpower policy metadata.",
+                ls.policy_errors);
         counter(out, "vmmpower_periods_total", "Control periods run.", d->counters.periods);
         counter(out, "vmmpower_hint_wakeups_total", "Hint reads whose hints took a token (trust = full).",
                 d->counters.hint_wakeups);

@@ -116,9 +116,12 @@ void render_status(const struct daemon *d, bool json, struct strbuf *out)
                 strbuf_printf(out,
                               ",\"libvirt\":{\"enabled\":%s,\"connected\":%s,\"connects\":%" PRIu64
                               ",\"disconnects\":%" PRIu64 ",\"connect_failures\":%" PRIu64
-                              ",\"events\":%" PRIu64 ",\"reconciles\":%" PRIu64 ",\"errors\":%" PRIu64 "}",
+                              ",\"events\":%" PRIu64 ",\"reconciles\":%" PRIu64 ",\"errors\":%" PRIu64
+                              ",\"metadata_events\":%" PRIu64 ",\"policies\":%" PRIu64 ",\"policy_invalid\":%" PRIu64
+                              ",\"policy_errors\":%" PRIu64 "}",
                               d->libvirt ? "true" : "false", ls.connected ? "true" : "false", ls.connects,
-                              ls.disconnects, ls.connect_failures, ls.events, ls.reconciles, ls.errors);
+                              ls.disconnects, ls.connect_failures, ls.events, ls.reconciles, ls.errors,
+                              ls.metadata_events, ls.policies, ls.policy_invalid, ls.policy_errors);
                 strbuf_printf(out,
                               ",\"tracker\":{\"sampler\":\"%s\",\"bpf_errors\":%" PRIu64
                               ",\"threads\":%zu,\"samples\":%" PRIu64 ",\"threads_gone\":%" PRIu64
@@ -200,6 +203,65 @@ static void json_vm_hints(const struct daemon *d, const struct vm_load *vm, stru
                       st.counters.rate_limited, st.io.connects, st.io.disconnects, st.io.read_throttles);
 }
 
+/* The VM's policy: where it came from, the placement mode and the effective hint policy. */
+static void json_vm_policy(const struct daemon *d, const struct vm_load *vm, struct strbuf *out)
+{
+        const struct vm_policy *vp = &vm->info.policy;
+        const struct hint_policy_override *o = &vp->hints;
+        bool meta = vp->source == VM_POLICY_METADATA;
+        struct hint_policy hp;
+
+        if (vm_policy_hint_policy(vp, &d->cfg.hint_defaults, &hp) < 0)
+                hp = d->cfg.hint_defaults;
+        strbuf_printf(out, ",\"policy\":{\"source\":\"%s\",\"error\":", vm_policy_source_to_string(vp->source));
+        if (vp->error[0])
+                strbuf_json_string(out, vp->error);
+        else
+                strbuf_puts(out, "null");
+        strbuf_printf(out,
+                      ",\"placement\":\"%s\",\"hints\":{\"enabled\":%s,\"trust\":\"%s\",\"max_level\":%u,"
+                      "\"boost_cap_ms\":%u,\"rate_per_sec\":%u,\"burst\":%u,\"half_life_ms\":%lld},\"overrides\":[",
+                      place_mode_to_string(vp->place_mode), d->cfg.hints_enabled ? "true" : "false",
+                      hint_trust_to_string(hp.trust), hp.max_level, hp.boost_cap_ms, hp.rate_per_sec, hp.burst,
+                      (long long) (hp.half_life_ns / NSEC_PER_MSEC));
+        /* What the metadata set; everything else is the host default. */
+        {
+                const char *set[7];
+                size_t k = 0;
+
+                if (meta && vp->has_place_mode)
+                        set[k++] = "placement";
+                if (meta && o->has_trust)
+                        set[k++] = "trust";
+                if (meta && o->has_max_level)
+                        set[k++] = "max_level";
+                if (meta && o->has_boost_cap_ms)
+                        set[k++] = "boost_cap_ms";
+                if (meta && o->has_rate_per_sec)
+                        set[k++] = "rate_per_sec";
+                if (meta && o->has_burst)
+                        set[k++] = "burst";
+                if (meta && o->has_half_life_ns)
+                        set[k++] = "half_life_ms";
+                for (size_t i = 0; i < k; i++)
+                        strbuf_printf(out, "%s\"%s\"", i ? "," : "", set[i]);
+        }
+        strbuf_puts(out, "]}");
+}
+
+/* Text: one line under the VM's rows when its policy is not simply the host default. */
+static void text_vm_policy(const struct daemon *d, const struct vm_load *vm, struct strbuf *out)
+{
+        const struct vm_policy *vp = &vm->info.policy;
+        char what[256];
+
+        if (vp->source == VM_POLICY_METADATA) {
+                vm_policy_describe(vp, what, sizeof(what));
+                strbuf_printf(out, "  policy: metadata: %s\n", what);
+        } else if (vp->error[0])
+                strbuf_printf(out, "  policy: default (metadata rejected: %s)\n", vp->error);
+}
+
 void render_vms(const struct daemon *d, bool json, struct strbuf *out)
 {
         size_t n = tracker_n_vms(d->tracker);
@@ -227,6 +289,7 @@ void render_vms(const struct daemon *d, bool json, struct strbuf *out)
                                       vm_accel_to_string(vm->info.accel));
                         json_sources(out, vm->info.sources);
                         json_vm_hints(d, vm, out);
+                        json_vm_policy(d, vm, out);
                         strbuf_puts(out, ",\"vcpus\":[");
                 }
                 n_eff = d->hints ? hint_server_vm_state(d->hints, vm->info.pid, now, eff, ELEMENTSOF(eff)) : 0;
@@ -283,6 +346,8 @@ void render_vms(const struct daemon *d, bool json, struct strbuf *out)
                 }
                 if (json)
                         strbuf_puts(out, "]}");
+                else
+                        text_vm_policy(d, vm, out);
         }
         if (json)
                 strbuf_puts(out, "]}\n");

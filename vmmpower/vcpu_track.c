@@ -452,6 +452,7 @@ static int source_state_build(const struct vm_info *vms, size_t n, struct source
                 copy[m].uuid[sizeof(copy[m].uuid) - 1] = '\0';
                 copy[m].qmp_socket[sizeof(copy[m].qmp_socket) - 1] = '\0';
                 copy[m].hint_socket[sizeof(copy[m].hint_socket) - 1] = '\0';
+                copy[m].policy.error[sizeof(copy[m].policy.error) - 1] = '\0';
                 if (copy[m].n_vcpus > 1) {
                         struct vcpu_info *v = copy[m].vcpus;
                         unsigned w = 1;
@@ -527,6 +528,11 @@ static int merge_one(const struct tracker *tr, const struct source_state *srcs, 
         sanitize_name(info.name);
         memcpy(info.uuid, nsrc->uuid, sizeof(info.uuid));
         info.libvirt_id = per[0] ? per[0]->libvirt_id : -1;
+        /* Per-VM policy lives in libvirt metadata: only libvirt's word counts. */
+        if (per[0])
+                info.policy = per[0]->policy;
+        else
+                vm_policy_init(&info.policy);
         if (info.name[0] == '\0')
                 snprintf(info.name, sizeof(info.name), "qemu-%d", (int) pid);
 

@@ -4,6 +4,8 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
+#include "vm_policy.h"
+
 /*
  * What a discovery source knows of one VM: the QEMU process and its vCPU
  * threads.  A VM is identified on the host by its QEMU pid; sources are
@@ -44,6 +46,14 @@ struct vm_info {
         unsigned sources;           /* enum vm_source bits */
         unsigned n_vcpus;
         struct vcpu_info *vcpus;    /* n_vcpus entries, sorted by index */
+        /*
+         * Per-VM policy from the domain's libvirt metadata (vm_policy.h):
+         * policy.place_mode (PLACE_PACK by default), policy.hints (overrides of
+         * the [Hints] defaults), policy.source (default / metadata) and
+         * policy.error (why metadata was rejected).  Host defaults for VMs not
+         * from libvirt.
+         */
+        struct vm_policy policy;
 };
 
 void vm_info_done(struct vm_info *vm);  /* frees vcpus, keeps the struct */

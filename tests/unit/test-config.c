@@ -48,6 +48,13 @@ static void assert_defaults(const struct vp_config *c)
         assert_int_equal(c->qmp_timeout_ns, 500 * NSEC_PER_MSEC);
         assert_int_equal(c->load_half_life_ns, 4 * NSEC_PER_SEC);
         assert_string_equal(c->metrics_textfile, "");
+        assert_true(c->hints_enabled);
+        assert_int_equal(c->hint_defaults.trust, HINT_TRUST_ADVISORY);
+        assert_int_equal(c->hint_defaults.max_level, 1024);
+        assert_int_equal(c->hint_defaults.boost_cap_ms, 500);
+        assert_int_equal(c->hint_defaults.rate_per_sec, 10);
+        assert_int_equal(c->hint_defaults.burst, 20);
+        assert_int_equal(c->hint_defaults.half_life_ns, 2 * NSEC_PER_SEC);
 }
 
 static void assert_full(const struct vp_config *c)
@@ -70,6 +77,13 @@ static void assert_full(const struct vp_config *c)
         assert_int_equal(c->qmp_timeout_ns, 200 * NSEC_PER_MSEC);
         assert_int_equal(c->load_half_life_ns, 8 * NSEC_PER_SEC);
         assert_string_equal(c->metrics_textfile, "/var/lib/prometheus/node-exporter/vmmpower.prom");
+        assert_false(c->hints_enabled);
+        assert_int_equal(c->hint_defaults.trust, HINT_TRUST_FULL);
+        assert_int_equal(c->hint_defaults.max_level, 800);
+        assert_int_equal(c->hint_defaults.boost_cap_ms, 1500);
+        assert_int_equal(c->hint_defaults.rate_per_sec, 50);
+        assert_int_equal(c->hint_defaults.burst, 100);
+        assert_int_equal(c->hint_defaults.half_life_ns, 750 * NSEC_PER_MSEC);
 }
 
 /* A config with every field away from its default, to detect any write. */
@@ -205,6 +219,13 @@ static const struct bad_case {
         { "key-wrong-case.conf", 2, "unknown key 'controlperiod'", NULL },
         { "nul-bytes.conf", 3, "NUL", NULL },
         { "binary.conf", 2, "0x7f", NULL },
+        { "hints-trust.conf", 3, "invalid value for Trust: 'trusted'", "none, advisory or full" },
+        { "hints-max-level.conf", 4, "invalid value for MaxLevel: '1025'", "0..1024" },
+        { "hints-boost-cap.conf", 3, "invalid value for BoostCap: '1500us'", "whole ms" },
+        { "hints-rate.conf", 2, "invalid value for RatePerSecond: '0'", "1..100000" },
+        { "hints-half-life.conf", 3, "invalid value for HalfLife: '2h'", "1ms..1h" },
+        { "hints-unknown-key.conf", 3, "unknown key 'BoostCapMs' in section [Hints]", NULL },
+        { "hints-duplicate.conf", 3, "duplicate key 'Trust' in section [Hints]", "line 2" },
 };
 
 static void test_bad_files(void **state)
@@ -363,6 +384,28 @@ static void test_values(void **state)
                 { "[ Daemon ]\n", 0 },
                 { "[Daemon]\nLogLevel = info # comment\n", 1 },
                 { "[Daemon]\nStateDirectory = /run/with#hash\n", 1 },
+                { "[Hints]\nEnabled = no\n", 1 },
+                { "[Hints]\nTrust = none\n", 1 },
+                { "[Hints]\nTrust = Full\n", 0 },
+                { "[Hints]\nTrust =\n", 0 },
+                { "[Hints]\nMaxLevel = 0\n", 1 },
+                { "[Hints]\nMaxLevel = 1024\n", 1 },
+                { "[Hints]\nMaxLevel = -1\n", 0 },
+                { "[Hints]\nMaxLevel = 0x10\n", 0 },
+                { "[Hints]\nBoostCap = 0ms\n", 1 },
+                { "[Hints]\nBoostCap = 0\n", 0 }, /* a duration needs its unit */
+                { "[Hints]\nBoostCap = 10s\n", 1 },
+                { "[Hints]\nBoostCap = 10001ms\n", 0 },
+                { "[Hints]\nBoostCap = 2.5ms\n", 0 },
+                { "[Hints]\nRatePerSecond = 100000\n", 1 },
+                { "[Hints]\nRatePerSecond = 100001\n", 0 },
+                { "[Hints]\nBurst = 1\n", 1 },
+                { "[Hints]\nBurst = 0\n", 0 },
+                { "[Hints]\nBurst = 4294967296\n", 0 },
+                { "[Hints]\nHalfLife = 1ms\n", 1 },
+                { "[Hints]\nHalfLife = 999us\n", 0 },
+                { "[Hints]\nHalfLife = 60min\n", 1 },
+                { "[hints]\nTrust = full\n", 0 },
         };
 
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -409,6 +452,8 @@ static void test_dump_round_trip(void **state)
         assert_non_null(strstr(text, "ProcScanInterval = 2500ms\n"));
         assert_non_null(strstr(text, "QMPSocket = /run/qemu/vm2.qmp\n"));
         assert_non_null(strstr(text, "Enabled = no\n"));
+        assert_non_null(strstr(text, "[Hints]\nEnabled = no\nTrust = full\nMaxLevel = 800\nBoostCap = 1500ms\n"
+                                     "RatePerSecond = 50\nBurst = 100\nHalfLife = 750ms\n"));
 
         config_defaults(&again);
         assert_int_equal(config_parse_buffer("dump", text, strlen(text), &again, &err), 0);
@@ -528,7 +573,7 @@ static void test_docs_cover_keys(void **state)
                         fail_msg("shipped vmmpower.conf lacks '#%s'", line);
                 n_keys++;
         }
-        assert_int_equal(n_keys, 23); /* 24 keys, QMPSocket skipped */
+        assert_int_equal(n_keys, 30); /* 31 keys, QMPSocket skipped */
         free(man);
         free(shipped);
         free(dump);

@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "hint_proto.h"
+#include "placement.h"
+
+/*
+ * Per-VM policy: what the host administrator says about one VM in the
+ * domain's libvirt metadata (docs/configuration.md, "Per-VM policy"), under
+ * a versioned namespace:
+ *
+ *   <metadata>
+ *     <vmmpower:policy xmlns:vmmpower="https://vmmpower.org/xmlns/policy/1">
+ *       <vmmpower:hints trust="full" max-level="800" boost-cap-ms="200"
+ *                       rate-per-sec="20" burst="40" half-life-ms="1000"/>
+ *       <vmmpower:placement mode="spread"/>
+ *     </vmmpower:policy>
+ *   </metadata>
+ *
+ * Every element and attribute is optional; what is absent comes from the
+ * host defaults ([Hints] in vmmpower.conf, placement pack).  The parser is
+ * strict: an unknown element or attribute, a value out of range, text where
+ * none belongs, a DTD or anything over VM_POLICY_XML_MAX bytes rejects the
+ * whole policy, and the VM runs with the host defaults (the reason is kept
+ * for vmmpowerctl and the log).  Pure: no I/O, no libvirt.
+ */
+
+#define VM_POLICY_XMLNS "https://vmmpower.org/xmlns/policy/1"
+#define VM_POLICY_XMLNS_PREFIX "vmmpower"
+#define VM_POLICY_XML_MAX 4096       /* bytes of metadata accepted; a policy is a few hundred */
+#define VM_POLICY_ERROR_MAX 128
+
+enum vm_policy_source {
+        VM_POLICY_DEFAULT = 0, /* no usable metadata: host defaults (see error[] for rejected metadata) */
+        VM_POLICY_METADATA,    /* the domain's vmmpower metadata (fields it does not set: host defaults) */
+        _VM_POLICY_SOURCE_MAX,
+};
+
+struct vm_policy {
+        enum vm_policy_source source;
+        enum place_mode place_mode;        /* PLACE_PACK unless the metadata says otherwise */
+        bool has_place_mode;               /* the metadata set it (<placement mode=...>) */
+        struct hint_policy_override hints; /* has_* set for each attribute of <hints> */
+        char error[VM_POLICY_ERROR_MAX];   /* "" or why the metadata was rejected (printable ASCII) */
+};
+
+/* Host defaults: source default, placement pack, no hint overrides, no error. */
+void vm_policy_init(struct vm_policy *p);
+const char *vm_policy_source_to_string(enum vm_policy_source s);
+/* "pack", "spread", "dedicated", "exclude" (exact).  Returns 0 or -EINVAL. */
+int vm_place_mode_from_string(const char *s, enum place_mode *ret);
+
+/*
+ * Parse the metadata element as virDomainGetMetadata(VIR_DOMAIN_METADATA_ELEMENT)
+ * returns it (the <policy> element, with or without its namespace).  Returns 0
+ * and fills *ret (source metadata), or -EBADMSG (-EMSGSIZE when too large)
+ * and writes the reason to err (printable ASCII, may be NULL), *ret untouched.
+ */
+int vm_policy_parse_metadata(const char *xml, size_t len, struct vm_policy *ret, char *err, size_t err_size);
+
+/* "placement=spread trust=full max-level=800": what the policy sets ("nothing set" if nothing). */
+void vm_policy_describe(const struct vm_policy *p, char *buf, size_t size);
+
+/* The VM's effective hint policy: defaults with the metadata's overrides.  Returns 0 or -EINVAL. */
+int vm_policy_hint_policy(const struct vm_policy *p, const struct hint_policy *defaults, struct hint_policy *ret);
