@@ -187,17 +187,54 @@ static int merge_request(struct applier *a, struct apply_request *req)
 
 /* ---- one pass (thread only) ---- */
 
+/* The original mask of a pin we made (journal); 1 if found, 0 if we never pinned it, -errno. */
+static int original_pin(struct applier *a, const struct pin_state *p, cpuset_t *ret)
+{
+        char key[128];
+        const char *orig;
+        enum journal_kind kind;
+        int r;
+
+        if (p->want.uuid[0]) {
+                kind = JOURNAL_KIND_VCPUPIN;
+                r = p->want.vcpu == ACTUATOR_EMULATOR
+                            ? path_printf(key, sizeof(key), "%s:emulator", p->want.uuid)
+                            : path_printf(key, sizeof(key), "%s:%u", p->want.uuid, p->want.vcpu);
+        } else {
+                uint64_t st;
+
+                kind = JOURNAL_KIND_AFFINITY;
+                r = actuator_thread_starttime(p->want.pid, p->want.tid, &st);
+                if (r < 0)
+                        return r;
+                r = actuator_thread_key(p->want.pid, p->want.tid, st, key, sizeof(key));
+        }
+        if (r < 0)
+                return r;
+        orig = journal_original(a->journal, kind, key);
+        if (!orig)
+                return 0;
+        r = cpuset_parse_list(orig, ret);
+        return r < 0 ? r : 1;
+}
+
 static void apply_pin_one(struct applier *a, struct pin_state *p, nsec_t now)
 {
         cpuset_t want;
         int r;
 
         cpuset_zero(&want);
-        if (p->want.cpu < 0 || p->want.cpu >= VP_MAX_CPUS) {
+        if (p->want.cpu == APPLY_RELEASE) {
+                r = original_pin(a, p, &want);
+                if (r <= 0) { /* never pinned by us (nothing to put back), or gone */
+                        p->done = true;
+                        return;
+                }
+        } else if (p->want.cpu < 0 || p->want.cpu >= VP_MAX_CPUS) {
                 p->done = true;
                 return;
-        }
-        cpuset_set(&want, (unsigned) p->want.cpu);
+        } else
+                cpuset_set(&want, (unsigned) p->want.cpu);
         if (p->want.uuid[0]) {
                 virConnectPtr conn = applier_conn(a, now);
 
@@ -205,6 +242,13 @@ static void apply_pin_one(struct applier *a, struct pin_state *p, nsec_t now)
         } else
                 r = actuator_pin_thread(a->journal, p->want.pid, p->want.tid, 0, &want);
 
+        if ((r == 0 || r == -ERANGE) && p->want.cpu == APPLY_RELEASE) {
+                a->work.pin_released++;
+                p->applied_cpu = APPLY_RELEASE;
+                p->done = true;
+                retry_reset(&p->retry);
+                return;
+        }
         if (r == 0 || r == -ERANGE) {
                 if (r == -ERANGE) {
                         a->work.pin_narrowed++;

@@ -35,9 +35,11 @@ struct apply_pin {
         char uuid[37];   /* libvirt domain, "" = plain QEMU (affinity of the thread) */
         pid_t pid, tid;  /* QEMU process and vCPU thread */
         unsigned vcpu;   /* vCPU index (libvirt's vcpu id); ACTUATOR_EMULATOR for a libvirt emulator pin */
-        int cpu;         /* target pCPU */
+        int cpu;         /* target pCPU, or APPLY_RELEASE: back to its original (journal), e.g. mode exclude */
         bool emulator;   /* emulator threads: libvirt emulator pin (tid 0), or plain QEMU's main thread (tid == pid) */
 };
+
+#define APPLY_RELEASE (-2)
 
 struct apply_request {
         size_t n_pins;
@@ -67,6 +69,7 @@ struct apply_stats {
         uint64_t pin_gave_up;     /* retries exhausted */
         uint64_t pin_gone;        /* thread or domain gone (ESRCH/ENOENT) */
         uint64_t pin_narrowed;    /* kernel/libvirt applied another mask (-ERANGE) */
+        uint64_t pin_released;    /* pins put back to their original (VM excluded) */
         uint64_t libvirt_connects, libvirt_connect_errors;
         uint64_t knob_changes;    /* frequency caps / latency limits asked of the power driver */
         uint64_t knob_errors;

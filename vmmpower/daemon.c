@@ -642,10 +642,13 @@ static void submit_plan(struct daemon *d, const struct plan *p, size_t n)
 
         d->apply_scratch = NULL;
         for (size_t i = 0; i < n && i < p->n_vcpus; i++) {
-                if (p->vcpu_cpu[i] < 0 || d->plan_scratch[i].mode == PLACE_EXCLUDE)
+                bool excluded = d->plan_scratch[i].mode == PLACE_EXCLUDE;
+
+                if (p->vcpu_cpu[i] < 0 && !excluded)
                         continue;
                 req->pins[w] = req->pins[i];
-                req->pins[w].cpu = p->vcpu_cpu[i];
+                /* an excluded VM is let go: any pin we made goes back to its original */
+                req->pins[w].cpu = excluded ? APPLY_RELEASE : p->vcpu_cpu[i];
                 w++;
         }
         /* The emulator threads of each VM (libvirt: its emulator pin; plain QEMU: the main
@@ -707,7 +710,7 @@ static void plan_period(struct daemon *d, nsec_t now)
         d->apply_scratch = d->applier ? apply_request_new(want + tracker_n_vms(d->tracker), d->em->n_cpus) : NULL;
         for (size_t i = 0; i < tracker_n_vms(d->tracker); i++) {
                 const struct vm_load *vm = tracker_vm(d->tracker, i);
-                enum place_mode mode = PLACE_PACK;
+                enum place_mode mode = vm->info.policy.place_mode; /* libvirt metadata, else pack */
                 size_t k = plan_inputs_from_vms(&vm, 1, &mode, d->plan_scratch + n);
 
                 /* the pins that go with these inputs, at the same positions */

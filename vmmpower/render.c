@@ -83,13 +83,14 @@ static void render_apply_json(const struct daemon *d, struct strbuf *out)
                       "{\"enabled\":true,\"requests\":%" PRIu64 ",\"superseded\":%" PRIu64 ",\"passes\":%" PRIu64
                       ",\"pins\":%" PRIu64 ",\"pins_current\":%u,\"pin_errors\":%" PRIu64 ",\"pin_retries\":%" PRIu64
                       ",\"pin_gave_up\":%" PRIu64 ",\"pin_gone\":%" PRIu64 ",\"pin_narrowed\":%" PRIu64
+                      ",\"pin_released\":%" PRIu64
                       ",\"libvirt_connects\":%" PRIu64 ",\"libvirt_connect_errors\":%" PRIu64
                       ",\"knob_changes\":%" PRIu64 ",\"knob_errors\":%" PRIu64 ",\"last_error\":%d"
                       ",\"last_pass_ns\":%" PRId64 ",\"last_pass_cpu_ns\":%" PRId64
                       ",\"cpufreq_policies\":%u,\"pm_qos_knobs\":%u,\"sysfs_writes\":%u,\"sysfs_clamped\":%u"
                       ",\"sysfs_denied\":%u,\"sysfs_busy\":%u}",
                       a.requests, a.superseded, a.passes, a.pins, a.pins_current, a.pin_errors, a.pin_retries,
-                      a.pin_gave_up, a.pin_gone, a.pin_narrowed, a.libvirt_connects, a.libvirt_connect_errors,
+                      a.pin_gave_up, a.pin_gone, a.pin_narrowed, a.pin_released, a.libvirt_connects, a.libvirt_connect_errors,
                       a.knob_changes, a.knob_errors, a.last_error, a.last_pass_ns, a.last_pass_cpu_ns,
                       a.driver_policies, a.driver_pm_qos, a.driver_writes, a.driver_clamped, a.driver_denied,
                       a.driver_busy);

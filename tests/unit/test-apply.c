@@ -205,6 +205,36 @@ static void test_apply_and_restore(void **state)
         restore_and_check(f);
 }
 
+/* A VM let go (mode exclude): the pins we made go back to the original mask;
+ * a thread we never pinned is left as it is. */
+static void test_release(void **state)
+{
+        struct fixture *f = *state;
+        struct applier *a = start(f);
+        struct apply_request *r;
+        struct apply_stats st;
+        cpu_set_t now;
+
+        submit_wait(a, request(f, 1, 0, 0, -1));
+        assert_int_equal(affinity_of(f->tid[0]), 1);
+        r = request(f, APPLY_RELEASE, APPLY_RELEASE, 0, -1);
+        r->n_pins = 1; /* tid[1]: never pinned in this request, released below */
+        submit_wait(a, r);
+        assert_int_equal(sched_getaffinity(f->tid[0], sizeof(now), &now), 0);
+        assert_true(CPU_EQUAL(&now, &f->orig));
+        applier_get_stats(a, &st);
+        assert_int_equal(st.pin_released, 1);
+        /* tid[1] was pinned to 0 by the first request, then left out: still ours until released */
+        assert_int_equal(affinity_of(f->tid[1]), 0);
+        submit_wait(a, request(f, APPLY_RELEASE, APPLY_RELEASE, 0, -1));
+        assert_int_equal(sched_getaffinity(f->tid[1], sizeof(now), &now), 0);
+        assert_true(CPU_EQUAL(&now, &f->orig));
+        applier_get_stats(a, &st);
+        assert_int_equal(st.pin_released, 2); /* tid[0] already released: not again */
+        applier_free(a);
+        restore_and_check(f);
+}
+
 /* A thread that is gone is counted and dropped, not retried; the others still move. */
 static void test_gone_thread(void **state)
 {
@@ -267,6 +297,7 @@ int main(void)
 {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_apply_and_restore, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_release, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_gone_thread, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_libvirt_unreachable, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_latest_wins, setup, teardown),
