@@ -30,6 +30,12 @@ GARBAGE_BYTES = 256 * 1024
 PACED_CHUNK = 10000       # lines per chunk ...
 PACED_SLEEP_US = 55000    # ... every ~0.1 s: under TCG, cat + date + usleep forks add ~45 ms
 NS_PER_LINE_MAX = 1000    # daemon CPU per flood line (unthrottled flood)
+# The hostile VM is trusted (trust=full in its libvirt metadata): its state-changing hints
+# take tokens from its bucket, and only those may re-plan the host. The bucket bounds them.
+RATE, BURST = 10, 20
+HOSTILE_POLICY = ('<metadata><vmmpower:policy xmlns:vmmpower="https://vmmpower.org/xmlns/policy/1">'
+                  '<vmmpower:hints trust="full" rate-per-sec="%d" burst="%d"/>'
+                  '</vmmpower:policy></metadata>' % (RATE, BURST))
 FIND_PORT = ("P=/dev/virtio-ports/%s; if [ ! -e $P ]; then for f in /sys/class/virtio-ports/*/name; do "
              "[ \"$(cat $f)\" = %s ] && P=/dev/$(basename $(dirname $f)); done; fi; "
              "[ -e $P ] && echo PORT=$P" % (vmlib.HINT_PORT, vmlib.HINT_PORT))
@@ -76,7 +82,8 @@ class HostileGuest(unittest.TestCase):
         vmlib.ensure_guest_image()
         # Same image for both; only the good one starts powerhintd.
         cls.good = vmlib.define_and_start_domain("hgood", 2)
-        cls.bad = vmlib.define_and_start_domain("hbad", 2)
+        cls.bad = vmlib.define_and_start_domain(
+            "hbad", 2, xml_filter=lambda x: x.replace("</name>", "</name>\n  " + HOSTILE_POLICY, 1))
         log("good guest booted in %.1fs, hostile guest in %.1fs" % (
             cls.good.wait_booted(180), cls.bad.wait_booted(180)))
         rc, out = cls.good.console.run("powerhintd </dev/null >/tmp/powerhintd.log 2>&1 &")
@@ -237,11 +244,17 @@ class HostileGuest(unittest.TestCase):
         self.assertGreater(accepted, 0.99 * lines, after)
         self.assertEqual(after["disconnects"], before["disconnects"], after)
         self.assertLess(rss1 - rss0, RSS_GROWTH_MAX_KIB)
-        # Advisory trust (the default; per-VM overrides are not configurable yet): hints never
-        # ask for a token, so neither counter moves (docs/protocol.md, hint_proto.c).
-        self.assertEqual(after["trust"], "advisory")
-        self.assertEqual(after["actuations"], 0, after)
-        self.assertEqual(after["rate_limited"], 0, after)
+        # Full trust from the metadata: the VM's actuations (hints that took a token and may
+        # re-plan the host) stay within its bucket, everything over it is rate limited.
+        actuations = after["actuations"] - before["actuations"]
+        limit = BURST + RATE * (elapsed + 2.0)
+        log("%s flood: %d actuations in %.1fs (bucket allows %.0f), %d rate limited; daemon re-plans "
+            "caused by hints: %d" % (name, actuations, elapsed, limit,
+                                     after["rate_limited"] - before["rate_limited"], d.status()["hint_replans"]))
+        self.assertEqual(after["trust"], "full")
+        self.assertLessEqual(actuations, limit, after)
+        self.assertGreater(actuations, 0, after)
+        self.assertGreater(after["rate_limited"] - before["rate_limited"], 0.3 * lines, after)
         # The well-behaved VM still gets through during the flood.
         self.assertGreaterEqual(len(xs), 1)
         self.assertEqual(self.hints(self.good)["rejected"], 0)
