@@ -111,6 +111,26 @@ class RestoreFixture(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stdout)
         return p.stdout
 
+    def test_0_dry_run_changes_nothing(self):
+        """--dry-run plans (and says so) but touches no file and no affinity."""
+        d = self.daemon()
+        d.args = ["--dry-run"]
+        d.start()
+        try:
+            d.wait_for(lambda: len(d.json("plan").get("vcpus", [])) == 3, 30, "a plan with every vCPU")
+            d.wait_periods(5)
+            p = d.json("plan")
+            rc, out, _ = d.ctl("plan")
+            self.assertIn("dry run", out)
+            self.assertTrue(p["advisory"])
+            self.assertFalse(p["apply"]["enabled"])
+            self.assertEqual(tree_diff(self.pristine, self.tree), [])
+            self.assertEqual(self.affinities(), self.before)
+            self.assertFalse(os.path.exists(os.path.join(d.tmp, "state", "journal")))
+            log("dry run: plan %s with %d active pCPUs, no file or affinity changed" % (p["decision"], p["n_active"]))
+        finally:
+            d.stop()
+
     def test_1_expected_files_change(self):
         """The plan reaches the fixture files; SIGTERM restores them."""
         self.assertTrue(os.path.exists(CPU_DIR + "/cpu31/topology/core_id"), "fixture not mounted")
