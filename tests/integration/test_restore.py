@@ -162,6 +162,21 @@ class RestoreFixture(unittest.TestCase):
             self.assertTrue(any(f.endswith("scaling_max_freq") for f in changed))
             self.assertTrue(any(f.endswith("pm_qos_resume_latency_us") for f in changed))
             log("vCPU and main-thread affinities while applied: %s" % sorted(set(seen["pinned"].values())))
+            # A reload with Apply = no: the daemon keeps running, everything goes back.
+            with open(d.config) as f:
+                conf = f.read()
+            with open(d.config, "w") as f:
+                f.write(conf.replace("[Planner]\n", "[Planner]\nApply = no\n", 1))
+            d.signal(signal.SIGHUP)
+            d.wait_for(lambda: d.json("plan").get("advisory") is True, 10, "plans advisory after the reload")
+            self.assertEqual(tree_diff(self.pristine, self.tree), [])
+            self.assertEqual(self.affinities(), self.before)
+            log("reload with Apply = no: every file and affinity restored, daemon still running")
+            # and back on: applied again
+            with open(d.config, "w") as f:
+                f.write(conf)
+            d.signal(signal.SIGHUP)
+            d.wait_for(lambda: tree_diff(self.pristine, self.tree) != [], 15, "applied again after the reload")
         finally:
             d.stop()
         self.assertEqual(tree_diff(self.pristine, self.tree), [])
