@@ -50,10 +50,15 @@ try:
     print("\nNow guest 'busy' goes idle and guest 'idle' turns busy on vCPU 1 ...", flush=True)
     time.sleep(4)
     show("the load follows", "vms")
+    show("the plan the daemon applies: which pCPU each vCPU is pinned to, and why", "plan")
+    print("\n$ virsh vcpupin %s    # the live pins, made through libvirt" % idle.name, flush=True)
+    subprocess.run(["virsh", "vcpupin", idle.name])
 finally:
     if daemon:
         daemon.terminate()
         daemon.wait(10)
+        print("\n$ virsh vcpupin %s    # after SIGTERM: every pin restored" % idle.name, flush=True)
+        subprocess.run(["virsh", "vcpupin", idle.name])
     busy.destroy()
     idle.destroy()
 print("\nDone: guests destroyed, daemon stopped.")
