@@ -500,10 +500,20 @@ static void test_determinism(void **state)
         assert_int_equal(plan_compute(f.h, &pol, v, 100, NULL, 0, b, 20 * NSEC_PER_SEC, &b2), 0);
         assert_true(plan_equal(a2, b2));
         assert_false(plan_equal(a, a2));
+        /* and through a grow next to a due shrink (waits over budget, dwell over) */
+        struct plan *a3 = NULL, *b3 = NULL;
+        for (unsigned i = 0; i < 100; i++)
+                v[i].wait_ratio = i % 7 == 0 ? 0.3 : 0.0;
+        assert_int_equal(plan_compute(f.h, &pol, v, 100, NULL, 0, a2, 40 * NSEC_PER_SEC, &a3), 0);
+        assert_int_equal(plan_compute(f.h, &pol, v, 100, NULL, 0, b2, 40 * NSEC_PER_SEC, &b3), 0);
+        assert_int_equal(a3->why.decision, PLAN_GROW);
+        assert_true(plan_equal(a3, b3));
         plan_free(a);
         plan_free(b);
         plan_free(a2);
         plan_free(b2);
+        plan_free(a3);
+        plan_free(b3);
         free_host(&f);
 }
 
