@@ -6,8 +6,12 @@
  * Algorithm, per control period (all of it pure arithmetic on the inputs):
  *
  *  1. Demand of a vCPU d = max(util, hint floor), plus its wait_ratio when
- *     that is over the budget (a vCPU that waited wanted to run: it needs the
- *     time it got plus the time it waited), clamped to 0..1.
+ *     that is over the budget and the CPU it ran on in the previous plan was
+ *     saturated (utilisation >= 90% of its capacity at the level it ran at,
+ *     of SmtGain x that for a core with both threads busy) or is unknown: a
+ *     vCPU that waited on a saturated CPU wanted to run for the time it got
+ *     plus the time it waited; on a CPU with room it did all its work and the
+ *     wait was a delay, not demand.  Clamped to 0..1.
  *  2. Target search.  Candidates are built by first-fit decreasing (by d,
  *     ties by key) onto the CPUs in a topology-aware wake order, with every
  *     CPU's room = headroom x capacity at a candidate level L (and, once both
@@ -35,12 +39,26 @@
  *       then the largest) to their target CPU if it has room, else to an
  *       active CPU with room, else to the best CPU to wake, else (a waiting
  *       vCPU on a host with every CPU awake) to a less loaded active CPU with
- *       room; the pending shrink is cancelled;
+ *       room.  A waiting vCPU only moves where it is relieved: to an empty
+ *       core, or to a CPU that with it is no more loaded than the one it
+ *       leaves is without it (no ping-pong; on a host where every CPU is
+ *       equally busy it stays, and a plan that moved nothing is not a grow).
+ *       The grow is local: the cores it touches (sources and destinations)
+ *       are marked, the rest of the host goes on to the next point;
  *     - shrink (any move made only to save energy) once the target has been
  *       predicted cheaper for shrink_dwell_ns in a row *and* the saving over
- *       the dwell exceeds MigrationCostUJ x moves;
- *     - at most max_moves vCPU moves per period (the rest is deferred and,
- *       for a shrink, continued in the next periods without a new dwell).
+ *       the dwell exceeds MigrationCostUJ x moves.  A grow does not cancel a
+ *       pending shrink: in the same plan, once the dwell is over, the shrink
+ *       is applied on the untouched cores (a source CPU only as a whole: not
+ *       if one of its vCPUs is headed for a touched core), and moves onto a
+ *       CPU with vCPUs must then be wait-safe by a processor-sharing
+ *       estimate (u x / (1 - x) for a vCPU of demand u among others of
+ *       demand x, both over the CPU's capacity at its level; for the moved
+ *       vCPU and the largest one there), since the target search does not
+ *       model wait and the host is waiting;
+ *     - at most max_moves vCPU moves per period, grow and shrink together
+ *       (the rest is deferred and, for a shrink, continued in the next
+ *       periods without a new dwell).
  *     Levels and idle limits follow the load every period: they are not moves.
  *  4. Idle limits: CPUs hosting vCPUs are limited to states whose exit
  *     latency is within policy.active_max_latency_us; inactive CPUs may use
@@ -184,9 +202,71 @@ static int cmp_hint_key(const void *a, const void *b, void *ctx)
         return *(const unsigned *) a < *(const unsigned *) b ? -1 : (*(const unsigned *) a > *(const unsigned *) b);
 }
 
-static int ws_init(struct ws *w, const struct em_host *h, const struct plan_policy *pol, const struct plan_vcpu *v,
-                   size_t nv, const struct plan_hint *hints, size_t n_hints)
+static int map_previous(const struct ws *w, const struct plan *prev, int *out);
+
+static bool prev_compatible(const struct em_host *h, const struct plan *prev)
 {
+        return prev && prev->n_cpus == h->n_cpus && prev->n_fdoms == h->n_fdoms;
+}
+
+/*
+ * Which waiting vCPUs' wait counts as demand (step 1): those that ran, in the
+ * previous plan, on a CPU whose utilisation reached WAIT_SATURATED of its
+ * capacity at the level it ran at (of the core's, SmtGain x that, when the
+ * sibling had work too).  On a CPU with spare capacity every runnable vCPU
+ * gets its work done within the period: the wait is a delay, not more demand,
+ * and the measured utilisation already is the demand.  A vCPU with no known
+ * previous CPU (new, or no previous plan) is taken as saturated.
+ */
+#define WAIT_SATURATED 0.9
+
+static int wait_is_demand(const struct ws *w, const struct plan *prev, uint8_t *out)
+{
+        const struct em_host *h = w->h;
+        _cleanup_free_ int *from = NULL;
+        _cleanup_free_ double *u = NULL;
+        int r;
+
+        bool any = false;
+
+        for (size_t i = 0; i < w->nv; i++) {
+                out[i] = 1;
+                any |= w->v[i].wait_ratio > w->pol->wait_budget;
+        }
+        if (!any || !prev_compatible(h, prev))
+                return 0;
+        from = malloc((w->nv ? w->nv : 1) * sizeof(int));
+        u = calloc(h->n_cpus, sizeof(double));
+        if (!from || !u)
+                return -ENOMEM;
+        r = map_previous(w, prev, from);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < w->nv; i++) {
+                int c = w->v[i].mode == PLACE_EXCLUDE ? (cpu_ok(h, w->v[i].cur_cpu) ? w->v[i].cur_cpu : -1) : from[i];
+                double x = w->v[i].util;
+                if (c >= 0 && x > 0.0) /* also drops NaN */
+                        u[c] += MIN(x, 1.0);
+        }
+        for (size_t i = 0; i < w->nv; i++) {
+                int c = from[i], s;
+                double cap;
+                if (c < 0)
+                        continue;
+                cap = (double) h->model.levels[MIN((unsigned) prev->fdom_level[h->cpu_fdom[c]],
+                                                   h->model.n_levels - 1u)].capacity / EM_CAPACITY_SCALE;
+                s = w->sib[c];
+                out[i] = u[c] >= WAIT_SATURATED * cap - EPS ||
+                         (s >= 0 && u[s] > 0.0 && u[c] + u[s] >= WAIT_SATURATED * cap * w->gain - EPS);
+        }
+        return 0;
+}
+
+static int ws_init(struct ws *w, const struct em_host *h, const struct plan_policy *pol, const struct plan_vcpu *v,
+                   size_t nv, const struct plan_hint *hints, size_t n_hints, const struct plan *prev)
+{
+        _cleanup_free_ uint8_t *wdem = NULL;
+        int r;
         unsigned n = h->n_cpus;
         size_t nv1 = nv ? nv : 1;
 
@@ -250,6 +330,12 @@ static int ws_init(struct ws *w, const struct em_host *h, const struct plan_poli
         }
 
         /* Demand (step 1).  Hints are looked up by key in a sorted index: O((V + H) log H). */
+        wdem = malloc(nv1);
+        if (!wdem)
+                return -ENOMEM;
+        r = wait_is_demand(w, prev, wdem);
+        if (r < 0)
+                return r;
         _cleanup_free_ unsigned *hidx = n_hints ? malloc(n_hints * sizeof(unsigned)) : NULL;
         if (n_hints && !hidx)
                 return -ENOMEM;
@@ -275,7 +361,7 @@ static int ws_init(struct ws *w, const struct em_host *h, const struct plan_poli
                                 d = hn->util_floor;
                         w->boost[i] |= hn->boost;
                 }
-                if (v[i].wait_ratio > pol->wait_budget)
+                if (v[i].wait_ratio > pol->wait_budget && wdem[i])
                         d += v[i].wait_ratio;
                 w->dem[i] = d > 1.0 ? 1.0 : d;
                 w->sorted[i] = (unsigned) i;
@@ -646,6 +732,50 @@ static bool cpu_overloaded(const struct ws *w, int cpu)
         return !level_fits(w, k, hc, true);
 }
 
+/* Mark both threads of cpu's core (the core's room is shared by its threads). */
+static void touch_core(const struct ws *w, uint8_t *touched, int cpu)
+{
+        touched[cpu] |= 1;
+        if (w->sib[cpu] >= 0)
+                touched[w->sib[cpu]] |= 1;
+}
+
+/*
+ * Does moving waiting vCPU i (already taken off src) to cpu relieve its wait?
+ * An empty core does; a CPU with vCPUs only if it is, with i, no more loaded
+ * than src is without it: then the move lowers the busier of the two and the
+ * reverse move is never a relief (no ping-pong of waiting vCPUs).
+ */
+static bool relieves(const struct ws *w, size_t i, int src, int cpu)
+{
+        int s = w->sib[cpu];
+        if (cpu_empty(w, cpu) && (s < 0 || cpu_empty(w, s)))
+                return true;
+        return w->work[cpu] + w->dem[i] <= w->work[src] + EPS;
+}
+
+/*
+ * Queueing estimate used while vCPUs wait (processor sharing, top level): a
+ * vCPU with demand u among others of total demand x waits about u x / (1 - x)
+ * of the time.  Moving vCPU i onto cpu is wait-safe when neither i nor the
+ * largest vCPU already there (umax) is predicted over the wait budget.
+ */
+static double ps_wait(double u, double others)
+{
+        return others >= 1.0 - EPS ? DBL_MAX : u * others / (1.0 - others);
+}
+
+static bool wait_safe(const struct ws *w, const double *umax, size_t i, int cpu)
+{
+        const struct energy_model *m = &w->h->model;
+        double cap = (double) m->levels[MIN((unsigned) w->level[w->h->cpu_fdom[cpu]], m->n_levels - 1u)].capacity /
+                     EM_CAPACITY_SCALE;
+        double x = w->work[cpu] / cap, b = w->pol->wait_budget;
+        if (cpu_empty(w, cpu))
+                return true;
+        return ps_wait(w->dem[i] / cap, x) <= b && ps_wait(umax[cpu] / cap, x - (umax[cpu] - w->dem[i]) / cap) <= b;
+}
+
 /* Would vCPU i fit on cpu at the top level (respecting reservations)? */
 static bool fits(const struct ws *w, size_t i, int cpu)
 {
@@ -1004,7 +1134,10 @@ int plan_compute(const struct em_host *h, const struct plan_policy *pol, const s
         struct plan *p = NULL;
         _cleanup_free_ int *best = NULL, *keep = NULL, *from = NULL;
         _cleanup_free_ unsigned *prio = NULL;
+        _cleanup_free_ uint8_t *touched = NULL;
+        _cleanup_free_ double *umax = NULL;
         const struct energy_model *m = &h->model;
+        bool grew = false, grew_acted = false;
         double best_mw = DBL_MAX, spread_mw, keep_mw, total_demand = 0.0;
         unsigned lv[MAX_LEVEL_CANDIDATES], n_lv = 0, n_cand = 1, moves = 0, deferred = 0, n_ded = 0;
         size_t nv1 = n_v ? n_v : 1;
@@ -1012,7 +1145,7 @@ int plan_compute(const struct em_host *h, const struct plan_policy *pol, const s
 
         if (pol->headroom_pct == 0 || pol->headroom_pct > 100)
                 return -EINVAL;
-        r = ws_init(&w, h, pol, v, n_v, hints, n_hints);
+        r = ws_init(&w, h, pol, v, n_v, hints, n_hints, prev);
         if (r < 0)
                 goto out;
         r = -ENOMEM;
@@ -1107,7 +1240,7 @@ int plan_compute(const struct em_host *h, const struct plan_policy *pol, const s
         p->why.target_mw = best_mw;
         p->why.candidates = n_cand;
 
-        if (!prev || prev->n_cpus != h->n_cpus || prev->n_fdoms != h->n_fdoms) {
+        if (!prev_compatible(h, prev)) {
                 load_assignment(&w, best);
                 p->why.decision = PLAN_INITIAL;
                 p->why.prev_mw = best_mw;
@@ -1127,19 +1260,29 @@ int plan_compute(const struct em_host *h, const struct plan_policy *pol, const s
         keep_mw = finalize(&w, NULL);
         p->why.prev_mw = keep_mw;
 
-        /* Overload? */
+        /*
+         * Step 3a, grow: CPUs over headroom at the top level and vCPUs waiting
+         * over budget.  The cores involved (sources and destinations) are
+         * marked; the energy-motivated change below still runs on the others.
+         */
+        touched = calloc(h->n_cpus, 1);
+        if (!touched)
+                goto out;
         {
                 size_t np = 0;
-                bool over = false;
                 for (size_t s = 0; s < n_v; s++) {
                         unsigned i = w.sorted[s];
                         int c = w.assign[i];
                         if (v[i].mode == PLACE_EXCLUDE || c < 0)
                                 continue;
-                        if (v[i].wait_ratio > pol->wait_budget || cpu_overloaded(&w, c))
-                                over = true;
+                        if (v[i].wait_ratio > pol->wait_budget || cpu_overloaded(&w, c)) {
+                                grew = true;
+                                touch_core(&w, touched, c);
+                        }
                 }
-                if (over) {
+                if (grew) {
+                        bool capped = false;
+                        grew_acted = true;
                         /* Wait offenders first, then by demand (largest first): w.sorted order. */
                         for (unsigned pass = 0; pass < 2; pass++)
                                 for (size_t s = 0; s < n_v; s++) {
@@ -1161,10 +1304,12 @@ int plan_compute(const struct em_host *h, const struct plan_policy *pol, const s
                                         continue; /* relieved by earlier moves */
                                 if (pol->max_moves && moves >= pol->max_moves) {
                                         deferred++;
+                                        capped = true;
                                         continue;
                                 }
                                 cpu_take(&w, i);
-                                if (best[i] >= 0 && best[i] != src && fits(&w, i, best[i]))
+                                if (best[i] >= 0 && best[i] != src && fits(&w, i, best[i]) &&
+                                    (!waits || relieves(&w, i, src, best[i])))
                                         dst = best[i];
                                 for (unsigned q = 0; dst < 0 && q < h->n_online; q++) {
                                         int c = h->order_smt_first[q];
@@ -1187,7 +1332,7 @@ int plan_compute(const struct em_host *h, const struct plan_policy *pol, const s
                                 if (dst < 0 && waits) {
                                         for (unsigned q = 0; q < h->n_online; q++) {
                                                 int c = h->order_smt_first[q];
-                                                if (c != src && fits(&w, i, c) && w.work[c] + EPS < w.work[src] &&
+                                                if (c != src && fits(&w, i, c) && relieves(&w, i, src, c) &&
                                                     (dst < 0 || w.work[c] < w.work[dst] - EPS))
                                                         dst = c;
                                         }
@@ -1200,16 +1345,24 @@ int plan_compute(const struct em_host *h, const struct plan_policy *pol, const s
                                 if (p->why.forced_wake_cpu < 0 && p->why.forced_by_key == 0)
                                         p->why.forced_by_key = v[i].key;
                                 cpu_put(&w, i, dst);
+                                touch_core(&w, touched, dst);
                                 moves++;
                         }
-                        p->why.decision = PLAN_GROW;
-                        goto done;
+                        /* a grow that found nothing to do (no room, no relief) is not reported as one */
+                        if (moves > 0 || capped)
+                                p->why.decision = PLAN_GROW;
+                        else
+                                grew_acted = false;
                 }
         }
 
-        /* Energy-motivated change: dwell and move cost. */
+        /*
+         * Step 3b, energy-motivated change: dwell and move cost.  After a grow it
+         * continues (the pending shrink is kept, and once the dwell is over it is
+         * applied) on the cores the grow did not touch.
+         */
         {
-                unsigned want = 0;
+                unsigned want = 0, smoves = 0, sdeferred = 0;
                 double saving_mw = keep_mw - best_mw;
                 /* the saving is earned for at least the dwell (or one period when there is no dwell) */
                 double dwell_s = (double) MAX(pol->shrink_dwell_ns, pol->period_ns) / NSEC_PER_SEC;
@@ -1219,15 +1372,42 @@ int plan_compute(const struct em_host *h, const struct plan_policy *pol, const s
                         if (v[i].mode != PLACE_EXCLUDE && keep[i] != best[i])
                                 want++;
                 if (want == 0 || saving_mw <= EPS || benefit_uj <= (double) want * m->migration_cost_uj) {
-                        p->why.decision = PLAN_KEEP;
+                        if (!grew_acted)
+                                p->why.decision = PLAN_KEEP;
                         goto done;
                 }
                 p->shrink_pending_since_ns = prev->shrink_pending_since_ns >= 0 ? prev->shrink_pending_since_ns
                                                                                  : now;
                 if (now - p->shrink_pending_since_ns < pol->shrink_dwell_ns) {
-                        p->why.decision = PLAN_SHRINK_PENDING;
-                        p->why.moves_deferred = want;
+                        if (!grew_acted) {
+                                p->why.decision = PLAN_SHRINK_PENDING;
+                                p->why.moves_deferred = want;
+                        }
                         goto done;
+                }
+                /*
+                 * After a grow the touched cores neither give nor take vCPUs, and a
+                 * source CPU is vacated only as a whole: not when one of its leaving
+                 * vCPUs is headed for a touched core (moving the others would cost
+                 * moves and save nothing).  Moves onto CPUs with vCPUs must be
+                 * wait-safe (the target search does not model wait, and the host
+                 * is waiting).
+                 */
+                for (size_t i = 0; i < n_v; i++) {
+                        int c = keep[i];
+                        if (v[i].mode == PLACE_EXCLUDE || c < 0 || best[i] == c)
+                                continue;
+                        if (best[i] < 0 || (touched[best[i]] & 1))
+                                touched[c] |= 2;
+                }
+                if (grew) {
+                        /* largest demand per CPU, for the wait estimate (kept as an upper bound) */
+                        umax = calloc(h->n_cpus, sizeof(double));
+                        if (!umax)
+                                goto out;
+                        for (size_t i = 0; i < n_v; i++)
+                                if (w.assign[i] >= 0)
+                                        umax[w.assign[i]] = MAX(umax[w.assign[i]], w.dem[i]);
                 }
                 /* Apply, vacating CPUs last in the wake order first, within the cap. */
                 size_t np = 0;
@@ -1241,22 +1421,34 @@ int plan_compute(const struct em_host *h, const struct plan_policy *pol, const s
                 }
                 for (size_t s = 0; s < np; s++) {
                         unsigned i = prio[s];
-                        int src = w.assign[i];
+                        int src = w.assign[i], dst = best[i];
+                        if (src != keep[i] || touched[src] || dst < 0) { /* dst < 0: touched[src] & 2 */
+                                sdeferred++; /* moved by the grow, or on a core it touched */
+                                continue;
+                        }
                         if (pol->max_moves && moves >= pol->max_moves) {
-                                deferred++;
+                                sdeferred++;
                                 continue;
                         }
                         cpu_take(&w, i);
-                        if (best[i] < 0 || !fits(&w, i, best[i])) {
+                        if ((touched[dst] & 1) || !fits(&w, i, dst) || (grew && !wait_safe(&w, umax, i, dst)))
+                                dst = -1;
+                        if (dst < 0) {
                                 cpu_put(&w, i, src);
-                                deferred++;
+                                sdeferred++;
                                 continue;
                         }
-                        cpu_put(&w, i, best[i]);
+                        cpu_put(&w, i, dst);
+                        if (umax)
+                                umax[dst] = MAX(umax[dst], w.dem[i]);
                         moves++;
+                        smoves++;
                 }
-                p->why.decision = PLAN_SHRINK;
-                if (deferred == 0)
+                if (!grew_acted)
+                        p->why.decision = smoves > 0 ? PLAN_SHRINK : PLAN_SHRINK_PENDING;
+                p->why.shrink_moves = smoves;
+                deferred += sdeferred;
+                if (sdeferred == 0)
                         p->shrink_pending_since_ns = -1;
         }
 
@@ -1280,6 +1472,10 @@ done:
                                  plan_decision_to_string(p->why.decision), p->why.plan_mw, p->why.spread_mw,
                                  p->why.prev_mw, p->why.target_mw, p->why.n_active, p->why.moves,
                                  p->why.moves_deferred);
+                if (p->why.decision == PLAN_GROW && p->why.shrink_moves > 0 && n > 0 &&
+                    (size_t) n < sizeof(p->why.text))
+                        n += snprintf(p->why.text + n, sizeof(p->why.text) - (size_t) n, " (%u to save energy)",
+                                      p->why.shrink_moves);
                 if (p->why.forced_wake_cpu >= 0 && n > 0 && (size_t) n < sizeof(p->why.text))
                         snprintf(p->why.text + n, sizeof(p->why.text) - (size_t) n,
                                  "; woke CPU %d for vCPU %" PRIu64, p->why.forced_wake_cpu, p->why.forced_by_key);

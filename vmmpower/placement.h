@@ -59,7 +59,7 @@ enum plan_decision {
         PLAN_INITIAL,          /* no previous plan: the target is applied */
         PLAN_KEEP,             /* placement kept (levels and idle limits recomputed) */
         PLAN_GROW,             /* overload or wait over budget: moved at once */
-        PLAN_SHRINK_PENDING,   /* a saving is predicted, dwell not over yet */
+        PLAN_SHRINK_PENDING,   /* a saving is predicted, dwell not over yet (or none of its moves possible now) */
         PLAN_SHRINK,           /* the saving held for the dwell and beats the move cost: moved */
         _PLAN_DECISION_MAX,
 };
@@ -75,6 +75,7 @@ struct plan_reasons {
         unsigned candidates;   /* placements evaluated by the target search */
         unsigned moves;        /* vCPUs moved by this plan */
         unsigned moves_deferred; /* wanted but over the per-period cap */
+        unsigned shrink_moves; /* of moves, those made to save energy (a grow may make some on other cores) */
         int forced_wake_cpu;   /* CPU woken because of forced_by_key, -1 if none */
         uint64_t forced_by_key;
         char text[192];

@@ -500,10 +500,20 @@ static void test_determinism(void **state)
         assert_int_equal(plan_compute(f.h, &pol, v, 100, NULL, 0, b, 20 * NSEC_PER_SEC, &b2), 0);
         assert_true(plan_equal(a2, b2));
         assert_false(plan_equal(a, a2));
+        /* and through a grow next to a due shrink (waits over budget, dwell over) */
+        struct plan *a3 = NULL, *b3 = NULL;
+        for (unsigned i = 0; i < 100; i++)
+                v[i].wait_ratio = i % 7 == 0 ? 0.3 : 0.0;
+        assert_int_equal(plan_compute(f.h, &pol, v, 100, NULL, 0, a2, 40 * NSEC_PER_SEC, &a3), 0);
+        assert_int_equal(plan_compute(f.h, &pol, v, 100, NULL, 0, b2, 40 * NSEC_PER_SEC, &b3), 0);
+        assert_int_equal(a3->why.decision, PLAN_GROW);
+        assert_true(plan_equal(a3, b3));
         plan_free(a);
         plan_free(b);
         plan_free(a2);
         plan_free(b2);
+        plan_free(a3);
+        plan_free(b3);
         free_host(&f);
 }
 
@@ -738,6 +748,194 @@ static void test_heavy_overload(void **state)
         free_host(&f);
 }
 
+/*
+ * One waiting vCPU on an otherwise quiet host grows at once, but only where
+ * it runs: the shrink pending elsewhere keeps its dwell (before, any wait
+ * cancelled it and the dwell restarted, so a host with an occasional waiter
+ * never re-packed).
+ */
+static void test_local_grow_keeps_shrink(void **state)
+{
+        struct host_fixture f;
+        struct plan_policy pol;
+        struct plan_vcpu v[14];
+        struct plan *p0 = NULL, *p1 = NULL, *p2 = NULL, *p3 = NULL;
+        const nsec_t S = NSEC_PER_SEC;
+
+        load_host("epyc-genoa-1s", "epyc-genoa", &f);
+        policy(&pol);
+        pol.max_moves = 0;
+        for (unsigned i = 0; i < 14; i++)
+                v[i] = (struct plan_vcpu) { .key = 900 + i, .vm = 1 + i / 4, .util = i < 12 ? 0.7 : 0.1,
+                                            .cur_cpu = -1 };
+        assert_int_equal(plan_compute(f.h, &pol, v, 14, NULL, 0, NULL, 0, &p0), 0);
+        assert_int_equal(p0->vcpu_cpu[12], p0->vcpu_cpu[13]); /* the two small ones share a CPU */
+        for (unsigned i = 0; i < 12; i++)
+                assert_int_not_equal(p0->vcpu_cpu[i], p0->vcpu_cpu[12]);
+        unsigned big = n_active_cpus(p0);
+
+        /* load drops on the twelve: a shrink is predicted and pending */
+        set_util(v, 12, 0.05);
+        assert_int_equal(plan_compute(f.h, &pol, v, 14, NULL, 0, p0, 1 * S, &p1), 0);
+        assert_int_equal(p1->why.decision, PLAN_SHRINK_PENDING);
+        assert_int_equal(p1->shrink_pending_since_ns, 1 * S);
+
+        /* one of the small pair waits: it moves at once, the pending shrink stays pending */
+        v[13].wait_ratio = 0.2;
+        assert_int_equal(plan_compute(f.h, &pol, v, 14, NULL, 0, p1, 6 * S, &p2), 0);
+        assert_int_equal(p2->why.decision, PLAN_GROW);
+        assert_int_not_equal(p2->vcpu_cpu[13], p2->vcpu_cpu[12]);
+        assert_int_equal(p2->why.forced_by_key, 913);
+        assert_int_equal(p2->shrink_pending_since_ns, 1 * S);
+        for (unsigned i = 0; i < 13; i++)
+                assert_int_equal(p2->vcpu_cpu[i], p1->vcpu_cpu[i]); /* nothing else moved: dwell not over */
+
+        /* the dwell counted from 1 s is over at 11 s: the shrink is applied */
+        v[13].wait_ratio = 0.0;
+        assert_int_equal(plan_compute(f.h, &pol, v, 14, NULL, 0, p2, 11 * S, &p3), 0);
+        assert_int_equal(p3->why.decision, PLAN_SHRINK);
+        assert_true(p3->why.moves > 0);
+        assert_true(n_active_cpus(p3) < big);
+        assert_true(p3->why.plan_mw < p3->why.prev_mw);
+        assert_feasible(f.h, p3, &pol);
+        plan_free(p0);
+        plan_free(p1);
+        plan_free(p2);
+        plan_free(p3);
+        free_host(&f);
+}
+
+/*
+ * Grow and shrink in one plan: with the dwell over, a vCPU that waits is
+ * moved and the rest of the host is packed in the same period; the cores the
+ * grow touched give and take nothing for the shrink.
+ */
+static void test_grow_and_shrink_disjoint(void **state)
+{
+        struct host_fixture f;
+        struct plan_policy pol;
+        struct plan_vcpu v[14];
+        struct plan *p0 = NULL, *p1 = NULL, *p2 = NULL;
+        const nsec_t S = NSEC_PER_SEC;
+
+        load_host("epyc-genoa-1s", "epyc-genoa", &f);
+        policy(&pol);
+        pol.max_moves = 0;
+        for (unsigned i = 0; i < 14; i++)
+                v[i] = (struct plan_vcpu) { .key = 900 + i, .vm = 1 + i / 4, .util = 0.7, .cur_cpu = -1 };
+        assert_int_equal(plan_compute(f.h, &pol, v, 14, NULL, 0, NULL, 0, &p0), 0);
+        int src13 = p0->vcpu_cpu[13];
+        for (unsigned i = 0; i < 13; i++)
+                assert_int_not_equal(f.h->cpu_core[p0->vcpu_cpu[i]], f.h->cpu_core[src13]); /* a core of its own */
+        set_util(v, 12, 0.05);
+        assert_int_equal(plan_compute(f.h, &pol, v, 14, NULL, 0, p0, 1 * S, &p1), 0);
+        assert_int_equal(p1->why.decision, PLAN_SHRINK_PENDING);
+
+        /* dwell over, and v13 waits (alone on its core: load outside the plan) */
+        v[13].wait_ratio = 0.2;
+        assert_int_equal(plan_compute(f.h, &pol, v, 14, NULL, 0, p1, 11 * S, &p2), 0);
+        assert_int_equal(p2->why.decision, PLAN_GROW);
+        assert_int_not_equal(p2->vcpu_cpu[13], src13);
+        assert_int_equal(p2->why.forced_by_key, 913);
+        assert_true(p2->why.shrink_moves > 0);
+        assert_true(p2->why.moves > p2->why.shrink_moves);
+        assert_non_null(strstr(p2->why.text, "to save energy"));
+        assert_true(n_active_cpus(p2) < n_active_cpus(p1));
+        for (unsigned i = 0; i < 13; i++) {
+                /* shrink moves neither entered nor left the cores the grow touched */
+                int c = p2->vcpu_cpu[i];
+                assert_int_not_equal(f.h->cpu_core[c], f.h->cpu_core[src13]);
+                if (c != p1->vcpu_cpu[i])
+                        assert_int_not_equal(f.h->cpu_core[c], f.h->cpu_core[p2->vcpu_cpu[13]]);
+        }
+        assert_feasible(f.h, p2, &pol);
+        plan_free(p0);
+        plan_free(p1);
+        plan_free(p2);
+        free_host(&f);
+}
+
+static int load_2cpu(struct topology **t, struct em_host **h)
+{
+        char path[512];
+        struct energy_model m;
+        assert_true(path_printf(path, sizeof(path), "%s/topology/debian-2cpu-haltpoll/sys", TEST_DATA_DIR) > 0);
+        assert_int_equal(topology_load(path, t), 0);
+        assert_int_equal(energy_model_from_topology(*t, &m), 0);
+        return em_host_new(*t, &m, h);
+}
+
+/*
+ * A waiting vCPU moves only where it waits less: to an empty core, or to a
+ * CPU that with it is no more loaded than the one it leaves is without it.
+ * Both CPUs of a small host equally busy: moving would only swap the queue,
+ * so the vCPU stays and the plan is not a grow.
+ */
+static void test_wait_no_relief(void **state)
+{
+        struct topology *t = NULL;
+        struct em_host *h = NULL;
+        struct plan_policy pol;
+        struct plan *p1 = NULL, *p2 = NULL;
+        struct plan_vcpu v[3] = {
+                { .key = 1, .util = 0.5, .cur_cpu = -1 },
+                { .key = 2, .util = 0.5, .cur_cpu = -1 },
+                { .key = 3, .util = 0.05, .cur_cpu = -1 },
+        };
+
+        assert_int_equal(load_2cpu(&t, &h), 0);
+        policy(&pol);
+        assert_int_equal(plan_compute(h, &pol, v, 3, NULL, 0, NULL, 0, &p1), 0);
+        assert_int_not_equal(p1->vcpu_cpu[0], p1->vcpu_cpu[1]);
+        v[2].wait_ratio = 0.3;
+        assert_int_equal(plan_compute(h, &pol, v, 3, NULL, 0, p1, NSEC_PER_SEC, &p2), 0);
+        assert_int_not_equal(p2->why.decision, PLAN_GROW);
+        assert_memory_equal(p2->vcpu_cpu, p1->vcpu_cpu, 3 * sizeof(int));
+        plan_free(p1);
+        plan_free(p2);
+        em_host_free(h);
+        topology_free(t);
+}
+
+/*
+ * Wait is demand only where the CPU ran out of capacity: a vCPU that waited
+ * behind a neighbour on a CPU with room to spare did all its work, so its
+ * planned work stays its utilisation.
+ */
+static void test_wait_not_demand_when_unsaturated(void **state)
+{
+        struct host_fixture f;
+        struct plan_policy pol;
+        struct plan_vcpu v[3];
+        struct plan *p0 = NULL, *p1 = NULL;
+
+        load_host("epyc-genoa-1s", "epyc-genoa", &f);
+        policy(&pol);
+        for (unsigned i = 0; i < 3; i++)
+                v[i] = (struct plan_vcpu) { .key = 40 + i, .util = 0.1, .cur_cpu = -1 };
+        assert_int_equal(plan_compute(f.h, &pol, v, 3, NULL, 0, NULL, 0, &p0), 0);
+        assert_int_equal(p0->vcpu_cpu[0], p0->vcpu_cpu[1]);
+        assert_int_equal(p0->vcpu_cpu[0], p0->vcpu_cpu[2]);
+        v[0].wait_ratio = 0.2;
+        assert_int_equal(plan_compute(f.h, &pol, v, 3, NULL, 0, p0, NSEC_PER_SEC, &p1), 0);
+        assert_int_equal(p1->why.decision, PLAN_GROW);
+        assert_int_not_equal(p1->vcpu_cpu[0], p0->vcpu_cpu[0]);
+        double total = 0.0;
+        for (unsigned c = 0; c < f.h->n_cpus; c++)
+                total += p1->cpu_work[c];
+        assert_true(total < 0.3 + 1e-6); /* not 0.5: the wait was not added */
+        /* without a previous plan nothing is known about where it waited: counted */
+        plan_free(p1);
+        assert_int_equal(plan_compute(f.h, &pol, v, 3, NULL, 0, NULL, 0, &p1), 0);
+        total = 0.0;
+        for (unsigned c = 0; c < f.h->n_cpus; c++)
+                total += p1->cpu_work[c];
+        assert_true(total > 0.5 - 1e-6);
+        plan_free(p0);
+        plan_free(p1);
+        free_host(&f);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -758,6 +956,10 @@ int main(void)
                 cmocka_unit_test(test_grow_without_wake),
                 cmocka_unit_test(test_small_host_and_churn),
                 cmocka_unit_test(test_heavy_overload),
+                cmocka_unit_test(test_local_grow_keeps_shrink),
+                cmocka_unit_test(test_grow_and_shrink_disjoint),
+                cmocka_unit_test(test_wait_no_relief),
+                cmocka_unit_test(test_wait_not_demand_when_unsaturated),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
