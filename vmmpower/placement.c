@@ -670,6 +670,10 @@ static double finalize(struct ws *w, struct em_breakdown *b)
                 if (w->active[c] == 0 && w->work[c] > 0.0)
                         w->active[c] = 1;
                 w->lat[c] = w->active[c] ? w->pol->active_max_latency_us : EM_LATENCY_ANY;
+                /* A boosted vCPU's pCPU stays out of deep idle for the boost: at most the
+                 * shallowest state's exit latency (task_boost, DESIGN §5). */
+                if (w->cpu_boost[c] && m->n_idle > 0)
+                        w->lat[c] = MIN(w->lat[c], m->idle[0].exit_latency_us);
         }
         for (unsigned f = 0; f < h->n_fdoms; f++) {
                 unsigned req = top, best;

@@ -597,6 +597,9 @@ static void test_hints(void **state)
         unsigned fd = f.h->cpu_fdom[q->vcpu_cpu[0]];
         assert_int_equal(q->fdom_level[fd], f.h->model.n_levels - 1);
         assert_true(p->fdom_level[f.h->cpu_fdom[p->vcpu_cpu[0]]] < f.h->model.n_levels - 1);
+        /* ... and its pCPU stays out of deep idle for the boost (shallowest state's latency) */
+        assert_int_equal(q->cpu_max_latency_us[q->vcpu_cpu[0]], f.h->model.idle[0].exit_latency_us);
+        assert_int_equal(p->cpu_max_latency_us[p->vcpu_cpu[0]], EM_LATENCY_ANY);
         plan_free(p);
         plan_free(q);
 
