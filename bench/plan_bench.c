@@ -29,69 +29,6 @@
 #include "topology.h"
 #include "util.h"
 
-static struct topology *synth_topology(unsigned n_cpus)
-{
-        struct topology *t = calloc(1, sizeof(*t));
-        unsigned n_cores = n_cpus / 2, per_pkg = n_cores / 2;
-        static const struct topo_idle_state idle[] = {
-                { "POLL", "", 0, 0, false, false, 0 },
-                { "C1", "", 1, 1, false, false, 0 },
-                { "C1E", "", 2, 4, false, false, 0 },
-                { "C6", "", 290, 800, false, false, 0 },
-        };
-
-        if (!t)
-                return NULL;
-        t->n_cpus = n_cpus;
-        t->cpus = calloc(n_cpus, sizeof(*t->cpus));
-        t->policies = calloc(n_cpus, sizeof(*t->policies));
-        if (!t->cpus || !t->policies)
-                return NULL;
-        t->n_policies = n_cpus;
-        t->n_packages = 2;
-        t->n_dies = 2;
-        t->n_cores = n_cores;
-        t->n_llcs = (n_cores + 7) / 8;
-        t->n_nodes = 2;
-        t->smt_active = true;
-        strcpy(t->cpuidle_driver, "intel_idle");
-        strcpy(t->cpuidle_governor, "menu");
-        for (unsigned i = 0; i < n_cpus; i++) {
-                struct topo_cpu *c = &t->cpus[i];
-                struct topo_cpufreq_policy *p = &t->policies[i];
-                unsigned core = i % n_cores;
-
-                c->id = i;
-                c->present = c->online = true;
-                c->package_id = (int) (core / per_pkg);
-                c->die_id = 0;
-                c->core_id = (int) (core % per_pkg);
-                c->llc_id = (int) (core / 8 * 8);
-                c->node = c->package_id;
-                c->policy = (int) i;
-                c->cluster_id = -1;
-                cpuset_zero(&c->smt_siblings);
-                cpuset_set(&c->smt_siblings, core);
-                cpuset_set(&c->smt_siblings, core + n_cores);
-                c->n_idle_states = ELEMENTSOF(idle);
-                memcpy(c->idle, idle, sizeof(idle));
-                cpuset_set(&t->online, i);
-                cpuset_set(&t->present, i);
-                cpuset_set(&t->possible, i);
-
-                p->id = i;
-                cpuset_zero(&p->related_cpus);
-                cpuset_set(&p->related_cpus, i);
-                p->affected_cpus = p->related_cpus;
-                strcpy(p->driver, "intel_pstate");
-                strcpy(p->governor, "powersave");
-                p->cpuinfo_min_khz = p->scaling_min_khz = 800000;
-                p->cpuinfo_max_khz = p->scaling_max_khz = 3800000;
-                p->base_khz = 2000000;
-        }
-        return t;
-}
-
 static uint64_t rng = 0x9e3779b97f4a7c15ULL;
 static double rnd(void)
 {
@@ -119,17 +56,15 @@ int main(int argc, char **argv)
         for (unsigned a = 0; a < ELEMENTSOF(cpus); a++) {
                 if (only_p && cpus[a] != only_p)
                         continue;
-                struct topology *t = synth_topology(cpus[a]);
+                /* 2 packages, 2 threads per core */
+                struct topology *t = NULL;
                 struct energy_model m;
                 struct em_host *h = NULL;
                 struct plan_policy pol;
-                int r;
+                int r = topology_synthetic(2, cpus[a] / 4, &t);
 
-                if (!t) {
-                        fprintf(stderr, "out of memory\n");
-                        return 1;
-                }
-                r = energy_model_from_topology(t, &m);
+                if (r >= 0)
+                        r = energy_model_from_topology(t, &m);
                 if (r >= 0)
                         r = em_host_new(t, &m, &h);
                 if (r < 0) {

@@ -17,76 +17,6 @@
  * policy per CPU (800 MHz..3.8 GHz), cpuidle C1/C1E/C6 with SPR's latencies.
  * The same layout as bench/plan_bench.c, for host sizes no fixture has.
  */
-static int synth_topology(unsigned n_pkgs, unsigned per_pkg, struct topology **ret)
-{
-        static const struct topo_idle_state idle[] = {
-                { "POLL", "", 0, 0, false, false, 0 },
-                { "C1", "", 1, 1, false, false, 0 },
-                { "C1E", "", 2, 4, false, false, 0 },
-                { "C6", "", 290, 800, false, false, 0 },
-        };
-        unsigned n_cores = n_pkgs * per_pkg, n_cpus = 2 * n_cores;
-        struct topology *t;
-
-        if (n_pkgs == 0 || per_pkg == 0 || n_cpus > VP_MAX_CPUS)
-                return -EINVAL;
-        t = calloc(1, sizeof(*t));
-        if (!t)
-                return -ENOMEM;
-        t->n_cpus = n_cpus;
-        t->cpus = calloc(n_cpus, sizeof(*t->cpus));
-        t->policies = calloc(n_cpus, sizeof(*t->policies));
-        if (!t->cpus || !t->policies) {
-                topology_free(t);
-                return -ENOMEM;
-        }
-        snprintf(t->root, sizeof(t->root), "synth:%ux%u", n_pkgs, per_pkg);
-        t->n_policies = n_cpus;
-        t->n_packages = n_pkgs;
-        t->n_dies = n_pkgs;
-        t->n_cores = n_cores;
-        t->n_llcs = n_pkgs * ((per_pkg + 7) / 8);
-        t->n_nodes = n_pkgs;
-        t->smt_active = true;
-        strcpy(t->cpuidle_driver, "intel_idle");
-        strcpy(t->cpuidle_governor, "menu");
-        for (unsigned i = 0; i < n_cpus; i++) {
-                struct topo_cpu *c = &t->cpus[i];
-                struct topo_cpufreq_policy *p = &t->policies[i];
-                unsigned core = i % n_cores;
-
-                c->id = i;
-                c->present = c->online = true;
-                c->package_id = (int) (core / per_pkg);
-                c->die_id = 0;
-                c->core_id = (int) (core % per_pkg);
-                c->llc_id = (int) (c->package_id * 1000 + (core % per_pkg) / 8);
-                c->node = c->package_id;
-                c->policy = (int) i;
-                c->cluster_id = -1;
-                cpuset_zero(&c->smt_siblings);
-                cpuset_set(&c->smt_siblings, core);
-                cpuset_set(&c->smt_siblings, core + n_cores);
-                c->n_idle_states = ELEMENTSOF(idle);
-                memcpy(c->idle, idle, sizeof(idle));
-                cpuset_set(&t->online, i);
-                cpuset_set(&t->present, i);
-                cpuset_set(&t->possible, i);
-
-                p->id = i;
-                cpuset_zero(&p->related_cpus);
-                cpuset_set(&p->related_cpus, i);
-                p->affected_cpus = p->related_cpus;
-                strcpy(p->driver, "intel_pstate");
-                strcpy(p->governor, "powersave");
-                p->cpuinfo_min_khz = p->scaling_min_khz = 800000;
-                p->cpuinfo_max_khz = p->scaling_max_khz = 3800000;
-                p->base_khz = 2000000;
-        }
-        *ret = t;
-        return 0;
-}
-
 static void set_err(struct sim_error *err, const char *file, unsigned line, const char *msg)
 {
         if (!err)
@@ -116,7 +46,7 @@ int sim_host_load(const char *topology, const char *model_file, struct sim_host 
         int r;
 
         if (sscanf(topology, "synth:%ux%u%c", &p, &c, &extra) == 2) {
-                r = synth_topology(p, c, &h.topo);
+                r = topology_synthetic(p, c, &h.topo);
                 if (r < 0) {
                         set_err(err, topology, 0, "bad synthetic host (P packages x C cores, at most 4096 CPUs)");
                         return r;

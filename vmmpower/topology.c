@@ -775,3 +775,74 @@ void topology_dump(const struct topology *t, FILE *f)
                 fprintf(f, " available_governors=\"%s\"\n", esc(p->available_governors, e1, sizeof(e1)));
         }
 }
+
+/* A synthetic Xeon-like host (topology.h); used by vmmpower-sim and plan-bench. */
+int topology_synthetic(unsigned n_pkgs, unsigned per_pkg, struct topology **ret)
+{
+        static const struct topo_idle_state idle[] = {
+                { "POLL", "", 0, 0, false, false, 0 },
+                { "C1", "", 1, 1, false, false, 0 },
+                { "C1E", "", 2, 4, false, false, 0 },
+                { "C6", "", 290, 800, false, false, 0 },
+        };
+        unsigned n_cores = n_pkgs * per_pkg, n_cpus = 2 * n_cores;
+        struct topology *t;
+
+        if (n_pkgs == 0 || per_pkg == 0 || n_cpus > VP_MAX_CPUS)
+                return -EINVAL;
+        t = calloc(1, sizeof(*t));
+        if (!t)
+                return -ENOMEM;
+        t->n_cpus = n_cpus;
+        t->cpus = calloc(n_cpus, sizeof(*t->cpus));
+        t->policies = calloc(n_cpus, sizeof(*t->policies));
+        if (!t->cpus || !t->policies) {
+                topology_free(t);
+                return -ENOMEM;
+        }
+        snprintf(t->root, sizeof(t->root), "synth:%ux%u", n_pkgs, per_pkg);
+        t->n_policies = n_cpus;
+        t->n_packages = n_pkgs;
+        t->n_dies = n_pkgs;
+        t->n_cores = n_cores;
+        t->n_llcs = n_pkgs * ((per_pkg + 7) / 8);
+        t->n_nodes = n_pkgs;
+        t->smt_active = true;
+        strcpy(t->cpuidle_driver, "intel_idle");
+        strcpy(t->cpuidle_governor, "menu");
+        for (unsigned i = 0; i < n_cpus; i++) {
+                struct topo_cpu *c = &t->cpus[i];
+                struct topo_cpufreq_policy *p = &t->policies[i];
+                unsigned core = i % n_cores;
+
+                c->id = i;
+                c->present = c->online = true;
+                c->package_id = (int) (core / per_pkg);
+                c->die_id = 0;
+                c->core_id = (int) (core % per_pkg);
+                c->llc_id = (int) (c->package_id * 1000 + (core % per_pkg) / 8);
+                c->node = c->package_id;
+                c->policy = (int) i;
+                c->cluster_id = -1;
+                cpuset_zero(&c->smt_siblings);
+                cpuset_set(&c->smt_siblings, core);
+                cpuset_set(&c->smt_siblings, core + n_cores);
+                c->n_idle_states = ELEMENTSOF(idle);
+                memcpy(c->idle, idle, sizeof(idle));
+                cpuset_set(&t->online, i);
+                cpuset_set(&t->present, i);
+                cpuset_set(&t->possible, i);
+
+                p->id = i;
+                cpuset_zero(&p->related_cpus);
+                cpuset_set(&p->related_cpus, i);
+                p->affected_cpus = p->related_cpus;
+                strcpy(p->driver, "intel_pstate");
+                strcpy(p->governor, "powersave");
+                p->cpuinfo_min_khz = p->scaling_min_khz = 800000;
+                p->cpuinfo_max_khz = p->scaling_max_khz = 3800000;
+                p->base_khz = 2000000;
+        }
+        *ret = t;
+        return 0;
+}

@@ -115,3 +115,11 @@ void topology_free(struct topology *t);
  * Does not print the root, so recorded trees dump identically anywhere.
  */
 void topology_dump(const struct topology *t, FILE *f);
+
+/*
+ * A synthetic Xeon-like host without sysfs: n_pkgs packages of per_pkg cores
+ * with 2 SMT threads (CPU i and i + cores are siblings), LLCs of 8 cores,
+ * one intel_pstate policy per CPU (800..3800 MHz, base 2000), intel_idle
+ * POLL/C1/C1E/C6 (spr_cstates).  root is "synth:PxC".  -EINVAL, -ENOMEM.
+ */
+int topology_synthetic(unsigned n_pkgs, unsigned per_pkg, struct topology **ret);
