@@ -115,7 +115,8 @@ double sim_fluid_bound_mw(const struct em_host *h, const double *demand, unsigne
 {
         const struct energy_model *m = &h->model;
         double W = 0, p_deep = m->idle[m->n_idle - 1].power_mw, base, slope = 0, best = INFINITY;
-        unsigned threads = h->n_online > h->n_cores ? 2 : 1;
+        /* a core's throughput: one thread's capacity, SmtGain x that with two threads */
+        double threads = h->n_online > h->n_cores ? m->smt_gain_permille / 1000.0 : 1.0;
 
         for (unsigned i = 0; i < nv; i++)
                 W += demand[i];
@@ -130,14 +131,35 @@ double sim_fluid_bound_mw(const struct em_host *h, const double *demand, unsigne
                 base += groups * (double) dom->asleep_mw;
                 slope += ((double) dom->awake_mw - dom->asleep_mw) / size;
         }
-        /* cost per unit of work at level L: busy core-time x (core + domain slope) */
-        for (unsigned L = 0; L < m->n_levels; L++) {
-                double per_work = 1024.0 / (threads * m->levels[L].capacity) *
-                                  ((double) m->levels[L].active_mw - p_deep + slope);
-                if (per_work < best)
-                        best = per_work;
+        /*
+         * Busy core-time at level L costs c_L = P_active(L) - P_deep + slope and
+         * delivers threads x C_L / 1024 of work; at most n_cores of core-time
+         * exist.  The cheapest way to deliver W is a linear programme in the
+         * core-time per level: one level, or (when the best level alone cannot
+         * hold W) two levels using all the core-time.  Demand beyond the top
+         * level's capacity cannot be delivered (and is not charged).
+         */
+        double N = h->n_cores, cap_top = threads * m->levels[m->n_levels - 1].capacity / 1024.0;
+        if (W > N * cap_top)
+                W = N * cap_top;
+        for (unsigned a = 0; a < m->n_levels; a++) {
+                double ca = threads * m->levels[a].capacity / 1024.0;
+                double ka = (double) m->levels[a].active_mw - p_deep + slope;
+                if (W <= N * ca + 1e-12 && W / ca * ka < best)
+                        best = W / ca * ka;
+                for (unsigned b = a + 1; b < m->n_levels; b++) {
+                        double cb = threads * m->levels[b].capacity / 1024.0;
+                        double kb = (double) m->levels[b].active_mw - p_deep + slope;
+                        /* all N of core-time: x at a, N - x at b, x ca + (N - x) cb = W */
+                        if (cb <= ca || W > N * cb + 1e-12 || W < N * ca)
+                                continue;
+                        double x = (N * cb - W) / (cb - ca);
+                        double cost = x * ka + (N - x) * kb;
+                        if (cost < best)
+                                best = cost;
+                }
         }
-        return base + W * best;
+        return base + (W > 0 ? best : 0.0);
 }
 
 struct ffd_item {
@@ -161,7 +183,7 @@ int sim_binpack_bound_mw(const struct em_host *h, const double *demand, unsigned
         _cleanup_free_ uint8_t *zero = calloc(h->n_cpus, 1);
         _cleanup_free_ uint32_t *lat = calloc(h->n_cpus, sizeof(uint32_t));
         _cleanup_free_ uint8_t *lvl = calloc(h->n_fdoms, 1);
-        double best = INFINITY;
+        double best = INFINITY, g = m->smt_gain_permille / 1000.0;
 
         if (!it || !work || !zero || !lat || !lvl)
                 return -ENOMEM;
@@ -184,7 +206,13 @@ int sim_binpack_bound_mw(const struct em_host *h, const double *demand, unsigned
                         /* first fit over the CPUs in SMT-first order (densest) */
                         for (j = 0; j < h->n_online; j++) {
                                 int cpu = h->order_smt_first[j];
-                                if (work[cpu] + d <= cap + 1e-12)
+                                const struct em_core *co = &h->cores[h->cpu_core[cpu]];
+                                double core_sum = d;
+                                for (unsigned t = 0; t < co->n_threads; t++)
+                                        core_sum += work[co->cpu[t]];
+                                /* a thread's capacity, and SmtGain x that for the core */
+                                if (work[cpu] + d <= cap + 1e-12 &&
+                                    (co->n_threads < 2 || core_sum <= cap * g + 1e-12))
                                         break;
                         }
                         if (j == h->n_online) {
@@ -388,12 +416,20 @@ static void evaluate(struct run *R, struct pstate *p)
                 if (p->cpu_vcpus[c] < 255)
                         p->cpu_vcpus[c]++;
         }
-        for (unsigned c = 0; c < h->n_cpus; c++) {
-                if (h->cpu_core[c] < 0)
-                        continue;
-                double cap = em_capacity(&h->model, p->level[h->cpu_fdom[c]]) / 1024.0;
-                if (p->cpu_work[c] > cap)
-                        over += p->cpu_work[c] - cap;
+        /* Work the placement cannot deliver: per CPU over its level's capacity, per
+         * 2-thread core over SmtGain x that (the evsim's speed rule). */
+        for (unsigned k = 0; k < h->n_cores; k++) {
+                const struct em_core *co = &h->cores[k];
+                double cap = em_capacity(&h->model, p->level[h->cpu_fdom[co->cpu[0]]]) / 1024.0;
+                double sum = 0, o = 0;
+                for (unsigned t = 0; t < co->n_threads; t++) {
+                        double wk = p->cpu_work[co->cpu[t]];
+                        sum += MIN(wk, cap);
+                        o += MAX(wk - cap, 0.0);
+                }
+                if (co->n_threads == 2)
+                        o += MAX(sum - cap * h->model.smt_gain_permille / 1000.0, 0.0);
+                over += o;
         }
         struct em_load l = { p->cpu_work, p->cpu_vcpus, p->lat, p->level };
         p->power_mw = em_host_power(h, &l, NULL);
@@ -403,30 +439,42 @@ static void evaluate(struct run *R, struct pstate *p)
 
 /* ---- baselines ------------------------------------------------------------- */
 
-/* Per frequency domain the lowest level whose capacity covers margin x the busiest CPU's util. */
+/*
+ * Per frequency domain the lowest level at which every CPU's busy time, times
+ * margin, stays within the CPU's time: what a utilisation-driven governor
+ * settles on.  Busy time as the kernel sees it (PELT util is scaled by the
+ * frequency but not by SMT contention): a thread whose sibling is busy too
+ * runs slower and shows more util (smt_thread_busy), so a governor raises the
+ * frequency of a contended core; a saturated core gets the top level.
+ */
 static void util_levels(struct run *R, struct pstate *p, double margin)
 {
         const struct em_host *h = R->h;
         const struct energy_model *m = &h->model;
-        double *fmax = R->sibload; /* scratch [n_cpus] >= n_fdoms */
+        double g = m->smt_gain_permille / 1000.0;
 
-        for (unsigned f = 0; f < h->n_fdoms; f++)
-                fmax[f] = 0;
         memset(R->load, 0, h->n_cpus * sizeof(double));
         for (unsigned i = 0; i < R->nv; i++)
                 if (p->home[i] >= 0)
                         R->load[p->home[i]] += R->demand[i];
-        for (unsigned c = 0; c < h->n_cpus; c++)
-                if (h->cpu_core[c] >= 0 && R->load[c] > fmax[h->cpu_fdom[c]])
-                        fmax[h->cpu_fdom[c]] = R->load[c];
-        for (unsigned f = 0; f < h->n_fdoms; f++) {
-                unsigned L = m->n_levels - 1;
-                for (unsigned k = 0; k < m->n_levels; k++)
-                        if (m->levels[k].capacity / 1024.0 >= margin * fmax[f] - 1e-12) {
-                                L = k;
+        for (unsigned f = 0; f < h->n_fdoms; f++)
+                p->want_level[f] = 0;
+        for (unsigned k = 0; k < h->n_cores; k++) {
+                const struct em_core *c = &h->cores[k];
+                double w0 = R->load[c->cpu[0]], w1 = c->n_threads > 1 ? R->load[c->cpu[1]] : 0.0;
+                unsigned L, f = h->cpu_fdom[c->cpu[0]];
+
+                for (L = 0; L + 1 < m->n_levels; L++) {
+                        double cap = m->levels[L].capacity / 1024.0, t0, t1, o;
+                        if (w0 <= 0.0 || w1 <= 0.0) {
+                                if (margin * MAX(w0, w1) <= cap + 1e-12)
+                                        break;
+                        } else if (smt_thread_busy(w0 / cap, w1 / cap, g, &t0, &t1, &o) &&
+                                   margin * MAX(t0, t1) <= 1.0 + 1e-12)
                                 break;
-                        }
-                p->want_level[f] = (uint8_t) L;
+                }
+                if (L > p->want_level[f])
+                        p->want_level[f] = (uint8_t) L;
         }
 }
 
@@ -567,7 +615,8 @@ static int window(struct run *R, struct pstate *p, uint64_t window_id, const uin
                 .home = p->home,
                 .fdom_level = p->level,
                 .cpu_max_latency_us = p->lat,
-                .wake_balance = p->id == SIM_B0 || p->id == SIM_B2 || p->id == SIM_B3,
+                .wake_balance = p->id == SIM_B0 || p->id == SIM_B2 || p->id == SIM_B3 ||
+                                (p->id == SIM_VMM && !R->cfg->policy.pin_single_cpu),
                 .allowed = p->allowed,
                 .core_mask = core_mask,
                 .burst = R->cfg->burst,
@@ -634,6 +683,15 @@ static int vmm_period(struct run *R, struct pstate *p, nsec_t now, uint64_t peri
                 p->dirty = true;
         }
         pr->migrations += moved;
+        /* The daemon pins each packed vCPU to its LLC's pack set (plan_pin_sets); the
+         * window's wake-up balancing stays in the waking vCPU's LLC, so allowing every
+         * CPU of every pack set is the same thing. */
+        if (!R->cfg->policy.pin_single_cpu) {
+                memset(p->allowed, 0, h->n_cpus);
+                for (unsigned i = 0; i < R->nv; i++)
+                        if (p->home[i] >= 0)
+                                p->allowed[p->home[i]] = 1;
+        }
         for (unsigned f = 0; f < h->n_fdoms; f++)
                 p->want_level[f] = next->fdom_level[f];
         for (unsigned c = 0; c < h->n_cpus; c++)

@@ -154,7 +154,7 @@ static int merge_request(struct applier *a, struct apply_request *req)
                         const struct pin_state *o = &a->pins[j];
 
                         p->applied_cpu = o->applied_cpu;
-                        if (o->want.cpu == p->want.cpu) {
+                        if (o->want.cpu == p->want.cpu && cpuset_equal(&o->want.set, &p->want.set)) {
                                 p->done = o->done;
                                 p->retry = o->retry;
                         }
@@ -233,7 +233,9 @@ static void apply_pin_one(struct applier *a, struct pin_state *p, nsec_t now)
         } else if (p->want.cpu < 0 || p->want.cpu >= VP_MAX_CPUS) {
                 p->done = true;
                 return;
-        } else
+        } else if (!cpuset_empty(&p->want.set))
+                want = p->want.set;
+        else
                 cpuset_set(&want, (unsigned) p->want.cpu);
         if (p->want.uuid[0]) {
                 virConnectPtr conn = applier_conn(a, now);

@@ -148,6 +148,7 @@ static const struct key_def keys[] = {
         { "Planner", "MaxMovesPerPeriod", VT_UINT, NUM(max_moves), 0, 100000,
           "a number 0..100000 (0: no cap)" },
         { "Planner", "Apply", VT_BOOL, NUM(planner_apply), 0, 0, "yes or no" },
+        { "Planner", "PinSingleCPU", VT_BOOL, NUM(pin_single_cpu), 0, 0, "yes or no" },
         { "Planner", "ActiveMaxLatencyUs", VT_UINT, NUM(active_max_latency_us), 0, 10000000,
           "a number of microseconds 0..10000000 (0: no limit)" },
         { "Hints", "Enabled", VT_BOOL, NUM(hints_enabled), 0, 0, "yes or no" },

@@ -47,6 +47,7 @@ struct vp_config {
         /* [Planner] */
         bool planner_enabled;           /* Enabled, default yes */
         bool planner_apply;             /* Apply, default yes (no: plans are shown, not acted on) */
+        bool pin_single_cpu;            /* PinSingleCPU, default no: packed vCPUs may use the active CPUs of their LLC */
         uint32_t active_max_latency_us; /* ActiveMaxLatencyUs, default 0 = no limit */
         char model_file[CONFIG_PATH_MAX];      /* ModelFile, default "" (derived from sysfs) */
         uint32_t headroom_pct;          /* HeadroomPercent, default 80, 10..100 */

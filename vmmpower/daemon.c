@@ -634,12 +634,18 @@ static void sample_halt_poll(struct daemon *d)
  * the host is changed by it yet.
  */
 /* Hand the plan to the applier: vCPU pins, frequency caps, idle limits. */
-static void submit_plan(struct daemon *d, const struct plan *p, size_t n)
+static void submit_plan(struct daemon *d, const struct plan_policy *pol, const struct plan *p, size_t n)
 {
         struct apply_request *req = d->apply_scratch;
         const struct em_host *h = d->em;
         size_t w = 0, n_vcpu_pins;
+        /* what each vCPU may run on: its LLC's pack set, or its CPU (PinSingleCPU) */
+        _cleanup_free_ cpuset_t *sets = calloc(n ? n : 1, sizeof(cpuset_t));
 
+        if (!sets || plan_pin_sets(h, pol, p, d->plan_scratch, n, sets) < 0) {
+                log_warning("Applier: out of memory building the pin sets; this period's plan is not applied.");
+                return;
+        }
         d->apply_scratch = NULL;
         for (size_t i = 0; i < n && i < p->n_vcpus; i++) {
                 bool excluded = d->plan_scratch[i].mode == PLACE_EXCLUDE;
@@ -649,6 +655,10 @@ static void submit_plan(struct daemon *d, const struct plan *p, size_t n)
                 req->pins[w] = req->pins[i];
                 /* an excluded VM is let go: any pin we made goes back to its original */
                 req->pins[w].cpu = excluded ? APPLY_RELEASE : p->vcpu_cpu[i];
+                if (excluded)
+                        cpuset_zero(&req->pins[w].set);
+                else
+                        req->pins[w].set = sets[i];
                 w++;
         }
         /* The emulator threads of each VM (libvirt: its emulator pin; plain QEMU: the main
@@ -754,7 +764,7 @@ static void plan_period(struct daemon *d, nsec_t now)
                          next->why.text);
         }
         if (d->applier && d->apply_scratch)
-                submit_plan(d, next, n);
+                submit_plan(d, &pol, next, n);
         plan_free(d->plan);
         d->plan = next;
         {

@@ -987,6 +987,48 @@ static double gap_fraction(const struct energy_model *m, unsigned n, uint32_t r_
         return exp(-x) * (1.0 + x);
 }
 
+/*
+ * Busy fraction of a 2-thread core whose threads need d0 and d1 of a
+ * thread's capacity (their work at the core's level, busy fractions if they
+ * ran alone).  While both threads are busy each runs at SmtGain / 2 of that
+ * capacity (the evsim's rule), so the overlap o stretches both threads:
+ * t_i = d_i + k o with k = 1 - g / 2, and with independent busy periods
+ * o = t0 t1.  The smaller root of k^2 o^2 + (k (d0 + d1) - 1) o + d0 d1 = 0
+ * gives the core's busy time t0 + t1 - o; no root (or a thread over 1) means
+ * the work does not fit: the core is busy all the time.  g = 2 is two
+ * independent CPUs (1 - (1 - d0)(1 - d1)); the result is never below
+ * (d0 + d1) / g, the throughput limit.
+ */
+bool smt_thread_busy(double d0, double d1, double g, double *t0, double *t1, double *overlap)
+{
+        double k = 1.0 - g / 2.0, o, disc, b;
+
+        *t0 = *t1 = *overlap = 1.0;
+        if (k < 0.0)
+                k = 0.0;
+        b = 1.0 - k * (d0 + d1);
+        disc = b * b - 4.0 * k * k * d0 * d1;
+        if (b <= 0.0 || disc < 0.0)
+                return false;
+        o = 2.0 * d0 * d1 / (b + sqrt(disc)); /* the smaller root, stable form */
+        if (d0 + k * o >= 1.0 || d1 + k * o >= 1.0)
+                return false;
+        *t0 = d0 + k * o;
+        *t1 = d1 + k * o;
+        *overlap = o;
+        return true;
+}
+
+double smt_core_busy(double d0, double d1, double g)
+{
+        double t0, t1, o, b;
+
+        if (!smt_thread_busy(d0, d1, g, &t0, &t1, &o))
+                return 1.0;
+        b = t0 + t1 - o;
+        return b > 1.0 ? 1.0 : b;
+}
+
 static void eval_core_at(const struct em_host *h, const struct em_load *l, unsigned k, int level_override,
                          struct core_eval *e)
 {
@@ -1007,6 +1049,7 @@ static void eval_core_at(const struct em_host *h, const struct em_load *l, unsig
         if (level >= m->n_levels)
                 level = m->n_levels - 1;
         cap = m->levels[level].capacity;
+        double d[2] = { 0.0, 0.0 };
         for (unsigned t = 0; t < c->n_threads; t++) {
                 int cpu = c->cpu[t];
                 double b = l->cpu_work[cpu] * EM_CAPACITY_SCALE / cap;
@@ -1014,10 +1057,14 @@ static void eval_core_at(const struct em_host *h, const struct em_load *l, unsig
                         b = 1.0;
                 if (b < 0.0)
                         b = 0.0;
+                if (t < 2)
+                        d[t] = b;
                 idle_prod *= 1.0 - b;
                 e->vcpus += l->cpu_vcpus[cpu];
                 e->min_latency_us = MIN(e->min_latency_us, l->cpu_max_latency_us[cpu]);
         }
+        if (c->n_threads == 2 && d[0] > 0.0 && d[1] > 0.0)
+                idle_prod = 1.0 - smt_core_busy(d[0], d[1], m->smt_gain_permille / 1000.0);
         e->busy = 1.0 - idle_prod;
         s = em_deepest_idle(m, e->min_latency_us, UINT32_MAX);
         if (s < 0)

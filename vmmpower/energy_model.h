@@ -158,6 +158,10 @@ double em_host_power(const struct em_host *h, const struct em_load *l, struct em
 
 /* Power of one core (active + idle terms, no domain terms) with its level forced: used to choose levels. */
 double em_core_power_at(const struct em_host *h, const struct em_load *l, unsigned core, unsigned level);
+/* Busy fraction of a 2-thread core whose threads need d0, d1 of a thread alone, SMT gain g. */
+double smt_core_busy(double d0, double d1, double g);
+/* Each thread's busy fraction (t0, t1) and their overlap under SMT contention; false: saturated. */
+bool smt_thread_busy(double d0, double d1, double g, double *t0, double *t1, double *overlap);
 
 /* Deepest model idle state with exit latency <= lat (and residency <= max_res); -1 if none. */
 int em_deepest_idle(const struct energy_model *m, uint32_t max_latency_us, uint32_t max_residency_us);

@@ -104,6 +104,7 @@ void plan_policy_defaults(struct plan_policy *p)
         p->period_ns = NSEC_PER_SEC;
         p->max_moves = 16;
         p->active_max_latency_us = EM_LATENCY_ANY;
+        p->pin_single_cpu = false;
 }
 
 /* ---- workspace ----------------------------------------------------------- */
@@ -1491,4 +1492,32 @@ out:
         plan_free(p);
         ws_free(&w);
         return r;
+}
+
+int plan_pin_sets(const struct em_host *h, const struct plan_policy *pol, const struct plan *p,
+                  const struct plan_vcpu *v, size_t n_v, cpuset_t *ret)
+{
+        _cleanup_free_ cpuset_t *llc = NULL;
+
+        if (!pol->pin_single_cpu) {
+                llc = calloc(h->n_llcs ? h->n_llcs : 1, sizeof(cpuset_t));
+                if (!llc)
+                        return -ENOMEM;
+                for (size_t i = 0; i < n_v && i < p->n_vcpus; i++) {
+                        int c = p->vcpu_cpu[i];
+                        if (v[i].mode == PLACE_PACK && cpu_ok(h, c))
+                                cpuset_set(&llc[h->cores[h->cpu_core[c]].llc], (unsigned) c);
+                }
+        }
+        for (size_t i = 0; i < n_v; i++) {
+                int c = i < p->n_vcpus ? p->vcpu_cpu[i] : -1;
+                cpuset_zero(&ret[i]);
+                if (!cpu_ok(h, c))
+                        continue;
+                if (llc && v[i].mode == PLACE_PACK)
+                        ret[i] = llc[h->cores[h->cpu_core[c]].llc];
+                else
+                        cpuset_set(&ret[i], (unsigned) c);
+        }
+        return 0;
 }

@@ -52,6 +52,7 @@ struct plan_policy {
         nsec_t period_ns;               /* control period (1 s) */
         unsigned max_moves;             /* vCPU moves per period, 0 = unlimited (16) */
         uint32_t active_max_latency_us; /* idle exit latency allowed on CPUs hosting vCPUs */
+        bool pin_single_cpu;            /* pin a packed vCPU to its one CPU, not its LLC's pack set */
 };
 void plan_policy_defaults(struct plan_policy *p);
 
@@ -117,3 +118,15 @@ int plan_best_wake_cpu(const struct em_host *h, const struct plan *p);
  * can then sleep); -1 if fewer than two CPUs are active, -ENOMEM.
  */
 int plan_best_sleep_cpu(const struct em_host *h, const struct plan *p);
+
+/*
+ * The CPUs each placed vCPU may run on (ret[n_v]): with pol->pin_single_cpu,
+ * or for a dedicated or spread vCPU, its planned CPU alone; for a packed vCPU
+ * the "pack set" of its planned CPU's LLC: every CPU of that LLC the plan
+ * gives packed vCPUs.  The plan keeps the same CPUs awake either way; inside
+ * the set the kernel's wake-up balancing takes a vCPU to whichever of them is
+ * idle instead of queueing it behind a busy one.  An unplaced vCPU gets an
+ * empty set.  0, or -ENOMEM.
+ */
+int plan_pin_sets(const struct em_host *h, const struct plan_policy *pol, const struct plan *p,
+                  const struct plan_vcpu *v, size_t n_v, cpuset_t *ret);

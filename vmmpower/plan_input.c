@@ -10,6 +10,7 @@ void plan_policy_from_config(const struct vp_config *cfg, struct plan_policy *po
         pol->shrink_dwell_ns = cfg->shrink_dwell_ns;
         pol->period_ns = cfg->period_ns;
         pol->max_moves = cfg->max_moves;
+        pol->pin_single_cpu = cfg->pin_single_cpu;
         if (cfg->active_max_latency_us > 0)
                 pol->active_max_latency_us = cfg->active_max_latency_us;
 }

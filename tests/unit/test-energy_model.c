@@ -441,6 +441,32 @@ static void test_power_spr_all_packages(void **state)
         topology_free(t);
 }
 
+/* SMT contention: the core's busy time for two threads' work (smt_core_busy). */
+static void test_smt_core_busy(void **state)
+{
+        (void) state;
+        /* g = 2: two independent CPUs */
+        assert_float_equal(smt_core_busy(0.5, 0.5, 2.0), 0.75, 1e-12);
+        /* worked case, g = 1.25 (k = 0.375): o = 4/9, t = 2/3 each, busy = 4/3 - 4/9 = 8/9 */
+        assert_float_equal(smt_core_busy(0.5, 0.5, 1.25), 8.0 / 9.0, 1e-9);
+        for (double g = 1.0; g <= 2.0; g += 0.125)
+                for (double a = 0.01; a < 1.0; a += 0.07)
+                        for (double b = 0.01; b < 1.0; b += 0.07) {
+                                double x = smt_core_busy(a, b, g);
+                                assert_true(x <= 1.0 + 1e-12);
+                                /* never less than the throughput limit, nor either thread alone,
+                                 * nor what two independent CPUs would be busy */
+                                assert_true(x >= MIN(1.0, (a + b) / g) - 1e-9);
+                                assert_true(x >= MAX(a, b) - 1e-12);
+                                assert_true(x >= 1.0 - (1.0 - a) * (1.0 - b) - 1e-12);
+                                /* symmetric */
+                                assert_float_equal(x, smt_core_busy(b, a, g), 1e-9);
+                        }
+        /* more than the core can do: saturated (g / 2 each is the limit with both always busy) */
+        assert_float_equal(smt_core_busy(0.64, 0.64, 1.25), 1.0, 0.0);
+        assert_true(smt_core_busy(0.55, 0.55, 1.25) < 1.0);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -454,6 +480,7 @@ int main(void)
                 cmocka_unit_test(test_defaults_genoa),
                 cmocka_unit_test(test_power_genoa),
                 cmocka_unit_test(test_power_spr_all_packages),
+                cmocka_unit_test(test_smt_core_busy),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -235,6 +235,54 @@ static void test_half_host_genoa(void **state)
 }
 
 /* A worked example (also in docs/energy-model.md): 4 vCPUs at 10% on the SPR fixture. */
+/* Pin sets: a packed vCPU may use every CPU of its LLC the plan packs onto; others their CPU. */
+static void test_pin_sets(void **state)
+{
+        struct host_fixture f;
+        struct plan_policy pol;
+        struct plan_vcpu v[8];
+        struct plan *p = NULL;
+        cpuset_t sets[8];
+        _cleanup_free_ cpuset_t *pack = NULL;
+
+        (void) state;
+        load_host("xeon-spr-2s", "xeon-spr-2s", &f);
+        policy(&pol);
+        for (unsigned i = 0; i < 8; i++)
+                v[i] = (struct plan_vcpu) { .key = i + 1, .vm = 1 + i / 2, .util = 0.35, .cur_cpu = -1 };
+        v[7].mode = PLACE_DEDICATED;
+        assert_int_equal(plan_compute(f.h, &pol, v, 8, NULL, 0, NULL, 0, &p), 0);
+        assert_int_equal(plan_pin_sets(f.h, &pol, p, v, 8, sets), 0);
+        /* the expected pack set of each LLC */
+        pack = calloc(f.h->n_llcs, sizeof(cpuset_t));
+        assert_non_null(pack);
+        for (unsigned i = 0; i < 7; i++) {
+                int c = p->vcpu_cpu[i];
+                assert_true(c >= 0);
+                cpuset_set(&pack[f.h->cores[f.h->cpu_core[c]].llc], (unsigned) c);
+        }
+        unsigned multi = 0;
+        for (unsigned i = 0; i < 7; i++) {
+                int c = p->vcpu_cpu[i];
+                assert_true(cpuset_isset(&sets[i], (unsigned) c));
+                assert_true(cpuset_equal(&sets[i], &pack[f.h->cores[f.h->cpu_core[c]].llc]));
+                assert_false(cpuset_isset(&sets[i], (unsigned) p->vcpu_cpu[7])); /* never the dedicated core */
+                multi += cpuset_count(&sets[i]) > 1;
+        }
+        assert_true(multi > 0); /* 7 x 0.35 does not fit on one CPU: the sets are not all single */
+        assert_int_equal(cpuset_count(&sets[7]), 1);
+        assert_true(cpuset_isset(&sets[7], (unsigned) p->vcpu_cpu[7]));
+        /* PinSingleCPU: every vCPU its planned CPU alone */
+        pol.pin_single_cpu = true;
+        assert_int_equal(plan_pin_sets(f.h, &pol, p, v, 8, sets), 0);
+        for (unsigned i = 0; i < 8; i++) {
+                assert_int_equal(cpuset_count(&sets[i]), 1);
+                assert_true(cpuset_isset(&sets[i], (unsigned) p->vcpu_cpu[i]));
+        }
+        plan_free(p);
+        free_host(&f);
+}
+
 static void test_worked_example(void **state)
 {
         struct host_fixture f;
@@ -280,15 +328,25 @@ static void test_best_wake(void **state)
 {
         struct host_fixture f;
         struct plan *p;
+        int c;
 
         load_host("xeon-spr-2s", "xeon-spr-2s", &f);
-        /* one busy CPU: its idle SMT sibling is cheapest */
-        p = plan_with_load(f.h, (int[]) { 0 }, (double[]) { 0.3 }, 1);
+        /* A lightly busy CPU in a package kept awake by another core: its idle SMT
+         * sibling is cheapest (no core to wake; the threads seldom overlap). */
+        p = plan_with_load(f.h, (int[]) { 0, 1, 17 }, (double[]) { 0.1, 0.9, 0.9 }, 3);
         assert_int_equal(plan_best_wake_cpu(f.h, p), 16);
+        plan_free(p);
+        /* The same CPU alone: the package sleeps only while all its cores idle, and two
+         * threads of one core stretch each other's busy time (SMT contention), so the
+         * package is awake longer than with the probe on a second core. */
+        p = plan_with_load(f.h, (int[]) { 0 }, (double[]) { 0.1 }, 1);
+        c = plan_best_wake_cpu(f.h, p);
+        assert_true(c >= 0 && c != 16);
+        assert_int_equal(f.t->cpus[c].package_id, 0);
         plan_free(p);
         /* both threads of core 0 busy: a core in the awake package 0, not in package 1 */
         p = plan_with_load(f.h, (int[]) { 0, 16 }, (double[]) { 0.3, 0.3 }, 2);
-        int c = plan_best_wake_cpu(f.h, p);
+        c = plan_best_wake_cpu(f.h, p);
         assert_true(c >= 0);
         assert_int_equal(f.t->cpus[c].package_id, 0);
         plan_free(p);
@@ -947,6 +1005,7 @@ int main(void)
                 cmocka_unit_test(test_half_host_spr),
                 cmocka_unit_test(test_half_host_genoa),
                 cmocka_unit_test(test_worked_example),
+                cmocka_unit_test(test_pin_sets),
                 cmocka_unit_test(test_best_wake),
                 cmocka_unit_test(test_best_sleep),
                 cmocka_unit_test(test_hysteresis),
