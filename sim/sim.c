@@ -683,6 +683,7 @@ static int vmm_period(struct run *R, struct pstate *p, nsec_t now, uint64_t peri
                 p->dirty = true;
         }
         pr->migrations += moved;
+        pr->moves += moved;
         /* The daemon pins each packed vCPU to its LLC's pack set (plan_pin_sets); the
          * window's wake-up balancing stays in the waking vCPU's LLC, so allowing every
          * CPU of every pack set is the same thing. */
@@ -764,6 +765,7 @@ static int baseline_step(struct run *R, struct pstate *p, bool interval_start)
                 break;
         }
         pr->migrations += moves;
+        pr->moves += moves;
         pr->decide_cpu_ns += thread_cputime_ns() - c0;
         pr->decisions++;
         return apply_knobs(R, p, NULL);
@@ -1025,6 +1027,7 @@ int sim_run(const struct sim_host *host, const struct sim_trace *tr, const struc
         }
         res->vcpu_hours = (double) R.nv * n_int * (double) tr->interval_ns / 3.6e12;
         res->mean_util = R.nv && n_int ? util_sum / ((double) R.nv * n_int) : 0;
+        res->demand_cpu_s = util_sum * (double) tr->interval_ns / 1e9;
         r = 0;
 out:
         res->cpu_ns = process_cputime_ns() - c0;

@@ -60,6 +60,7 @@ struct sim_policy_result {
         struct wait_hist hist;
         uint64_t wakeups, deep_wakeups;
         double migrations;              /* placement changes + wake-up migrations (scaled to the step) */
+        double moves;                   /* placement changes alone: planner moves, balancer moves */
         nsec_t decide_cpu_ns;           /* CPU time of the policy's decisions (plan_compute for SIM_VMM) */
         uint64_t decisions;
         uint64_t grows, shrinks;        /* SIM_VMM: plans by decision */
@@ -71,6 +72,7 @@ struct sim_result {
         nsec_t interval_ns;
         double vcpu_hours;
         double mean_util;               /* mean demand per vCPU */
+        double demand_cpu_s;            /* total demand, CPU-seconds at the top level */
         uint64_t events;                /* burst simulation events */
         nsec_t cpu_ns, wall_ns;
         nsec_t window_ns;

@@ -15,7 +15,7 @@ seed=${SEED:-1}
 out=${OUT:-$build/sim-results}
 sim=$build/sim/vmmpower-sim
 # Planner every 10 s of simulated time and one burst window per 300 s trace interval: the matrix
-# (64 runs) then takes minutes, not hours; vmmpower-sim(1) defaults are the daemon period (1 s), 60 s steps.
+# (100 runs) then takes about 2 minutes on 2 CPUs, not hours; vmmpower-sim(1) defaults are the daemon period (1 s), 60 s steps.
 simopts=${SIMOPTS:---period-ms 10000 --step-s 300}
 
 [ -d "$build" ] || meson setup "$build" "$src"
@@ -52,6 +52,15 @@ sens smt-gain-1.5 's/^SmtGain = 1.25$/SmtGain = 1.5/'
 sens idle-interval-250us 's/^ActiveIdleIntervalUs = 1000$/ActiveIdleIntervalUs = 250/'
 sens idle-interval-4ms 's/^ActiveIdleIntervalUs = 1000$/ActiveIdleIntervalUs = 4000/'
 sens no-all-packages-rule 's/^PackageIdleAllPackages = yes$/PackageIdleAllPackages = no/'
+
+# The planner's headroom (HeadroomPercent, default 80) against wait: B = 10 ms, every day, host, ratio.
+for hr in 90 100; do
+        printf '[Planner]\nHeadroomPercent = %s\n' "$hr" >"$out/models/headroom-$hr.conf"
+        for day in $days; do for hm in $hosts; do for ov in $ratios; do
+                topo=${hm%%:*}; model=${hm##*:}
+                echo "$sim --no-progress -c $out/models/headroom-$hr.conf -t $traces/$day.csv -T $src/tests/data/topology/$topo -m $src/config/models/$model.model -o $ov -b 10 -s $seed $simopts --label 'hr$hr;$day;$topo;$ov:1;10ms' --csv $out/csv/hr$hr-$day-$topo-$ov.csv > $out/csv/hr$hr-$day-$topo-$ov.txt" >>"$cmds"
+        done; done; done
+done
 
 start=$(date +%s)
 n=$(wc -l <"$cmds")

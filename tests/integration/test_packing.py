@@ -50,6 +50,25 @@ def n_cpus():
     return len(os.sched_getaffinity(0))
 
 
+def parse_cpulist(s):
+    out = set()
+    for part in (s or "").split(","):
+        if not part:
+            continue
+        lo, _, hi = part.partition("-")
+        out.update(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def llc_of(cpu):
+    """The CPUs sharing cpu's last-level cache (its package's when sysfs has no L3)."""
+    path = "/sys/devices/system/cpu/cpu%d/cache/index3/shared_cpu_list" % cpu
+    if not os.path.exists(path):
+        path = "/sys/devices/system/cpu/cpu%d/topology/package_cpus_list" % cpu
+    with open(path) as f:
+        return frozenset(parse_cpulist(f.read().strip()))
+
+
 class Packing(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -167,7 +186,14 @@ class Packing(unittest.TestCase):
         self.assertLessEqual(grew_periods, 3)
         a_tid = a.vcpu_tids()[0]
         want = [v["cpu"] for v in grown["vcpus"] if v["pid"] == a.pid][0]
-        d.wait_for(lambda: thread_affinity(a.pid, a_tid) == str(want), 10, "the busy vCPU pinned to its new pCPU")
+        # PinSingleCPU = no (the default): a packed vCPU may run on every pCPU of its LLC
+        # that the plan packs onto — its new pCPU among them, nothing else.
+        def pinned_to_pack_set():
+            pack_set = {v["cpu"] for v in d.json("plan")["vcpus"] if llc_of(v["cpu"]) == llc_of(want)}
+            aff = parse_cpulist(thread_affinity(a.pid, a_tid))
+            return want in aff and aff == pack_set
+        d.wait_for(pinned_to_pack_set, 10, "the busy vCPU pinned to its LLC's pack set (its new pCPU %d among them)" % want)
+        log("busy vCPU's affinity: %s (plan: pCPU %d)" % (thread_affinity(a.pid, a_tid), want))
         a.console.idle(0)
         a.console.light(0, batch, LIGHT_SLEEP_S)
 
