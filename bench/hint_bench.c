@@ -24,6 +24,11 @@
  * server actually consumed (its lines counter), and the loop thread's CPU
  * time as a share of one core.
  *
+ * The loop also runs the daemon's once-per-second inventory update, which
+ * refills each channel's read budget (HINT_READ_BYTES_PER_SEC): the
+ * unthrottled flood is read at that budget, not at whatever the writer
+ * manages.
+ *
  * Prints numbers; asserts nothing.  Usage: hint-bench [SAMPLES [FLOOD_RATE]]
  * (defaults 5000, 100000 lines/s).  "lost": probes not seen within 1 s (a
  * phase gives up after 100; -1.0 means no sample).  A 2-CPU machine runs
@@ -57,6 +62,8 @@ struct bench {
         int epfd;
         struct hint_server *hs;
         int probe_fd, flood_fd;
+        const struct vm_info *vms;       /* the inventory, handed over once per control period */
+        size_t n_vms;
 
         /* probe handshake between the prober and the loop */
         _Atomic uint32_t probe_target;   /* 0: none pending */
@@ -118,10 +125,18 @@ static void *loop_thread(void *userdata)
 {
         struct bench *b = userdata;
         struct epoll_event ev[16];
+        nsec_t next_period = now_ns() + NSEC_PER_SEC;
 
         while (!atomic_load(&b->stop_loop)) {
                 int n = epoll_wait(b->epfd, ev, 16, 50);
                 uint32_t target;
+
+                /* The daemon's control period (1 s): the inventory update also refills every
+                 * channel's read budget, so a flood past the budget waits for it, as on a host. */
+                if (now_ns() >= next_period) {
+                        (void) hint_server_update_vms(b->hs, b->vms, b->n_vms, now_ns());
+                        next_period += NSEC_PER_SEC;
+                }
 
                 for (int i = 0; i < n; i++) {
                         struct io_watch *w = ev[i].data.ptr;
@@ -311,6 +326,8 @@ int main(int argc, char **argv)
                 fprintf(stderr, "setup failed\n");
                 return 1;
         }
+        b.vms = vms;
+        b.n_vms = 2;
         r = hint_server_new(b.epfd, NULL, NULL, NULL, &b.hs);
         if (r < 0 || hint_server_update_vms(b.hs, vms, 2, now_ns()) < 0) {
                 fprintf(stderr, "hint server: %s\n", strerror(-r));

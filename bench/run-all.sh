@@ -40,11 +40,14 @@ awk '$1 ~ /^[0-9]+$/ && $3 ~ /^[0-9.]+$/ { last[$2] = $1; wall[$2] = $3; cpu[$2]
 awk '$1 ~ /^[0-9]+$/ && NF >= 9 { printf "%-14s %-44s %s us initial, %s us steady (min %s)\n", "plan-bench", $1 " pCPUs, " $2 " vCPUs", $3, $5, $6 }' \
         "$out/plan.txt"
 # hint-bench: latency per phase
-awk 'NR > 1 && $2 ~ /^[0-9]+$/ && NF >= 8 { printf "%-14s %-44s p50 %s us, p99 %s us, loop cpu %s\n", "hint-bench", $1, $3, $5, $(NF-1) }' \
+# (the phase name has spaces: the nine numbers are counted from the end of the row)
+awk 'NF >= 10 && $(NF-8) ~ /^[0-9]+$/ && $(NF-1) ~ /%$/ {
+        name = $1; for (i = 2; i <= NF - 9; i++) name = name " " $i
+        printf "%-14s %-44s p50 %s us, p99 %s us, flood read %s lines/s, loop cpu %s\n", "hint-bench", name, $(NF-7), $(NF-5), $(NF-2), $(NF-1) }' \
         "$out/hint.txt"
 if [ -s "$out/sim.txt" ]; then
         awk '/^simulated in/ { printf "%-14s %-44s %s s wall, %s s CPU\n", "vmmpower-sim", "1,500 VMs x 288 intervals, synth:2x96", $3, $6 }
-             /^vmmpower:/ && /plans/ { printf "%-14s %-44s %s plans, %s ms CPU per plan\n", "vmmpower-sim", "planner in the run", $2, $(NF-5) }' \
+             /^vmmpower:/ && /plans/ { match($0, /[0-9.]+ ms CPU per plan/); printf "%-14s %-44s %s plans, %s\n", "vmmpower-sim", "planner in the run", $2, substr($0, RSTART, RLENGTH) }' \
                 "$out/sim.txt"
 fi
 echo
