@@ -111,10 +111,43 @@ static unsigned max_group_cores(const struct em_group *g, unsigned n)
         return m;
 }
 
+/*
+ * Idle-domain cost of T core-seconds per second of busy time (T "busy
+ * cores"), at least: em_host_power() charges a domain awake for 1 - q of the
+ * time with q <= Π_c (1 - busy_c) <= exp(-Σ_c busy_c) (its cores' busy
+ * periods are independent in the model), so a domain whose cores are busy x
+ * in all costs at least (P_awake - P_asleep)(1 - e^-x) over asleep.  That is
+ * concave in x: the least total is with the busy time concentrated, domains
+ * filled one after the other (n_s cores each, the largest group's size).
+ */
+static double domain_floor_mw(const struct em_host *h, double T)
+{
+        const struct energy_model *m = &h->model;
+        double sum = 0.0;
+
+        for (int d = 0; d < _EM_DOMAIN_MAX; d++) {
+                const struct em_idle_domain *dom = &m->domain[d];
+                unsigned groups = d == EM_DOMAIN_LLC ? h->n_llcs : h->n_pkgs;
+                double size = d == EM_DOMAIN_LLC ? max_group_cores(h->llcs, h->n_llcs)
+                                                 : max_group_cores(h->pkgs, h->n_pkgs);
+                double full, rest, x;
+
+                if (!dom->present || T <= 0.0)
+                        continue;
+                full = floor(T / size);
+                if (full > groups)
+                        full = groups;
+                rest = T - full * size;
+                x = full * (1.0 - exp(-size)) + (rest > 0.0 ? 1.0 - exp(-rest) : 0.0);
+                sum += ((double) dom->awake_mw - dom->asleep_mw) * x;
+        }
+        return sum;
+}
+
 double sim_fluid_bound_mw(const struct em_host *h, const double *demand, unsigned nv)
 {
         const struct energy_model *m = &h->model;
-        double W = 0, p_deep = m->idle[m->n_idle - 1].power_mw, base, slope = 0, best = INFINITY;
+        double W = 0, p_deep = m->idle[m->n_idle - 1].power_mw, base, best = INFINITY;
         /* a core's throughput: one thread's capacity, SmtGain x that with two threads */
         double threads = h->n_online > h->n_cores ? m->smt_gain_permille / 1000.0 : 1.0;
 
@@ -124,42 +157,44 @@ double sim_fluid_bound_mw(const struct em_host *h, const double *demand, unsigne
         for (int d = 0; d < _EM_DOMAIN_MAX; d++) {
                 const struct em_idle_domain *dom = &m->domain[d];
                 unsigned groups = d == EM_DOMAIN_LLC ? h->n_llcs : h->n_pkgs;
-                unsigned size = d == EM_DOMAIN_LLC ? max_group_cores(h->llcs, h->n_llcs)
-                                                   : max_group_cores(h->pkgs, h->n_pkgs);
-                if (!dom->present)
-                        continue;
-                base += groups * (double) dom->asleep_mw;
-                slope += ((double) dom->awake_mw - dom->asleep_mw) / size;
+                if (dom->present)
+                        base += groups * (double) dom->asleep_mw;
         }
         /*
-         * Busy core-time at level L costs c_L = P_active(L) - P_deep + slope and
-         * delivers threads x C_L / 1024 of work; at most n_cores of core-time
-         * exist.  The cheapest way to deliver W is a linear programme in the
-         * core-time per level: one level, or (when the best level alone cannot
-         * hold W) two levels using all the core-time.  Demand beyond the top
+         * Busy core-time at level L costs P_active(L) - P_deep and delivers
+         * threads x C_L / 1024 of work; at most n_cores of core-time exist; the
+         * domains cost domain_floor_mw() of the total busy time.  Core-time per
+         * level is the variable: a linear cost plus a concave one over a
+         * polytope, so the least is at a vertex: one level (when it alone can
+         * hold W), or two levels using all the core-time.  Demand beyond the top
          * level's capacity cannot be delivered (and is not charged).
          */
         double N = h->n_cores, cap_top = threads * m->levels[m->n_levels - 1].capacity / 1024.0;
         if (W > N * cap_top)
                 W = N * cap_top;
+        if (W <= 0)
+                return base;
         for (unsigned a = 0; a < m->n_levels; a++) {
                 double ca = threads * m->levels[a].capacity / 1024.0;
-                double ka = (double) m->levels[a].active_mw - p_deep + slope;
-                if (W <= N * ca + 1e-12 && W / ca * ka < best)
-                        best = W / ca * ka;
+                double ka = (double) m->levels[a].active_mw - p_deep;
+                if (W <= N * ca + 1e-12) {
+                        double T = W / ca, cost = T * ka + domain_floor_mw(h, T);
+                        if (cost < best)
+                                best = cost;
+                }
                 for (unsigned b = a + 1; b < m->n_levels; b++) {
                         double cb = threads * m->levels[b].capacity / 1024.0;
-                        double kb = (double) m->levels[b].active_mw - p_deep + slope;
+                        double kb = (double) m->levels[b].active_mw - p_deep;
                         /* all N of core-time: x at a, N - x at b, x ca + (N - x) cb = W */
                         if (cb <= ca || W > N * cb + 1e-12 || W < N * ca)
                                 continue;
                         double x = (N * cb - W) / (cb - ca);
-                        double cost = x * ka + (N - x) * kb;
+                        double cost = x * ka + (N - x) * kb + domain_floor_mw(h, N);
                         if (cost < best)
                                 best = cost;
                 }
         }
-        return base + (W > 0 ? best : 0.0);
+        return base + best;
 }
 
 struct ffd_item {

@@ -186,7 +186,7 @@ static void test_bounds_below_policies(void **state)
         uint8_t *nv = calloc(e->n_cpus, 1), *lvl = calloc(e->n_fdoms, 1);
         uint32_t *lat = calloc(e->n_cpus, sizeof(uint32_t));
         assert_true(work && dem && nv && lvl && lat);
-        for (unsigned it = 0; it < 500; it++) {
+        for (unsigned it = 0; it < 2000; it++) {
                 memset(work, 0, e->n_cpus * sizeof(double));
                 memset(nv, 0, e->n_cpus);
                 for (unsigned f = 0; f < e->n_fdoms; f++)
@@ -194,12 +194,21 @@ static void test_bounds_below_policies(void **state)
                 for (unsigned cpu = 0; cpu < e->n_cpus; cpu++)
                         lat[cpu] = splitmix64(&s) % 4 ? EM_LATENCY_ANY : 10;
                 unsigned n = 1 + (unsigned) (splitmix64(&s) % 64);
+                /* half the loads on the first few CPUs only (concentrated: where the bound's
+                 * domain floor is tightest), half anywhere */
+                unsigned span = it % 2 ? e->n_cpus : 1 + (unsigned) (splitmix64(&s) % e->n_cpus);
                 for (unsigned i = 0; i < n; i++) {
-                        unsigned cpu = (unsigned) (splitmix64(&s) % e->n_cpus);
+                        unsigned cpu = (unsigned) (splitmix64(&s) % span);
                         double cap = e->model.levels[lvl[e->cpu_fdom[cpu]]].capacity / 1024.0;
+                        const struct em_core *co = &e->cores[e->cpu_core[cpu]];
+                        double core_sum = 0;
+                        for (unsigned th = 0; th < co->n_threads; th++)
+                                core_sum += work[co->cpu[th]];
                         dem[i] = rng_unit(&s) * 0.5;
-                        if (work[cpu] + dem[i] > cap)
-                                dem[i] = 0; /* keep every CPU within capacity */
+                        /* keep every CPU within capacity, every core within SmtGain x that */
+                        if (work[cpu] + dem[i] > cap ||
+                            core_sum + dem[i] > cap * e->model.smt_gain_permille / 1000.0)
+                                dem[i] = 0;
                         work[cpu] += dem[i];
                         nv[cpu]++;
                 }
