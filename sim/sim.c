@@ -112,34 +112,48 @@ static unsigned max_group_cores(const struct em_group *g, unsigned n)
 }
 
 /*
- * Idle-domain cost of T core-seconds per second of busy time (T "busy
- * cores"), at least: em_host_power() charges a domain awake for 1 - q of the
- * time with q <= Π_c (1 - busy_c) <= exp(-Σ_c busy_c) (its cores' busy
- * periods are independent in the model), so a domain whose cores are busy x
- * in all costs at least (P_awake - P_asleep)(1 - e^-x) over asleep.  That is
- * concave in x: the least total is with the busy time concentrated, domains
- * filled one after the other (n_s cores each, the largest group's size).
+ * Power of the idle domains with T core-seconds per second of busy time (T
+ * "busy cores"), at least.  em_host_power() charges a domain
+ * (1 - q) P_awake + (q - a) P_quiet + a P_asleep with q the share of time its
+ * cores are all idle (long enough) and a <= q the share it may sleep: the
+ * model takes the cores' busy periods as independent, so
+ * q <= Π_c (1 - busy_c) <= exp(-x) for busy time x in the domain.  Without
+ * the all-packages rule a = q: at least P_asleep + (P_awake - P_asleep)(1 - e^-x).
+ * With it (packages sleep only together) a <= exp(-T) for every package: at
+ * least P_awake - e^-x (P_awake - P_quiet) - e^-T (P_quiet - P_asleep).
+ * Both are concave in x: the least total has the busy time concentrated,
+ * domains filled one after the other (n_s cores each, the largest group's).
  */
+static double fill_floor(double T, double size, unsigned groups)
+{
+        double full = floor(T / size), rest;
+
+        if (full > groups)
+                full = groups;
+        rest = T - full * size;
+        return full * (1.0 - exp(-size)) + (rest > 0.0 ? 1.0 - exp(-rest) : 0.0);
+}
+
 static double domain_floor_mw(const struct em_host *h, double T)
 {
         const struct energy_model *m = &h->model;
         double sum = 0.0;
 
+        if (T < 0.0)
+                T = 0.0;
         for (int d = 0; d < _EM_DOMAIN_MAX; d++) {
                 const struct em_idle_domain *dom = &m->domain[d];
                 unsigned groups = d == EM_DOMAIN_LLC ? h->n_llcs : h->n_pkgs;
                 double size = d == EM_DOMAIN_LLC ? max_group_cores(h->llcs, h->n_llcs)
                                                  : max_group_cores(h->pkgs, h->n_pkgs);
-                double full, rest, x;
+                double A = dom->awake_mw, Q = dom->quiet_mw, S = dom->asleep_mw, x = fill_floor(T, size, groups);
 
-                if (!dom->present || T <= 0.0)
+                if (!dom->present)
                         continue;
-                full = floor(T / size);
-                if (full > groups)
-                        full = groups;
-                rest = T - full * size;
-                x = full * (1.0 - exp(-size)) + (rest > 0.0 ? 1.0 - exp(-rest) : 0.0);
-                sum += ((double) dom->awake_mw - dom->asleep_mw) * x;
+                if (d == EM_DOMAIN_PACKAGE && m->package_idle_all_packages)
+                        sum += groups * (Q - exp(-T) * (Q - S)) + (A - Q) * x;
+                else
+                        sum += groups * S + (A - S) * x;
         }
         return sum;
 }
@@ -153,13 +167,7 @@ double sim_fluid_bound_mw(const struct em_host *h, const double *demand, unsigne
 
         for (unsigned i = 0; i < nv; i++)
                 W += demand[i];
-        base = h->n_cores * p_deep;
-        for (int d = 0; d < _EM_DOMAIN_MAX; d++) {
-                const struct em_idle_domain *dom = &m->domain[d];
-                unsigned groups = d == EM_DOMAIN_LLC ? h->n_llcs : h->n_pkgs;
-                if (dom->present)
-                        base += groups * (double) dom->asleep_mw;
-        }
+        base = h->n_cores * p_deep; /* the domains: domain_floor_mw() of the busy time */
         /*
          * Busy core-time at level L costs P_active(L) - P_deep and delivers
          * threads x C_L / 1024 of work; at most n_cores of core-time exist; the
@@ -173,7 +181,7 @@ double sim_fluid_bound_mw(const struct em_host *h, const double *demand, unsigne
         if (W > N * cap_top)
                 W = N * cap_top;
         if (W <= 0)
-                return base;
+                return base + domain_floor_mw(h, 0.0);
         for (unsigned a = 0; a < m->n_levels; a++) {
                 double ca = threads * m->levels[a].capacity / 1024.0;
                 double ka = (double) m->levels[a].active_mw - p_deep;

@@ -104,15 +104,20 @@ static struct sim_trace *synth_trace(unsigned n, unsigned k)
         return t;
 }
 
-static void load_host(struct sim_host *h)
+static void load_host_named(struct sim_host *h, const char *fixture, const char *model_name)
 {
         char topo[512], model[512];
         struct sim_error err = { 0 };
 
-        snprintf(topo, sizeof(topo), "%s/topology/xeon-spr-2s", TEST_DATA_DIR);
-        snprintf(model, sizeof(model), "%s/../../config/models/xeon-spr-2s.model", TEST_DATA_DIR);
+        snprintf(topo, sizeof(topo), "%s/topology/%s", TEST_DATA_DIR, fixture);
+        snprintf(model, sizeof(model), "%s/../../config/models/%s.model", TEST_DATA_DIR, model_name);
         if (sim_host_load(topo, model, h, &err) < 0)
                 fail_msg("%s:%u: %s", err.file, err.line, err.message);
+}
+
+static void load_host(struct sim_host *h)
+{
+        load_host_named(h, "xeon-spr-2s", "xeon-spr-2s");
 }
 
 static void small_config(struct sim_config *c)
@@ -179,49 +184,56 @@ static void test_bounds_below_policies(void **state)
                 sim_result_free(&r);
         }
 
-        /* the fluid bound against random loads evaluated by the model itself */
-        uint64_t s = 11;
-        const struct em_host *e = h.em;
-        double *work = calloc(e->n_cpus, sizeof(double)), *dem = calloc(64, sizeof(double));
-        uint8_t *nv = calloc(e->n_cpus, 1), *lvl = calloc(e->n_fdoms, 1);
-        uint32_t *lat = calloc(e->n_cpus, sizeof(uint32_t));
-        assert_true(work && dem && nv && lvl && lat);
-        for (unsigned it = 0; it < 2000; it++) {
-                memset(work, 0, e->n_cpus * sizeof(double));
-                memset(nv, 0, e->n_cpus);
-                for (unsigned f = 0; f < e->n_fdoms; f++)
-                        lvl[f] = (uint8_t) (splitmix64(&s) % e->model.n_levels);
-                for (unsigned cpu = 0; cpu < e->n_cpus; cpu++)
-                        lat[cpu] = splitmix64(&s) % 4 ? EM_LATENCY_ANY : 10;
-                unsigned n = 1 + (unsigned) (splitmix64(&s) % 64);
-                /* half the loads on the first few CPUs only (concentrated: where the bound's
-                 * domain floor is tightest), half anywhere */
-                unsigned span = it % 2 ? e->n_cpus : 1 + (unsigned) (splitmix64(&s) % e->n_cpus);
-                for (unsigned i = 0; i < n; i++) {
-                        unsigned cpu = (unsigned) (splitmix64(&s) % span);
-                        double cap = e->model.levels[lvl[e->cpu_fdom[cpu]]].capacity / 1024.0;
-                        const struct em_core *co = &e->cores[e->cpu_core[cpu]];
-                        double core_sum = 0;
-                        for (unsigned th = 0; th < co->n_threads; th++)
-                                core_sum += work[co->cpu[th]];
-                        dem[i] = rng_unit(&s) * 0.5;
-                        /* keep every CPU within capacity, every core within SmtGain x that */
-                        if (work[cpu] + dem[i] > cap ||
-                            core_sum + dem[i] > cap * e->model.smt_gain_permille / 1000.0)
-                                dem[i] = 0;
-                        work[cpu] += dem[i];
-                        nv[cpu]++;
+        /* the fluid bound against random loads evaluated by the model itself, on both shipped
+         * hosts (the SPR one has the all-packages rule, the Genoa one LLC domains) */
+        sim_host_done(&h);
+        for (unsigned hi = 0; hi < 2; hi++) {
+                load_host_named(&h, hi ? "epyc-genoa-1s" : "xeon-spr-2s", hi ? "epyc-genoa" : "xeon-spr-2s");
+                uint64_t s = 11;
+                const struct em_host *e = h.em;
+                double *work = calloc(e->n_cpus, sizeof(double)), *dem = calloc(64, sizeof(double));
+                uint8_t *nv = calloc(e->n_cpus, 1), *lvl = calloc(e->n_fdoms, 1);
+                uint32_t *lat = calloc(e->n_cpus, sizeof(uint32_t));
+                assert_true(work && dem && nv && lvl && lat);
+                for (unsigned it = 0; it < 2000; it++) {
+                        memset(work, 0, e->n_cpus * sizeof(double));
+                        memset(nv, 0, e->n_cpus);
+                        for (unsigned f = 0; f < e->n_fdoms; f++)
+                                lvl[f] = (uint8_t) (splitmix64(&s) % e->model.n_levels);
+                        for (unsigned cpu = 0; cpu < e->n_cpus; cpu++)
+                                lat[cpu] = splitmix64(&s) % 4 ? EM_LATENCY_ANY : 10;
+                        unsigned n = 1 + (unsigned) (splitmix64(&s) % 64);
+                        /* half the loads on the first few CPUs only (concentrated: where the bound's
+                         * domain floor is tightest), half anywhere */
+                        unsigned span = it % 2 ? e->n_cpus : 1 + (unsigned) (splitmix64(&s) % e->n_cpus);
+                        for (unsigned i = 0; i < n; i++) {
+                                unsigned cpu = (unsigned) (splitmix64(&s) % span);
+                                double cap = e->model.levels[lvl[e->cpu_fdom[cpu]]].capacity / 1024.0;
+                                const struct em_core *co = &e->cores[e->cpu_core[cpu]];
+                                double core_sum = 0;
+                                for (unsigned th = 0; th < co->n_threads; th++)
+                                        core_sum += work[co->cpu[th]];
+                                dem[i] = rng_unit(&s) * 0.5;
+                                /* keep every CPU within capacity, every core within SmtGain x that */
+                                if (work[cpu] + dem[i] > cap ||
+                                    core_sum + dem[i] > cap * e->model.smt_gain_permille / 1000.0)
+                                        dem[i] = 0;
+                                work[cpu] += dem[i];
+                                nv[cpu]++;
+                        }
+                        struct em_load l = { work, nv, lat, lvl };
+                        double p = em_host_power(e, &l, NULL), fl = sim_fluid_bound_mw(e, dem, n);
+                        if (fl > p + 1e-6)
+                                fail_msg("%s load %u: fluid %.1f mW > model %.1f mW", hi ? "genoa" : "spr", it, fl, p);
                 }
-                struct em_load l = { work, nv, lat, lvl };
-                double p = em_host_power(e, &l, NULL), fl = sim_fluid_bound_mw(e, dem, n);
-                if (fl > p + 1e-6)
-                        fail_msg("load %u: fluid %.1f mW > model %.1f mW", it, fl, p);
+                free(work);
+                free(dem);
+                free(nv);
+                free(lvl);
+                free(lat);
+                if (hi == 0)
+                        sim_host_done(&h);
         }
-        free(work);
-        free(dem);
-        free(nv);
-        free(lvl);
-        free(lat);
         sim_trace_free(t);
         sim_host_done(&h);
 }
