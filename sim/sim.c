@@ -463,7 +463,10 @@ static void evaluate(struct run *R, struct pstate *p)
          * 2-thread core over SmtGain x that (the evsim's speed rule). */
         for (unsigned k = 0; k < h->n_cores; k++) {
                 const struct em_core *co = &h->cores[k];
-                double cap = em_capacity(&h->model, p->level[h->cpu_fdom[co->cpu[0]]]) / 1024.0;
+                unsigned lv = 0;
+                for (unsigned t = 0; t < co->n_threads; t++) /* the core runs at its threads' highest level */
+                        lv = MAX(lv, (unsigned) p->level[h->cpu_fdom[co->cpu[t]]]);
+                double cap = em_capacity(&h->model, lv) / 1024.0;
                 double sum = 0, o = 0;
                 for (unsigned t = 0; t < co->n_threads; t++) {
                         double wk = p->cpu_work[co->cpu[t]];
@@ -505,7 +508,7 @@ static void util_levels(struct run *R, struct pstate *p, double margin)
         for (unsigned k = 0; k < h->n_cores; k++) {
                 const struct em_core *c = &h->cores[k];
                 double w0 = R->load[c->cpu[0]], w1 = c->n_threads > 1 ? R->load[c->cpu[1]] : 0.0;
-                unsigned L, f = h->cpu_fdom[c->cpu[0]];
+                unsigned L;
 
                 for (L = 0; L + 1 < m->n_levels; L++) {
                         double cap = m->levels[L].capacity / 1024.0, t0, t1, o;
@@ -516,8 +519,12 @@ static void util_levels(struct run *R, struct pstate *p, double margin)
                                    margin * MAX(t0, t1) <= 1.0 + 1e-12)
                                 break;
                 }
-                if (L > p->want_level[f])
-                        p->want_level[f] = (uint8_t) L;
+                /* every thread's domain (FrequencyScope = policy may split a core's threads) */
+                for (unsigned t = 0; t < c->n_threads; t++) {
+                        unsigned f = h->cpu_fdom[c->cpu[t]];
+                        if (L > p->want_level[f])
+                                p->want_level[f] = (uint8_t) L;
+                }
         }
 }
 

@@ -844,6 +844,7 @@ void plan_free(struct plan *p)
                 return;
         free(p->vcpu_key);
         free(p->vcpu_cpu);
+        free(p->vcpu_boost);
         free(p->fdom_level);
         free(p->cpu_idle_state);
         free(p->cpu_max_latency_us);
@@ -862,11 +863,12 @@ static struct plan *plan_alloc(const struct em_host *h, size_t nv)
         p->n_vcpus = (unsigned) nv;
         p->vcpu_key = calloc(nv1, sizeof(uint64_t));
         p->vcpu_cpu = calloc(nv1, sizeof(int));
+        p->vcpu_boost = calloc(nv1, 1);
         p->fdom_level = calloc(h->n_fdoms ? h->n_fdoms : 1, 1);
         p->cpu_idle_state = calloc(h->n_cpus, 1);
         p->cpu_max_latency_us = calloc(h->n_cpus, sizeof(uint32_t));
         p->cpu_work = calloc(h->n_cpus, sizeof(double));
-        if (!p->vcpu_key || !p->vcpu_cpu || !p->fdom_level || !p->cpu_idle_state || !p->cpu_max_latency_us ||
+        if (!p->vcpu_key || !p->vcpu_cpu || !p->vcpu_boost || !p->fdom_level || !p->cpu_idle_state || !p->cpu_max_latency_us ||
             !p->cpu_work) {
                 plan_free(p);
                 return NULL;
@@ -881,6 +883,7 @@ bool plan_equal(const struct plan *a, const struct plan *b)
         return cpuset_equal(&a->active, &b->active) &&
                memcmp(a->vcpu_key, b->vcpu_key, a->n_vcpus * sizeof(uint64_t)) == 0 &&
                memcmp(a->vcpu_cpu, b->vcpu_cpu, a->n_vcpus * sizeof(int)) == 0 &&
+               memcmp(a->vcpu_boost, b->vcpu_boost, a->n_vcpus) == 0 &&
                memcmp(a->fdom_level, b->fdom_level, a->n_fdoms) == 0 &&
                memcmp(a->cpu_idle_state, b->cpu_idle_state, a->n_cpus) == 0 &&
                memcmp(a->cpu_max_latency_us, b->cpu_max_latency_us, a->n_cpus * sizeof(uint32_t)) == 0 &&
@@ -1084,6 +1087,7 @@ static void fill_plan(struct ws *w, struct plan *p, nsec_t now)
         for (size_t i = 0; i < w->nv; i++) {
                 p->vcpu_key[i] = w->v[i].key;
                 p->vcpu_cpu[i] = w->assign[i];
+                p->vcpu_boost[i] = w->boost[i];
         }
         memcpy(p->fdom_level, w->level, h->n_fdoms);
         for (unsigned c = 0; c < h->n_cpus; c++) {
@@ -1514,7 +1518,8 @@ int plan_pin_sets(const struct em_host *h, const struct plan_policy *pol, const 
                 cpuset_zero(&ret[i]);
                 if (!cpu_ok(h, c))
                         continue;
-                if (llc && v[i].mode == PLACE_PACK)
+                /* a boosted vCPU stays on the CPU the plan runs at the top level for it */
+                if (llc && v[i].mode == PLACE_PACK && !(p->vcpu_boost && p->vcpu_boost[i]))
                         ret[i] = llc[h->cores[h->cpu_core[c]].llc];
                 else
                         cpuset_set(&ret[i], (unsigned) c);

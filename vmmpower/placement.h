@@ -87,6 +87,7 @@ struct plan {
         cpuset_t active;             /* CPUs hosting vCPUs (including excluded ones' CPUs) */
         uint64_t *vcpu_key;          /* [n_vcpus], in input order */
         int *vcpu_cpu;               /* [n_vcpus], -1 = not placed (exclude with unknown CPU) */
+        uint8_t *vcpu_boost;         /* [n_vcpus] 1: boosted by a hint (its CPU at the top level) */
         uint8_t *fdom_level;         /* [n_fdoms] perf level index */
         int8_t *cpu_idle_state;      /* [n_cpus] deepest allowed model idle state, -1 = none (offline: -1) */
         uint32_t *cpu_max_latency_us;/* [n_cpus] the same as an exit latency limit */
@@ -125,8 +126,9 @@ int plan_best_sleep_cpu(const struct em_host *h, const struct plan *p);
  * the "pack set" of its planned CPU's LLC: every CPU of that LLC the plan
  * gives packed vCPUs.  The plan keeps the same CPUs awake either way; inside
  * the set the kernel's wake-up balancing takes a vCPU to whichever of them is
- * idle instead of queueing it behind a busy one.  An unplaced vCPU gets an
- * empty set.  0, or -ENOMEM.
+ * idle instead of queueing it behind a busy one.  A boosted vCPU (hint) gets
+ * its CPU alone: that CPU is the one kept at the top level for it.  An
+ * unplaced vCPU gets an empty set.  0, or -ENOMEM.
  */
 int plan_pin_sets(const struct em_host *h, const struct plan_policy *pol, const struct plan *p,
                   const struct plan_vcpu *v, size_t n_v, cpuset_t *ret);

@@ -272,6 +272,17 @@ static void test_pin_sets(void **state)
         assert_true(multi > 0); /* 7 x 0.35 does not fit on one CPU: the sets are not all single */
         assert_int_equal(cpuset_count(&sets[7]), 1);
         assert_true(cpuset_isset(&sets[7], (unsigned) p->vcpu_cpu[7]));
+        /* a boosted vCPU (hint) keeps the CPU the plan runs at the top level for it */
+        {
+                struct plan_hint hint = { .key = v[0].key, .boost = true };
+                struct plan *pb = NULL;
+                assert_int_equal(plan_compute(f.h, &pol, v, 8, &hint, 1, NULL, 0, &pb), 0);
+                assert_int_equal(plan_pin_sets(f.h, &pol, pb, v, 8, sets), 0);
+                assert_int_equal(cpuset_count(&sets[0]), 1);
+                assert_true(cpuset_isset(&sets[0], (unsigned) pb->vcpu_cpu[0]));
+                assert_int_equal(pb->fdom_level[f.h->cpu_fdom[pb->vcpu_cpu[0]]], f.h->model.n_levels - 1);
+                plan_free(pb);
+        }
         /* PinSingleCPU: every vCPU its planned CPU alone */
         pol.pin_single_cpu = true;
         assert_int_equal(plan_pin_sets(f.h, &pol, p, v, 8, sets), 0);
