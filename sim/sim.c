@@ -329,6 +329,7 @@ struct run {
         uint32_t max_khz;
         uint8_t *core_mask;         /* [n_cores] scratch */
         double *load, *sibload;     /* [n_cpus] scratch */
+        unsigned *order_scratch;    /* [nv] */
         double window_ns;
         struct pstate ps[_SIM_RUN_MAX];
 };
@@ -444,6 +445,63 @@ static int apply_knobs(struct run *R, struct pstate *p, uint8_t *changed_fdom)
         return 0;
 }
 
+static int cmp_demand_desc(const void *a, const void *b, void *ctx)
+{
+        const double *d = ctx;
+        unsigned x = *(const unsigned *) a, y = *(const unsigned *) b;
+        if (d[x] != d[y])
+                return d[x] > d[y] ? -1 : 1;
+        return x < y ? -1 : (x > y);
+}
+
+/*
+ * vmmpower with pack sets (PinSingleCPU = no): a vCPU may run on every CPU of
+ * its LLC's pack set, and the kernel's load balancer evens the load over
+ * them, as B0's balancer does over all CPUs.  The load is evaluated that way:
+ * per pack set, largest demand first onto its least loaded CPU (then the
+ * least loaded core).  The plan's own per-CPU placement stays the planner's
+ * input; levels and idle limits are the plan's.
+ */
+static void balance_pack_sets(struct run *R, struct pstate *p)
+{
+        const struct em_host *h = R->h;
+        unsigned *ord = R->order_scratch;
+
+        for (unsigned i = 0; i < R->nv; i++)
+                ord[i] = i;
+        qsort_r(ord, R->nv, sizeof(unsigned), cmp_demand_desc, R->demand);
+        for (unsigned s = 0; s < R->nv; s++) {
+                unsigned i = ord[s];
+                int c = p->home[i], best = -1;
+                double best_load = 0, best_core = 0;
+                if (c < 0)
+                        continue;
+                const struct em_group *g = &h->llcs[h->cores[h->cpu_core[c]].llc];
+                for (unsigned k = g->first; k < g->end; k++) {
+                        const struct em_core *co = &h->cores[k];
+                        double core_load = 0;
+                        for (unsigned t = 0; t < co->n_threads; t++)
+                                core_load += p->cpu_work[co->cpu[t]];
+                        for (unsigned t = 0; t < co->n_threads; t++) {
+                                int x = co->cpu[t];
+                                if (!p->allowed[x])
+                                        continue;
+                                if (best < 0 || p->cpu_work[x] < best_load - 1e-12 ||
+                                    (p->cpu_work[x] <= best_load + 1e-12 && core_load < best_core - 1e-12)) {
+                                        best = x;
+                                        best_load = p->cpu_work[x];
+                                        best_core = core_load;
+                                }
+                        }
+                }
+                if (best < 0)
+                        best = c;
+                p->cpu_work[best] += R->demand[i];
+                if (p->cpu_vcpus[best] < 255)
+                        p->cpu_vcpus[best]++;
+        }
+}
+
 static void evaluate(struct run *R, struct pstate *p)
 {
         const struct em_host *h = R->h;
@@ -451,14 +509,17 @@ static void evaluate(struct run *R, struct pstate *p)
 
         memset(p->cpu_work, 0, h->n_cpus * sizeof(double));
         memset(p->cpu_vcpus, 0, h->n_cpus);
-        for (unsigned i = 0; i < R->nv; i++) {
-                int c = p->home[i];
-                if (c < 0)
-                        continue;
-                p->cpu_work[c] += R->demand[i];
-                if (p->cpu_vcpus[c] < 255)
-                        p->cpu_vcpus[c]++;
-        }
+        if (p->id == SIM_VMM && !R->cfg->policy.pin_single_cpu)
+                balance_pack_sets(R, p);
+        else
+                for (unsigned i = 0; i < R->nv; i++) {
+                        int c = p->home[i];
+                        if (c < 0)
+                                continue;
+                        p->cpu_work[c] += R->demand[i];
+                        if (p->cpu_vcpus[c] < 255)
+                                p->cpu_vcpus[c]++;
+                }
         /* Work the placement cannot deliver: per CPU over its level's capacity, per
          * 2-thread core over SmtGain x that (the evsim's speed rule). */
         for (unsigned k = 0; k < h->n_cores; k++) {
@@ -883,8 +944,9 @@ static int run_setup(struct run *R)
         R->core_mask = calloc(h->n_cores, 1);
         R->load = calloc(h->n_cpus + h->n_fdoms, sizeof(double));
         R->sibload = calloc(h->n_cpus + h->n_fdoms, sizeof(double));
+        R->order_scratch = calloc(nv + 1, sizeof(unsigned));
         if (!R->demand || !R->samples || !R->spread_rank || !R->spread_order || !R->lp_set || !R->level_permille ||
-            !R->core_mask || !R->load || !R->sibload)
+            !R->core_mask || !R->load || !R->sibload || !R->order_scratch)
                 return -ENOMEM;
         for (unsigned i = 0; i < nv; i++)
                 R->samples[i] = (struct sim_vcpu_sample) { .pid = R->pid[i], .index = R->vidx[i] };
@@ -1096,6 +1158,7 @@ out:
         free(R.core_mask);
         free(R.load);
         free(R.sibload);
+        free(R.order_scratch);
         if (r < 0)
                 sim_result_free(res);
         return r;

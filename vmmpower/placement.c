@@ -125,6 +125,8 @@ struct ws {
         unsigned *nvc, *base_nvc;     /* [n_cpus] */
         uint8_t *resv;          /* [n_cpus] 0 free, 1 one vCPU only (spread), 2 dedicated core */
         uint8_t *cpu_boost;     /* [n_cpus] */
+        uint8_t *in_set;        /* [n_cpus] pack-set scratch */
+        unsigned *set_n;        /* [n_llcs] pack-set scratch */
         int *assign;            /* [nv] */
         /* evaluation */
         uint8_t *active;        /* [n_cpus] */
@@ -151,6 +153,8 @@ static void ws_free(struct ws *w)
         free(w->base_nvc);
         free(w->resv);
         free(w->cpu_boost);
+        free(w->in_set);
+        free(w->set_n);
         free(w->assign);
         free(w->active);
         free(w->lat);
@@ -289,6 +293,8 @@ static int ws_init(struct ws *w, const struct em_host *h, const struct plan_poli
         w->base_nvc = calloc(n, sizeof(unsigned));
         w->resv = calloc(n, 1);
         w->cpu_boost = calloc(n, 1);
+        w->in_set = calloc(n, 1);
+        w->set_n = calloc(h->n_llcs ? h->n_llcs : 1, sizeof(unsigned));
         w->active = calloc(n, 1);
         w->lat = calloc(n, sizeof(uint32_t));
         w->level = calloc(h->n_fdoms, 1);
@@ -301,7 +307,7 @@ static int ws_init(struct ws *w, const struct em_host *h, const struct plan_poli
         w->seg = malloc((w->leaf0 + w->segn) * sizeof(double));
         w->cpu_pos = malloc(n * sizeof(int));
         if (!w->dem || !w->boost || !w->sorted || !w->assign || !w->sib || !w->work || !w->base_work || !w->nvc ||
-            !w->base_nvc || !w->resv || !w->cpu_boost || !w->active || !w->lat || !w->level || !w->fdom_start ||
+            !w->base_nvc || !w->resv || !w->cpu_boost || !w->in_set || !w->set_n || !w->active || !w->lat || !w->level || !w->fdom_start ||
             !w->fdom_cores || !w->spread_cores || !w->seg || !w->cpu_pos)
                 return -ENOMEM;
 
@@ -654,6 +660,37 @@ static bool level_fits(const struct ws *w, unsigned k, double hc, bool top)
         return true;
 }
 
+/*
+ * Pack sets (plan_pin_sets) let the kernel balance a set's load over its
+ * CPUs, so every frequency domain of a set runs the set's highest level: a
+ * CPU capped lower would be handed more than it was planned for.  Part of
+ * every evaluation, so that the target search weighs it.  (Evaluating the
+ * set as balanced, at the level its average load needs, would save more; the
+ * plan's per-CPU headroom checks do not model that yet.)
+ */
+static void pack_set_levels(struct ws *w)
+{
+        const struct em_host *h = w->h;
+
+        memset(w->in_set, 0, h->n_cpus);
+        memset(w->set_n, 0, h->n_llcs * sizeof(unsigned)); /* the set's highest level */
+        for (size_t i = 0; i < w->nv; i++) {
+                int c = w->assign[i];
+                if (w->v[i].mode != PLACE_PACK || w->boost[i] || !cpu_ok(h, c))
+                        continue;
+                unsigned llc = h->cores[h->cpu_core[c]].llc;
+                w->in_set[c] = 1;
+                w->set_n[llc] = MAX(w->set_n[llc], (unsigned) w->level[h->cpu_fdom[c]]);
+        }
+        for (unsigned c = 0; c < h->n_cpus; c++) {
+                if (!w->in_set[c])
+                        continue;
+                unsigned f = h->cpu_fdom[c], lv = w->set_n[h->cores[h->cpu_core[c]].llc];
+                if (w->level[f] < lv)
+                        w->level[f] = (uint8_t) lv;
+        }
+}
+
 /* Levels, idle limits and power of the current state. */
 static double finalize(struct ws *w, struct em_breakdown *b)
 {
@@ -722,6 +759,8 @@ static double finalize(struct ws *w, struct em_breakdown *b)
                 }
                 w->level[f] = (uint8_t) best;
         }
+        if (!w->pol->pin_single_cpu)
+                pack_set_levels(w);
         return em_host_power(h, &l, b);
 }
 

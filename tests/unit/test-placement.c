@@ -307,6 +307,17 @@ static void test_worked_example(void **state)
                 v[i] = (struct plan_vcpu) { .key = i + 1, .vm = 1, .util = 0.10, .cur_cpu = -1 };
         assert_int_equal(plan_compute(f.h, &pol, v, 4, NULL, 0, NULL, 0, &p), 0);
         printf("# worked example: %s\n", p->why.text);
+        {
+                struct em_breakdown bd;
+                double mw = plan_power(f.h, p, &bd);
+                printf("# worked example: vCPUs on CPUs %d %d %d %d, levels (kHz)", p->vcpu_cpu[0], p->vcpu_cpu[1],
+                       p->vcpu_cpu[2], p->vcpu_cpu[3]);
+                for (unsigned c = 0; c < f.h->n_cpus; c++)
+                        if (cpuset_isset(&p->active, c))
+                                printf(" cpu%u=%u", c, f.h->model.levels[p->fdom_level[f.h->cpu_fdom[c]]].freq_khz);
+                printf("; total %.0f mW = active %.0f + core idle %.0f + domains %.0f\n", mw, bd.active_mw, bd.idle_mw,
+                       bd.domain_mw);
+        }
         /* packed on one package: package 1 has no active CPU */
         for (unsigned c = 0; c < f.t->n_cpus; c++)
                 if (cpuset_isset(&p->active, c))
