@@ -639,10 +639,18 @@ static void submit_plan(struct daemon *d, const struct plan_policy *pol, const s
         struct apply_request *req = d->apply_scratch;
         const struct em_host *h = d->em;
         size_t w = 0, n_vcpu_pins;
-        /* what each vCPU may run on: its LLC's pack set, or its CPU (PinSingleCPU) */
-        _cleanup_free_ cpuset_t *sets = calloc(n ? n : 1, sizeof(cpuset_t));
+        cpuset_t *sets;
 
-        if (!sets || plan_pin_sets(h, pol, p, d->plan_scratch, n, sets) < 0) {
+        /* what each vCPU may run on: its LLC's pack set, or its CPU (PinSingleCPU) */
+        if (n > d->pin_sets_alloc) {
+                sets = realloc(d->pin_sets, n * sizeof(cpuset_t));
+                if (sets) {
+                        d->pin_sets = sets;
+                        d->pin_sets_alloc = n;
+                }
+        }
+        sets = d->pin_sets;
+        if ((n > 0 && n > d->pin_sets_alloc) || plan_pin_sets(h, pol, p, d->plan_scratch, n, sets) < 0) {
                 log_warning("Applier: out of memory building the pin sets; this period's plan is not applied.");
                 return;
         }
@@ -1038,6 +1046,7 @@ void daemon_done(struct daemon *d)
         free(d->plan_in);
         d->plan_in = NULL;
         free(d->plan_scratch);
+        free(d->pin_sets);
         d->plan_scratch = NULL;
         em_host_free(d->em);
         d->em = NULL;

@@ -76,6 +76,8 @@ struct daemon {
         size_t plan_scratch_alloc;
         struct applier *applier;  /* acts on the plan; NULL: advisory (Apply=no, --dry-run, no planner) */
         struct apply_request *apply_scratch; /* pins being built with the plan inputs */
+        cpuset_t *pin_sets;       /* plan_pin_sets() output, kept across periods */
+        size_t pin_sets_alloc;
         bool running;             /* daemon_run() started (threads may be created) */
         struct control_server *control;
         struct control_server *retired_control; /* replaced by a reload; freed after the epoll batch */

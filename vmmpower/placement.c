@@ -126,7 +126,7 @@ struct ws {
         uint8_t *resv;          /* [n_cpus] 0 free, 1 one vCPU only (spread), 2 dedicated core */
         uint8_t *cpu_boost;     /* [n_cpus] */
         uint8_t *in_set;        /* [n_cpus] pack-set scratch */
-        unsigned *set_n;        /* [n_llcs] pack-set scratch */
+        uint8_t *set_level;     /* [n_llcs] pack-set scratch: the set's highest level */
         int *assign;            /* [nv] */
         /* evaluation */
         uint8_t *active;        /* [n_cpus] */
@@ -154,7 +154,7 @@ static void ws_free(struct ws *w)
         free(w->resv);
         free(w->cpu_boost);
         free(w->in_set);
-        free(w->set_n);
+        free(w->set_level);
         free(w->assign);
         free(w->active);
         free(w->lat);
@@ -294,7 +294,7 @@ static int ws_init(struct ws *w, const struct em_host *h, const struct plan_poli
         w->resv = calloc(n, 1);
         w->cpu_boost = calloc(n, 1);
         w->in_set = calloc(n, 1);
-        w->set_n = calloc(h->n_llcs ? h->n_llcs : 1, sizeof(unsigned));
+        w->set_level = calloc(h->n_llcs ? h->n_llcs : 1, 1);
         w->active = calloc(n, 1);
         w->lat = calloc(n, sizeof(uint32_t));
         w->level = calloc(h->n_fdoms, 1);
@@ -307,7 +307,7 @@ static int ws_init(struct ws *w, const struct em_host *h, const struct plan_poli
         w->seg = malloc((w->leaf0 + w->segn) * sizeof(double));
         w->cpu_pos = malloc(n * sizeof(int));
         if (!w->dem || !w->boost || !w->sorted || !w->assign || !w->sib || !w->work || !w->base_work || !w->nvc ||
-            !w->base_nvc || !w->resv || !w->cpu_boost || !w->in_set || !w->set_n || !w->active || !w->lat || !w->level || !w->fdom_start ||
+            !w->base_nvc || !w->resv || !w->cpu_boost || !w->in_set || !w->set_level || !w->active || !w->lat || !w->level || !w->fdom_start ||
             !w->fdom_cores || !w->spread_cores || !w->seg || !w->cpu_pos)
                 return -ENOMEM;
 
@@ -673,21 +673,20 @@ static void pack_set_levels(struct ws *w)
         const struct em_host *h = w->h;
 
         memset(w->in_set, 0, h->n_cpus);
-        memset(w->set_n, 0, h->n_llcs * sizeof(unsigned)); /* the set's highest level */
+        memset(w->set_level, 0, h->n_llcs);
         for (size_t i = 0; i < w->nv; i++) {
                 int c = w->assign[i];
                 if (w->v[i].mode != PLACE_PACK || w->boost[i] || !cpu_ok(h, c))
                         continue;
                 unsigned llc = h->cores[h->cpu_core[c]].llc;
                 w->in_set[c] = 1;
-                w->set_n[llc] = MAX(w->set_n[llc], (unsigned) w->level[h->cpu_fdom[c]]);
+                w->set_level[llc] = MAX(w->set_level[llc], w->level[h->cpu_fdom[c]]);
         }
         for (unsigned c = 0; c < h->n_cpus; c++) {
                 if (!w->in_set[c])
                         continue;
-                unsigned f = h->cpu_fdom[c], lv = w->set_n[h->cores[h->cpu_core[c]].llc];
-                if (w->level[f] < lv)
-                        w->level[f] = (uint8_t) lv;
+                unsigned f = h->cpu_fdom[c];
+                w->level[f] = MAX(w->level[f], w->set_level[h->cores[h->cpu_core[c]].llc]);
         }
 }
 
@@ -1548,7 +1547,8 @@ int plan_pin_sets(const struct em_host *h, const struct plan_policy *pol, const 
                         return -ENOMEM;
                 for (size_t i = 0; i < n_v && i < p->n_vcpus; i++) {
                         int c = p->vcpu_cpu[i];
-                        if (v[i].mode == PLACE_PACK && cpu_ok(h, c))
+                        /* the CPUs pack_set_levels() runs at the set's level */
+                        if (v[i].mode == PLACE_PACK && !(p->vcpu_boost && p->vcpu_boost[i]) && cpu_ok(h, c))
                                 cpuset_set(&llc[h->cores[h->cpu_core[c]].llc], (unsigned) c);
                 }
         }
