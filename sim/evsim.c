@@ -402,7 +402,7 @@ static int vcpu_wake(struct ev_ws *w, const struct ev_input *in, struct ev_outpu
                 return 0;
         }
         cpu = v->cpu;
-        if (in->wake_balance) {
+        if (in->wake_balance && !(in->pinned && in->pinned[id])) {
                 int c = wake_cpu(w, in, v->cpu);
                 if (c >= 0 && c != v->cpu) {
                         cpu = c;

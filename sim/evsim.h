@@ -29,7 +29,7 @@
  * Linux-like: a waking vCPU stays on its previous CPU if that CPU has
  * nothing runnable, else goes to an idle core in the same LLC, else to an
  * idle CPU there, else stays (select_idle_sibling); each move is a
- * migration.
+ * migration.  A vCPU marked pinned stays on its home CPU either way.
  *
  * A sample of wait is one runnable episode of a vCPU (wake-up to the moment
  * it has no work left, or the end of the window).
@@ -55,6 +55,7 @@ struct ev_input {
         const uint32_t *cpu_max_latency_us; /* [n_cpus] */
         bool wake_balance;
         const uint8_t *allowed;        /* [n_cpus] for wake_balance, NULL = all */
+        const uint8_t *pinned;         /* [nv] 1: stays on its home CPU even with wake_balance, NULL = none */
         const uint8_t *core_mask;      /* [n_cores] only vCPUs homed on these cores, NULL = all */
         struct burst_params burst;
         uint64_t seed, window_id;

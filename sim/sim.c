@@ -329,7 +329,6 @@ struct run {
         uint32_t max_khz;
         uint8_t *core_mask;         /* [n_cores] scratch */
         double *load, *sibload;     /* [n_cpus] scratch */
-        unsigned *order_scratch;    /* [nv] */
         double window_ns;
         struct pstate ps[_SIM_RUN_MAX];
 };
@@ -445,60 +444,50 @@ static int apply_knobs(struct run *R, struct pstate *p, uint8_t *changed_fdom)
         return 0;
 }
 
-static int cmp_demand_desc(const void *a, const void *b, void *ctx)
-{
-        const double *d = ctx;
-        unsigned x = *(const unsigned *) a, y = *(const unsigned *) b;
-        if (d[x] != d[y])
-                return d[x] > d[y] ? -1 : 1;
-        return x < y ? -1 : (x > y);
-}
-
 /*
  * vmmpower with pack sets (PinSingleCPU = no): a vCPU may run on every CPU of
- * its LLC's pack set, and the kernel's load balancer evens the load over
- * them, as B0's balancer does over all CPUs.  The load is evaluated that way:
- * per pack set, largest demand first onto its least loaded CPU (then the
- * least loaded core).  The plan's own per-CPU placement stays the planner's
+ * its LLC's pack set.  Over a step a set is work-conserving (a waking vCPU
+ * goes to an idle CPU of its set, a CPU that goes idle pulls a waiting one),
+ * so its load is evaluated spread the way plan_water_level() spreads it: a
+ * vCPU the plan pins alone (plan->vcpu_alone) keeps its CPU, the rest of the
+ * set's demand fills the set's CPUs up to a common level.  The demand is the
+ * step's, not the planner's estimate, so a set whose level is too low shows
+ * as undelivered work.  The plan's own per-CPU placement stays the planner's
  * input; levels and idle limits are the plan's.
  */
 static void balance_pack_sets(struct run *R, struct pstate *p)
 {
         const struct em_host *h = R->h;
-        unsigned *ord = R->order_scratch;
+        double *set_load = R->load, *fixed = R->sibload; /* scratch, >= n_llcs and n_cpus */
 
-        for (unsigned i = 0; i < R->nv; i++)
-                ord[i] = i;
-        qsort_r(ord, R->nv, sizeof(unsigned), cmp_demand_desc, R->demand);
-        for (unsigned s = 0; s < R->nv; s++) {
-                unsigned i = ord[s];
-                int c = p->home[i], best = -1;
-                double best_load = 0, best_core = 0;
+        memset(set_load, 0, h->n_llcs * sizeof(double));
+        for (unsigned i = 0; i < R->nv; i++) {
+                int c = p->home[i];
                 if (c < 0)
                         continue;
-                const struct em_group *g = &h->llcs[h->cores[h->cpu_core[c]].llc];
-                for (unsigned k = g->first; k < g->end; k++) {
-                        const struct em_core *co = &h->cores[k];
-                        double core_load = 0;
-                        for (unsigned t = 0; t < co->n_threads; t++)
-                                core_load += p->cpu_work[co->cpu[t]];
-                        for (unsigned t = 0; t < co->n_threads; t++) {
-                                int x = co->cpu[t];
-                                if (!p->allowed[x])
-                                        continue;
-                                if (best < 0 || p->cpu_work[x] < best_load - 1e-12 ||
-                                    (p->cpu_work[x] <= best_load + 1e-12 && core_load < best_core - 1e-12)) {
-                                        best = x;
-                                        best_load = p->cpu_work[x];
-                                        best_core = core_load;
-                                }
+                if (p->cpu_vcpus[c] < 255)
+                        p->cpu_vcpus[c]++;
+                if (p->plan && i < p->plan->n_vcpus && p->plan->vcpu_alone[i])
+                        p->cpu_work[c] += R->demand[i];
+                else
+                        set_load[h->cores[h->cpu_core[c]].llc] += R->demand[i];
+        }
+        for (unsigned g = 0; g < h->n_llcs; g++) {
+                unsigned m = 0;
+                double lambda;
+                if (set_load[g] <= 0.0)
+                        continue;
+                for (unsigned k = h->llcs[g].first; k < h->llcs[g].end; k++)
+                        for (unsigned t = 0; t < h->cores[k].n_threads; t++)
+                                if (p->allowed[h->cores[k].cpu[t]])
+                                        fixed[m++] = p->cpu_work[h->cores[k].cpu[t]];
+                lambda = plan_water_level(fixed, m, set_load[g]);
+                for (unsigned k = h->llcs[g].first; k < h->llcs[g].end; k++)
+                        for (unsigned t = 0; t < h->cores[k].n_threads; t++) {
+                                int c = h->cores[k].cpu[t];
+                                if (p->allowed[c])
+                                        p->cpu_work[c] = MAX(p->cpu_work[c], lambda);
                         }
-                }
-                if (best < 0)
-                        best = c;
-                p->cpu_work[best] += R->demand[i];
-                if (p->cpu_vcpus[best] < 255)
-                        p->cpu_vcpus[best]++;
         }
 }
 
@@ -729,6 +718,7 @@ static int window(struct run *R, struct pstate *p, uint64_t window_id, const uin
                 .wake_balance = p->id == SIM_B0 || p->id == SIM_B2 || p->id == SIM_B3 ||
                                 (p->id == SIM_VMM && !R->cfg->policy.pin_single_cpu),
                 .allowed = p->allowed,
+                .pinned = p->id == SIM_VMM && p->plan ? p->plan->vcpu_alone : NULL,
                 .core_mask = core_mask,
                 .burst = R->cfg->burst,
                 .seed = R->cfg->seed,
@@ -944,9 +934,8 @@ static int run_setup(struct run *R)
         R->core_mask = calloc(h->n_cores, 1);
         R->load = calloc(h->n_cpus + h->n_fdoms, sizeof(double));
         R->sibload = calloc(h->n_cpus + h->n_fdoms, sizeof(double));
-        R->order_scratch = calloc(nv + 1, sizeof(unsigned));
         if (!R->demand || !R->samples || !R->spread_rank || !R->spread_order || !R->lp_set || !R->level_permille ||
-            !R->core_mask || !R->load || !R->sibload || !R->order_scratch)
+            !R->core_mask || !R->load || !R->sibload)
                 return -ENOMEM;
         for (unsigned i = 0; i < nv; i++)
                 R->samples[i] = (struct sim_vcpu_sample) { .pid = R->pid[i], .index = R->vidx[i] };
@@ -1158,7 +1147,6 @@ out:
         free(R.core_mask);
         free(R.load);
         free(R.sibload);
-        free(R.order_scratch);
         if (r < 0)
                 sim_result_free(res);
         return r;

@@ -126,7 +126,16 @@ struct ws {
         uint8_t *resv;          /* [n_cpus] 0 free, 1 one vCPU only (spread), 2 dedicated core */
         uint8_t *cpu_boost;     /* [n_cpus] */
         uint8_t *in_set;        /* [n_cpus] pack-set scratch */
-        uint8_t *set_level;     /* [n_llcs] pack-set scratch: the set's highest level */
+        uint8_t *set_level;     /* [n_llcs] pack-set scratch: the set's level */
+        uint8_t *large;         /* [nv] pack-set scratch: larger than its set's water level, runs alone */
+        uint8_t *cpu_large;     /* [n_cpus] pack-set scratch: holds a large vCPU */
+        double *set_load;       /* [n_llcs] pack-set scratch: the set's movable load */
+        double *set_lambda;     /* [n_llcs] pack-set scratch: its water level */
+        uint8_t *set_done;      /* [n_llcs] pack-set scratch: water level found */
+        uint8_t *set_flat;      /* [n_llcs] pack-set scratch: no unmovable load on its CPUs */
+        unsigned *set_free;     /* [n_llcs] pack-set scratch: CPUs without a large vCPU (flat sets) */
+        double *ework;          /* [n_cpus] load as evaluated: work, balanced within pack sets */
+        double *fixed;          /* [n_cpus] scratch: a set's unmovable loads, sorted */
         int *assign;            /* [nv] */
         /* evaluation */
         uint8_t *active;        /* [n_cpus] */
@@ -155,6 +164,15 @@ static void ws_free(struct ws *w)
         free(w->cpu_boost);
         free(w->in_set);
         free(w->set_level);
+        free(w->set_load);
+        free(w->large);
+        free(w->cpu_large);
+        free(w->set_lambda);
+        free(w->set_done);
+        free(w->set_flat);
+        free(w->set_free);
+        free(w->ework);
+        free(w->fixed);
         free(w->assign);
         free(w->active);
         free(w->lat);
@@ -295,6 +313,15 @@ static int ws_init(struct ws *w, const struct em_host *h, const struct plan_poli
         w->cpu_boost = calloc(n, 1);
         w->in_set = calloc(n, 1);
         w->set_level = calloc(h->n_llcs ? h->n_llcs : 1, 1);
+        w->set_load = calloc(h->n_llcs ? h->n_llcs : 1, sizeof(double));
+        w->large = calloc(nv1, 1);
+        w->cpu_large = calloc(n, 1);
+        w->set_lambda = calloc(h->n_llcs ? h->n_llcs : 1, sizeof(double));
+        w->set_done = calloc(h->n_llcs ? h->n_llcs : 1, 1);
+        w->set_flat = calloc(h->n_llcs ? h->n_llcs : 1, 1);
+        w->set_free = calloc(h->n_llcs ? h->n_llcs : 1, sizeof(unsigned));
+        w->ework = calloc(n, sizeof(double));
+        w->fixed = calloc(n, sizeof(double));
         w->active = calloc(n, 1);
         w->lat = calloc(n, sizeof(uint32_t));
         w->level = calloc(h->n_fdoms, 1);
@@ -307,7 +334,8 @@ static int ws_init(struct ws *w, const struct em_host *h, const struct plan_poli
         w->seg = malloc((w->leaf0 + w->segn) * sizeof(double));
         w->cpu_pos = malloc(n * sizeof(int));
         if (!w->dem || !w->boost || !w->sorted || !w->assign || !w->sib || !w->work || !w->base_work || !w->nvc ||
-            !w->base_nvc || !w->resv || !w->cpu_boost || !w->in_set || !w->set_level || !w->active || !w->lat || !w->level || !w->fdom_start ||
+            !w->base_nvc || !w->resv || !w->cpu_boost || !w->in_set || !w->set_level || !w->set_load || !w->large || !w->cpu_large ||
+            !w->set_lambda || !w->set_done || !w->set_flat || !w->set_free || !w->ework || !w->fixed || !w->active || !w->lat || !w->level || !w->fdom_start ||
             !w->fdom_cores || !w->spread_cores || !w->seg || !w->cpu_pos)
                 return -ENOMEM;
 
@@ -637,7 +665,8 @@ static void place_spread_all(struct ws *w)
         }
 }
 
-static bool level_fits(const struct ws *w, unsigned k, double hc, bool top)
+/* Core k within headroom capacity hc under per-CPU load work (w->work or w->ework). */
+static bool level_fits(const struct ws *w, const double *work, unsigned k, double hc, bool top)
 {
         const struct em_core *c = &w->h->cores[k];
         double sum = 0.0;
@@ -648,8 +677,8 @@ static bool level_fits(const struct ws *w, unsigned k, double hc, bool top)
                 if (cpu_empty(w, cpu))
                         continue;
                 busy_threads++;
-                sum += w->work[cpu];
-                if (w->work[cpu] > hc + EPS && !(top && w->nvc[cpu] <= 1))
+                sum += work[cpu];
+                if (work[cpu] > hc + EPS && !(top && w->nvc[cpu] <= 1))
                         return false;
         }
         if (busy_threads == 2 && sum > hc * w->gain + EPS) {
@@ -660,27 +689,165 @@ static bool level_fits(const struct ws *w, unsigned k, double hc, bool top)
         return true;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+        double x = *(const double *) a, y = *(const double *) b;
+        return x < y ? -1 : (x > y);
+}
+
+double plan_water_level(double *fixed, unsigned m, double load)
+{
+        bool flat = true;
+        double sum = load, lambda = 0.0;
+
+        if (m == 0)
+                return 0.0;
+        for (unsigned j = 0; j < m; j++)
+                flat &= fixed[j] == 0.0;
+        if (flat)
+                return load / m;
+        /* the j least loaded CPUs take the water: lambda_j = (load + their fixed) / j */
+        qsort(fixed, m, sizeof(double), cmp_double);
+        for (unsigned j = 0; j < m; j++) {
+                sum += fixed[j];
+                lambda = sum / (j + 1);
+                if (j + 1 == m || lambda <= fixed[j + 1])
+                        break;
+        }
+        return lambda;
+}
+
+/* The water level of LLC g's pack set under the current fixed loads (ework). */
+static double set_water_level(struct ws *w, unsigned g, double load)
+{
+        const struct em_host *h = w->h;
+        unsigned m = 0;
+
+        for (unsigned k = h->llcs[g].first; k < h->llcs[g].end; k++)
+                for (unsigned t = 0; t < h->cores[k].n_threads; t++) {
+                        int c = h->cores[k].cpu[t];
+                        if (w->in_set[c])
+                                w->fixed[m++] = w->ework[c];
+                }
+        return plan_water_level(w->fixed, m, load);
+}
+
 /*
  * Pack sets (plan_pin_sets) let the kernel balance a set's load over its
- * CPUs, so every frequency domain of a set runs the set's highest level: a
- * CPU capped lower would be handed more than it was planned for.  Part of
- * every evaluation, so that the target search weighs it.  (Evaluating the
- * set as balanced, at the level its average load needs, would save more; the
- * plan's per-CPU headroom checks do not model that yet.)
+ * CPUs: a CPU that goes idle pulls a waiting vCPU of its set, a waking vCPU
+ * goes to an idle CPU of its set.  Over a period a set is work-conserving,
+ * so its load is evaluated balanced (ework), the way the kernel's balancing
+ * ends up: what cannot move stays on its CPU (excluded and boosted vCPUs),
+ * a vCPU larger than the set's water level keeps a CPU to itself (its
+ * planned one, pinned there alone: plan_pin_sets), and the other packed
+ * vCPUs fill the remaining room up to a common water level lambda:
+ *
+ *     sum over the set's CPUs of max(0, lambda - fixed_c) = movable load,
+ *     ework_c = max(fixed_c, lambda).
+ *
+ * Large vCPUs are settled largest first: each one that is over the level
+ * computed without it settled lowers the level for the rest.  Outside pack
+ * sets (and with pin_single_cpu) ework = work.
  */
-static void pack_set_levels(struct ws *w)
+static void pack_set_balance(struct ws *w)
 {
         const struct em_host *h = w->h;
 
+        memcpy(w->ework, w->work, h->n_cpus * sizeof(double));
         memset(w->in_set, 0, h->n_cpus);
-        memset(w->set_level, 0, h->n_llcs);
+        memset(w->cpu_large, 0, h->n_cpus);
+        memset(w->large, 0, w->nv);
+        if (w->pol->pin_single_cpu)
+                return;
+        memset(w->set_load, 0, h->n_llcs * sizeof(double));
+        memset(w->set_done, 0, h->n_llcs);
         for (size_t i = 0; i < w->nv; i++) {
                 int c = w->assign[i];
                 if (w->v[i].mode != PLACE_PACK || w->boost[i] || !cpu_ok(h, c))
                         continue;
-                unsigned llc = h->cores[h->cpu_core[c]].llc;
                 w->in_set[c] = 1;
-                w->set_level[llc] = MAX(w->set_level[llc], w->level[h->cpu_fdom[c]]);
+                w->ework[c] -= w->dem[i];       /* leaves the CPU's unmovable load */
+                w->set_load[h->cores[h->cpu_core[c]].llc] += w->dem[i];
+        }
+        memset(w->set_flat, 1, h->n_llcs);
+        memset(w->set_free, 0, h->n_llcs * sizeof(unsigned));
+        for (unsigned c = 0; c < h->n_cpus; c++) {
+                if (!w->in_set[c])
+                        continue;
+                unsigned g = h->cores[h->cpu_core[c]].llc;
+                if (w->ework[c] < EPS)
+                        w->ework[c] = 0.0;
+                w->set_flat[g] &= w->ework[c] == 0.0;
+                w->set_free[g]++;
+        }
+        /* In a flat set the level is the load over the CPUs without a large vCPU
+         * (never none: a vCPU over load / n is less than the load); else it is
+         * computed again from the fixed loads after each large vCPU. */
+        for (size_t s = 0; s < w->nv; s++) {
+                size_t i = w->sorted[s];
+                int c = w->assign[i];
+                if (w->v[i].mode != PLACE_PACK || w->boost[i] || !cpu_ok(h, c))
+                        continue;
+                unsigned g = h->cores[h->cpu_core[c]].llc;
+                if (w->set_done[g])
+                        continue;
+                double lambda = w->set_flat[g] ? w->set_load[g] / w->set_free[g]
+                                                : set_water_level(w, g, w->set_load[g]);
+                if (w->dem[i] > lambda + EPS) {
+                        if (!w->cpu_large[c])
+                                w->set_free[g]--;
+                        w->large[i] = 1;
+                        w->cpu_large[c] = 1;
+                        w->ework[c] += w->dem[i];
+                        w->set_load[g] -= w->dem[i];
+                        continue;
+                }
+                w->set_done[g] = 1;
+                w->set_lambda[g] = lambda;
+        }
+        for (unsigned c = 0; c < h->n_cpus; c++) {
+                if (!w->in_set[c])
+                        continue;
+                unsigned g = h->cores[h->cpu_core[c]].llc;
+                if (w->set_done[g])
+                        w->ework[c] = MAX(w->ework[c], w->set_lambda[g]);
+        }
+}
+
+/*
+ * The kernel balancing a set's load over its CPUs also means that every CPU
+ * of a set runs at least the level its water level needs (on a core with
+ * both threads in the set, 2 lambda within SmtGain x the headroom): a CPU
+ * capped lower would be handed more than it was planned for.  Each core
+ * keeps whatever more its own load needs (a large vCPU, its sibling's
+ * work, race to idle).  Part of every evaluation, so that the target search
+ * weighs it.
+ */
+static void pack_set_levels(struct ws *w)
+{
+        const struct em_host *h = w->h;
+        const struct energy_model *m = &h->model;
+        unsigned top = m->n_levels - 1;
+
+        for (unsigned g = 0; g < h->n_llcs; g++) {
+                double need = 0.0;
+                unsigned L = 0;
+                w->set_level[g] = 0;
+                if (!w->set_done[g])
+                        continue;
+                for (unsigned k = h->llcs[g].first; k < h->llcs[g].end; k++) {
+                        const struct em_core *co = &h->cores[k];
+                        unsigned n = 0;
+                        for (unsigned t = 0; t < co->n_threads; t++)
+                                n += w->in_set[co->cpu[t]] && !w->cpu_large[co->cpu[t]];
+                        if (n == 1)
+                                need = MAX(need, w->set_lambda[g]);
+                        else if (n == 2)
+                                need = MAX(need, 2.0 * w->set_lambda[g] / w->gain);
+                }
+                while (L < top && need > w->hfrac * m->levels[L].capacity / EM_CAPACITY_SCALE + EPS)
+                        L++;
+                w->set_level[g] = (uint8_t) L;
         }
         for (unsigned c = 0; c < h->n_cpus; c++) {
                 if (!w->in_set[c])
@@ -695,9 +862,10 @@ static double finalize(struct ws *w, struct em_breakdown *b)
 {
         const struct em_host *h = w->h;
         const struct energy_model *m = &h->model;
-        struct em_load l = { w->work, w->active, w->lat, w->level };
+        struct em_load l = { w->ework, w->active, w->lat, w->level };
         unsigned top = m->n_levels - 1;
 
+        pack_set_balance(w);
         memset(w->cpu_boost, 0, h->n_cpus);
         for (size_t i = 0; i < w->nv; i++)
                 if (w->boost[i] && w->assign[i] >= 0)
@@ -733,7 +901,7 @@ static double finalize(struct ws *w, struct em_breakdown *b)
                                 double hc = w->hfrac * m->levels[L].capacity / EM_CAPACITY_SCALE;
                                 bool ok = true;
                                 for (unsigned x = w->fdom_start[f]; ok && x < w->fdom_start[f + 1]; x++)
-                                        ok = level_fits(w, w->fdom_cores[x], hc, false);
+                                        ok = level_fits(w, w->ework, w->fdom_cores[x], hc, false);
                                 if (ok) {
                                         req = L;
                                         break;
@@ -772,7 +940,7 @@ static bool cpu_overloaded(const struct ws *w, int cpu)
         if (cpu_empty(w, cpu))
                 return false;
         k = (unsigned) h->cpu_core[cpu];
-        return !level_fits(w, k, hc, true);
+        return !level_fits(w, w->work, k, hc, true);
 }
 
 /* Mark both threads of cpu's core (the core's room is shared by its threads). */
@@ -846,8 +1014,11 @@ static bool fits(const struct ws *w, size_t i, int cpu)
         return true;
 }
 
-/* Inactive CPU with the least marginal power for a probe load (state as in w). */
-static int ws_best_wake(struct ws *w, size_t i_for_fit)
+/*
+ * Inactive CPU with the least marginal power for a probe load (state as in
+ * w), other than src; for a waiting vCPU only one that relieves it.
+ */
+static int ws_best_wake(struct ws *w, size_t i_for_fit, int src, bool waits)
 {
         const struct em_host *h = w->h;
         int best = -1;
@@ -860,6 +1031,9 @@ static int ws_best_wake(struct ws *w, size_t i_for_fit)
                 if (!cpu_empty(w, cpu) || w->resv[cpu])
                         continue;
                 if (i_for_fit != SIZE_MAX && !fits(w, i_for_fit, cpu))
+                        continue;
+                /* not back where it came from; a waiting vCPU only where it is relieved */
+                if (cpu == src || (waits && !relieves(w, i_for_fit, src, cpu)))
                         continue;
                 w->work[cpu] = WAKE_PROBE_WORK;
                 w->nvc[cpu]++;
@@ -883,6 +1057,7 @@ void plan_free(struct plan *p)
         free(p->vcpu_key);
         free(p->vcpu_cpu);
         free(p->vcpu_boost);
+        free(p->vcpu_alone);
         free(p->fdom_level);
         free(p->cpu_idle_state);
         free(p->cpu_max_latency_us);
@@ -902,11 +1077,12 @@ static struct plan *plan_alloc(const struct em_host *h, size_t nv)
         p->vcpu_key = calloc(nv1, sizeof(uint64_t));
         p->vcpu_cpu = calloc(nv1, sizeof(int));
         p->vcpu_boost = calloc(nv1, 1);
+        p->vcpu_alone = calloc(nv1, 1);
         p->fdom_level = calloc(h->n_fdoms ? h->n_fdoms : 1, 1);
         p->cpu_idle_state = calloc(h->n_cpus, 1);
         p->cpu_max_latency_us = calloc(h->n_cpus, sizeof(uint32_t));
         p->cpu_work = calloc(h->n_cpus, sizeof(double));
-        if (!p->vcpu_key || !p->vcpu_cpu || !p->vcpu_boost || !p->fdom_level || !p->cpu_idle_state || !p->cpu_max_latency_us ||
+        if (!p->vcpu_key || !p->vcpu_cpu || !p->vcpu_boost || !p->vcpu_alone || !p->fdom_level || !p->cpu_idle_state || !p->cpu_max_latency_us ||
             !p->cpu_work) {
                 plan_free(p);
                 return NULL;
@@ -922,6 +1098,7 @@ bool plan_equal(const struct plan *a, const struct plan *b)
                memcmp(a->vcpu_key, b->vcpu_key, a->n_vcpus * sizeof(uint64_t)) == 0 &&
                memcmp(a->vcpu_cpu, b->vcpu_cpu, a->n_vcpus * sizeof(int)) == 0 &&
                memcmp(a->vcpu_boost, b->vcpu_boost, a->n_vcpus) == 0 &&
+               memcmp(a->vcpu_alone, b->vcpu_alone, a->n_vcpus) == 0 &&
                memcmp(a->fdom_level, b->fdom_level, a->n_fdoms) == 0 &&
                memcmp(a->cpu_idle_state, b->cpu_idle_state, a->n_cpus) == 0 &&
                memcmp(a->cpu_max_latency_us, b->cpu_max_latency_us, a->n_cpus * sizeof(uint32_t)) == 0 &&
@@ -1126,10 +1303,11 @@ static void fill_plan(struct ws *w, struct plan *p, nsec_t now)
                 p->vcpu_key[i] = w->v[i].key;
                 p->vcpu_cpu[i] = w->assign[i];
                 p->vcpu_boost[i] = w->boost[i];
+                p->vcpu_alone[i] = w->large[i];
         }
         memcpy(p->fdom_level, w->level, h->n_fdoms);
         for (unsigned c = 0; c < h->n_cpus; c++) {
-                p->cpu_work[c] = w->work[c];
+                p->cpu_work[c] = w->ework[c];
                 if (h->cpu_core[c] < 0) {
                         p->cpu_idle_state[c] = -1;
                         p->cpu_max_latency_us[c] = 0;
@@ -1365,7 +1543,7 @@ int plan_compute(const struct em_host *h, const struct plan_policy *pol, const s
                                                 dst = c;
                                 }
                                 if (dst < 0) {
-                                        dst = ws_best_wake(&w, i);
+                                        dst = ws_best_wake(&w, i, src, waits);
                                         if (dst >= 0 && p->why.forced_wake_cpu < 0) {
                                                 p->why.forced_wake_cpu = dst;
                                                 p->why.forced_by_key = v[i].key;
@@ -1557,8 +1735,10 @@ int plan_pin_sets(const struct em_host *h, const struct plan_policy *pol, const 
                 cpuset_zero(&ret[i]);
                 if (!cpu_ok(h, c))
                         continue;
-                /* a boosted vCPU stays on the CPU the plan runs at the top level for it */
-                if (llc && v[i].mode == PLACE_PACK && !(p->vcpu_boost && p->vcpu_boost[i]))
+                /* a boosted vCPU stays on the CPU the plan runs at the top level for it, a
+                 * large one on the CPU the plan gives it alone */
+                if (llc && v[i].mode == PLACE_PACK && !(p->vcpu_boost && p->vcpu_boost[i]) &&
+                    !(p->vcpu_alone && p->vcpu_alone[i]))
                         ret[i] = llc[h->cores[h->cpu_core[c]].llc];
                 else
                         cpuset_set(&ret[i], (unsigned) c);

@@ -88,10 +88,12 @@ struct plan {
         uint64_t *vcpu_key;          /* [n_vcpus], in input order */
         int *vcpu_cpu;               /* [n_vcpus], -1 = not placed (exclude with unknown CPU) */
         uint8_t *vcpu_boost;         /* [n_vcpus] 1: boosted by a hint (its CPU at the top level) */
+        uint8_t *vcpu_alone;         /* [n_vcpus] 1: larger than its pack set's water level: pinned alone */
         uint8_t *fdom_level;         /* [n_fdoms] perf level index */
         int8_t *cpu_idle_state;      /* [n_cpus] deepest allowed model idle state, -1 = none (offline: -1) */
         uint32_t *cpu_max_latency_us;/* [n_cpus] the same as an exit latency limit */
-        double *cpu_work;            /* [n_cpus] planned utilisation (1.0 = a CPU at the top level) */
+        double *cpu_work;            /* [n_cpus] planned utilisation (1.0 = a CPU at the top level),
+                                      * balanced within pack sets (placement.c, pack_set_balance) */
         nsec_t shrink_pending_since_ns; /* -1 when no shrink is pending */
         nsec_t now_ns;
         struct plan_reasons why;
@@ -127,8 +129,18 @@ int plan_best_sleep_cpu(const struct em_host *h, const struct plan *p);
  * gives packed vCPUs.  The plan keeps the same CPUs awake either way; inside
  * the set the kernel's wake-up balancing takes a vCPU to whichever of them is
  * idle instead of queueing it behind a busy one.  A boosted vCPU (hint) gets
- * its CPU alone: that CPU is the one kept at the top level for it.  An
- * unplaced vCPU gets an empty set.  0, or -ENOMEM.
+ * its CPU alone: that CPU is the one kept at the top level for it; so does a
+ * vCPU larger than its set's water level (plan->vcpu_alone): its CPU runs
+ * the level it needs, the rest of the set the level of the balanced load.
+ * An unplaced vCPU gets an empty set.  0, or -ENOMEM.
  */
 int plan_pin_sets(const struct em_host *h, const struct plan_policy *pol, const struct plan *p,
                   const struct plan_vcpu *v, size_t n_v, cpuset_t *ret);
+
+/*
+ * Water level of m CPUs carrying unmovable loads fixed[] when a movable load
+ * is spread over them as evenly as it goes (a pack set balanced by the
+ * kernel): lambda with sum of max(0, lambda - fixed[j]) = load.  Sorts fixed
+ * in place.  0 when m is 0.
+ */
+double plan_water_level(double *fixed, unsigned m, double load);

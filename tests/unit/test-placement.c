@@ -10,6 +10,7 @@
  * so every run checks the same cases.
  */
 #include <errno.h>
+#include <float.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -61,25 +62,34 @@ static void policy(struct plan_policy *p)
         plan_policy_defaults(p);
 }
 
-/* Every active CPU within headroom at its domain's level, unless it holds a single vCPU at the top level. */
+/*
+ * Every active CPU within headroom at its domain's level, unless it holds a
+ * single vCPU at the top level.  cpu_work is balanced within pack sets: a CPU
+ * of a large vCPU (vcpu_alone) carries that vCPU alone, the others' load is
+ * spread over the set.
+ */
 static void assert_feasible(const struct em_host *h, const struct plan *p, const struct plan_policy *pol)
 {
         unsigned top = h->model.n_levels - 1;
         _cleanup_free_ unsigned *cnt = calloc(h->n_cpus, sizeof(unsigned));
+        _cleanup_free_ unsigned *large = calloc(h->n_cpus, sizeof(unsigned));
         assert_non_null(cnt);
+        assert_non_null(large);
         for (unsigned i = 0; i < p->n_vcpus; i++)
-                if (p->vcpu_cpu[i] >= 0)
+                if (p->vcpu_cpu[i] >= 0) {
                         cnt[p->vcpu_cpu[i]]++;
+                        large[p->vcpu_cpu[i]] += p->vcpu_alone[i];
+                }
         for (unsigned c = 0; c < h->n_cpus; c++) {
-                unsigned lvl;
+                unsigned lvl, n = large[c] ? large[c] : cnt[c];
                 double hc;
                 if (!cpuset_isset(&p->active, c))
                         continue;
                 lvl = p->fdom_level[h->cpu_fdom[c]];
                 hc = pol->headroom_pct / 100.0 * h->model.levels[lvl].capacity / EM_CAPACITY_SCALE;
-                if (p->cpu_work[c] > hc + 1e-9 && !(lvl == top && cnt[c] <= 1))
+                if (p->cpu_work[c] > hc + 1e-9 && !(lvl == top && n <= 1))
                         fail_msg("cpu %u work %.3f over headroom %.3f at level %u (%u vCPUs)", c, p->cpu_work[c], hc,
-                                 lvl, cnt[c]);
+                                 lvl, n);
         }
 }
 
@@ -98,16 +108,35 @@ static unsigned n_active_cpus(const struct plan *p)
  * where the plan equals spread is one where the model really prefers
  * spreading to packing.
  */
+/* Water level over m CPUs with fixed loads fx: sum of max(0, lambda - fx) = load (bisection). */
+static double water(const double *fx, unsigned m, double load)
+{
+        double lo = 0.0, hi = 2.0;
+        for (unsigned it = 0; it < 100; it++) {
+                double mid = (lo + hi) / 2, fill = 0.0;
+                for (unsigned j = 0; j < m; j++)
+                        fill += MAX(0.0, mid - fx[j]);
+                if (fill < load)
+                        lo = mid;
+                else
+                        hi = mid;
+        }
+        return hi;
+}
+
 static double packed_power(const struct em_host *h, const struct plan_vcpu *v, unsigned nv)
 {
         const struct energy_model *m = &h->model;
         double gain = m->smt_gain_permille / 1000.0, pw;
-        double *work = calloc(h->n_cpus, sizeof(double));
+        double *work = calloc(h->n_cpus, sizeof(double)), *bal = calloc(h->n_cpus, sizeof(double));
         uint8_t *cnt = calloc(h->n_cpus, 1), *lvl = calloc(h->n_fdoms, 1);
         uint32_t *lat = malloc(h->n_cpus * sizeof(uint32_t));
-        struct em_load l = { work, cnt, lat, lvl };
+        int *at = calloc(nv ? nv : 1, sizeof(int));
+        double *fx = calloc(h->n_cpus, sizeof(double));
+        int *cpus = calloc(h->n_cpus, sizeof(int));
+        struct em_load l = { bal, cnt, lat, lvl };
 
-        assert_true(work && cnt && lvl && lat);
+        assert_true(work && bal && cnt && lvl && lat && at && fx && cpus);
         for (unsigned c = 0; c < h->n_cpus; c++)
                 lat[c] = EM_LATENCY_ANY;
         for (unsigned i = 0; i < nv; i++) {
@@ -124,21 +153,89 @@ static double packed_power(const struct em_host *h, const struct plan_vcpu *v, u
                                 break;
                 }
                 assert_true(pos < h->n_online);
-                work[h->order_smt_first[pos]] += v[i].util;
-                cnt[h->order_smt_first[pos]]++;
+                at[i] = h->order_smt_first[pos];
+                work[at[i]] += v[i].util;
+                cnt[at[i]]++;
         }
-        for (unsigned c = 0; c < h->n_cpus; c++) {
-                if (h->cpu_core[c] < 0 || cnt[c] == 0)
+        /*
+         * Pack sets: the used CPUs of an LLC share its load (the kernel balances
+         * it), a vCPU larger than the water level keeps its CPU, largest first.
+         * Each CPU's domain at the lowest level that holds its balanced load,
+         * every CPU of a set at least at the level of the water.
+         */
+        for (unsigned g = 0; g < h->n_llcs; g++) {
+                unsigned n = 0;
+                double load = 0.0, lambda = 0.0;
+                _cleanup_free_ uint8_t *done = calloc(nv ? nv : 1, 1);
+                assert_non_null(done);
+                for (unsigned k = h->llcs[g].first; k < h->llcs[g].end; k++)
+                        for (unsigned t = 0; t < h->cores[k].n_threads; t++)
+                                if (cnt[h->cores[k].cpu[t]])
+                                        cpus[n++] = h->cores[k].cpu[t];
+                if (n == 0)
                         continue;
-                unsigned f = h->cpu_fdom[c];
-                while (lvl[f] + 1u < m->n_levels && work[c] > 0.8 * m->levels[lvl[f]].capacity / 1024.0)
+                for (unsigned i = 0; i < nv; i++)
+                        if ((unsigned) h->cores[h->cpu_core[at[i]]].llc == g)
+                                load += v[i].util;
+                for (;;) {
+                        int big = -1;
+                        for (unsigned j = 0; j < n; j++)
+                                fx[j] = bal[cpus[j]];
+                        lambda = water(fx, n, load);
+                        for (unsigned i = 0; i < nv; i++)
+                                if (!done[i] && (unsigned) h->cores[h->cpu_core[at[i]]].llc == g &&
+                                    (big < 0 || v[i].util > v[big].util))
+                                        big = (int) i;
+                        if (big < 0 || v[big].util <= lambda + 1e-9)
+                                break;
+                        done[big] = 1;
+                        bal[at[big]] += v[big].util;
+                        load -= v[big].util;
+                }
+                /* a core with both threads in the set holds 2 lambda within SmtGain x headroom */
+                double need = lambda;
+                for (unsigned j = 0; j < n; j++) {
+                        const struct em_core *co = &h->cores[h->cpu_core[cpus[j]]];
+                        if (co->n_threads == 2 && cnt[co->cpu[0]] && cnt[co->cpu[1]])
+                                need = MAX(need, 2.0 * lambda / gain);
+                }
+                unsigned L = 0;
+                while (L + 1u < m->n_levels && need > 0.8 * m->levels[L].capacity / 1024.0 + 1e-9)
+                        L++;
+                for (unsigned j = 0; j < n; j++) {
+                        unsigned f = h->cpu_fdom[cpus[j]];
+                        bal[cpus[j]] = MAX(bal[cpus[j]], lambda);
+                        lvl[f] = (uint8_t) MAX(lvl[f], L);
+                }
+        }
+        /* every core within headroom at its domain's level, SmtGain x that with both threads busy */
+        for (unsigned k = 0; k < h->n_cores; k++) {
+                const struct em_core *co = &h->cores[k];
+                unsigned f = co->fdom;
+                double sum = 0.0, mx = 0.0;
+                unsigned busy = 0;
+                for (unsigned t = 0; t < co->n_threads; t++)
+                        if (cnt[co->cpu[t]]) {
+                                busy++;
+                                sum += bal[co->cpu[t]];
+                                mx = MAX(mx, bal[co->cpu[t]]);
+                        }
+                if (!busy)
+                        continue;
+                while (lvl[f] + 1u < m->n_levels &&
+                       (mx > 0.8 * m->levels[lvl[f]].capacity / 1024.0 + 1e-9 ||
+                        (busy == 2 && sum > 0.8 * gain * m->levels[lvl[f]].capacity / 1024.0 + 1e-9)))
                         lvl[f]++;
         }
         pw = em_host_power(h, &l, NULL);
         free(work);
+        free(bal);
         free(cnt);
         free(lvl);
         free(lat);
+        free(at);
+        free(fx);
+        free(cpus);
         return pw;
 }
 
@@ -291,6 +388,111 @@ static void test_pin_sets(void **state)
                 assert_true(cpuset_isset(&sets[i], (unsigned) p->vcpu_cpu[i]));
         }
         plan_free(p);
+        free_host(&f);
+}
+
+/*
+ * A pack set's load is evaluated balanced (the kernel balances a set's vCPUs
+ * over its CPUs).  On random loads every plan conserves the demand; each set
+ * has a water level lambda that all its CPUs but those of its large vCPUs sit
+ * at; a vCPU over the level is pinned alone (vcpu_alone) on a CPU that
+ * carries at least its demand and no water; every CPU of a set runs at least
+ * the level lambda needs (2 lambda within SmtGain x headroom on a core with
+ * both threads in the set); and the balance is what sets the levels: some
+ * CPUs run below the level their own vCPUs would need unbalanced.
+ */
+static void test_pack_set_balance(void **state)
+{
+        struct host_fixture f;
+        struct plan_policy pol, single;
+        struct plan_vcpu v[48];
+        unsigned below = 0, alone = 0;
+        double mw_sets = 0.0, mw_single = 0.0;
+
+        (void) state;
+        load_host("xeon-spr-2s", "xeon-spr-2s", &f);
+        const struct energy_model *m = &f.h->model;
+        double gain = m->smt_gain_permille / 1000.0;
+        policy(&pol);
+        single = pol;
+        single.pin_single_cpu = true;
+        rng_state = 20261203;
+        for (unsigned t = 0; t < 300; t++) {
+                unsigned nv = 2 + (unsigned) (rnd() * 46);
+                double total = 0.0, sum = 0.0;
+                struct plan *p = NULL, *q = NULL;
+                _cleanup_free_ double *own = calloc(f.h->n_cpus, sizeof(double));
+                _cleanup_free_ uint8_t *big = calloc(f.h->n_cpus, 1);
+                _cleanup_free_ double *lambda = calloc(f.h->n_llcs, sizeof(double));
+                _cleanup_free_ double *need = calloc(f.h->n_llcs, sizeof(double));
+                assert_true(own && big && lambda && need);
+                for (unsigned i = 0; i < nv; i++) {
+                        double u = rnd();
+                        u = t % 2 ? u * u : u * 0.6; /* half the cases: a few large among many small */
+                        v[i] = (struct plan_vcpu) { .key = 100 + i, .vm = 1 + i / 4, .util = u, .cur_cpu = -1 };
+                        total += u;
+                }
+                assert_int_equal(plan_compute(f.h, &pol, v, nv, NULL, 0, NULL, 0, &p), 0);
+                assert_int_equal(plan_compute(f.h, &single, v, nv, NULL, 0, NULL, 0, &q), 0);
+                mw_sets += p->why.plan_mw;
+                mw_single += q->why.plan_mw;
+                assert_feasible(f.h, p, &pol);
+                for (unsigned c = 0; c < f.h->n_cpus; c++)
+                        sum += p->cpu_work[c];
+                assert_float_equal(sum, total, 1e-9);
+                for (unsigned g = 0; g < f.h->n_llcs; g++)
+                        lambda[g] = DBL_MAX;
+                for (unsigned i = 0; i < nv; i++) {
+                        own[p->vcpu_cpu[i]] += v[i].util;
+                        big[p->vcpu_cpu[i]] |= p->vcpu_alone[i];
+                }
+                for (unsigned c = 0; c < f.h->n_cpus; c++)
+                        if (own[c] > 0.0) {
+                                unsigned g = f.h->cores[f.h->cpu_core[c]].llc;
+                                lambda[g] = MIN(lambda[g], p->cpu_work[c]);
+                        }
+                for (unsigned c = 0; c < f.h->n_cpus; c++) {
+                        if (own[c] <= 0.0)
+                                continue;
+                        unsigned g = f.h->cores[f.h->cpu_core[c]].llc;
+                        const struct em_core *co = &f.h->cores[f.h->cpu_core[c]];
+                        bool pair = co->n_threads == 2 && own[co->cpu[0]] > 0.0 && own[co->cpu[1]] > 0.0 &&
+                                    !big[co->cpu[0]] && !big[co->cpu[1]];
+                        need[g] = MAX(need[g], pair ? 2.0 * lambda[g] / gain : lambda[g]);
+                        if (p->cpu_work[c] > lambda[g] + 1e-9)
+                                assert_true(big[c] || p->cpu_work[c] <= own[c] + 1e-9);
+                        else
+                                assert_false(big[c]); /* a large vCPU's CPU carries no water */
+                }
+                for (unsigned i = 0; i < nv; i++) {
+                        int c = p->vcpu_cpu[i];
+                        unsigned g = f.h->cores[f.h->cpu_core[c]].llc;
+                        if (p->vcpu_alone[i]) {
+                                alone++;
+                                assert_true(v[i].util > lambda[g] + 1e-9);
+                                assert_true(p->cpu_work[c] >= v[i].util - 1e-9);
+                        } else
+                                assert_true(v[i].util <= lambda[g] + 1e-9);
+                }
+                for (unsigned c = 0; c < f.h->n_cpus; c++) {
+                        if (own[c] <= 0.0)
+                                continue;
+                        unsigned g = f.h->cores[f.h->cpu_core[c]].llc, L = p->fdom_level[f.h->cpu_fdom[c]];
+                        double hc = pol.headroom_pct / 100.0 * m->levels[L].capacity / EM_CAPACITY_SCALE;
+                        if (need[g] > hc + 1e-9 && L + 1 < m->n_levels)
+                                fail_msg("case %u: cpu %u at level %u below its set's water level %.3f", t, c, L,
+                                         need[g]);
+                        if (own[c] > hc + 1e-9 && !big[c])
+                                below++; /* its own vCPUs alone would need more: the balance carries them */
+                }
+                plan_free(p);
+                plan_free(q);
+        }
+        printf("# pack-set balance: 300 random loads: %u CPUs below the level of their own vCPUs, %u vCPUs "
+               "alone; modelled power %.0f mW with pack sets, %.0f mW with PinSingleCPU\n", below, alone,
+               mw_sets / 300, mw_single / 300);
+        assert_true(below > 0);
+        assert_true(alone > 0);
         free_host(&f);
 }
 
@@ -831,6 +1033,16 @@ static void test_heavy_overload(void **state)
         free_host(&f);
 }
 
+/* Other placed vCPUs on vCPU i's core (either thread). */
+static unsigned core_users(const struct em_host *h, const struct plan *p, unsigned i)
+{
+        unsigned n = 0;
+        for (unsigned j = 0; j < p->n_vcpus; j++)
+                if (j != i && p->vcpu_cpu[j] >= 0 && h->cpu_core[p->vcpu_cpu[j]] == h->cpu_core[p->vcpu_cpu[i]])
+                        n++;
+        return n;
+}
+
 /*
  * One waiting vCPU on an otherwise quiet host grows at once, but only where
  * it runs: the shrink pending elsewhere keeps its dwell (before, any wait
@@ -852,9 +1064,8 @@ static void test_local_grow_keeps_shrink(void **state)
                 v[i] = (struct plan_vcpu) { .key = 900 + i, .vm = 1 + i / 4, .util = i < 12 ? 0.7 : 0.1,
                                             .cur_cpu = -1 };
         assert_int_equal(plan_compute(f.h, &pol, v, 14, NULL, 0, NULL, 0, &p0), 0);
-        assert_int_equal(p0->vcpu_cpu[12], p0->vcpu_cpu[13]); /* the two small ones share a CPU */
-        for (unsigned i = 0; i < 12; i++)
-                assert_int_not_equal(p0->vcpu_cpu[i], p0->vcpu_cpu[12]);
+        /* the small ones are packed: v13 shares its core (a CPU or its SMT sibling) with others */
+        assert_true(core_users(f.h, p0, 13) > 0);
         unsigned big = n_active_cpus(p0);
 
         /* load drops on the twelve: a shrink is predicted and pending */
@@ -863,11 +1074,13 @@ static void test_local_grow_keeps_shrink(void **state)
         assert_int_equal(p1->why.decision, PLAN_SHRINK_PENDING);
         assert_int_equal(p1->shrink_pending_since_ns, 1 * S);
 
-        /* one of the small pair waits: it moves at once, the pending shrink stays pending */
+        /* v13 waits: it moves at once to a core of its own (not back onto its own CPU, which
+         * its busy sibling makes look free), the pending shrink stays pending */
         v[13].wait_ratio = 0.2;
         assert_int_equal(plan_compute(f.h, &pol, v, 14, NULL, 0, p1, 6 * S, &p2), 0);
         assert_int_equal(p2->why.decision, PLAN_GROW);
-        assert_int_not_equal(p2->vcpu_cpu[13], p2->vcpu_cpu[12]);
+        assert_int_not_equal(p2->vcpu_cpu[13], p1->vcpu_cpu[13]);
+        assert_int_equal(core_users(f.h, p2, 13), 0); /* relieved: a core of its own */
         assert_int_equal(p2->why.forced_by_key, 913);
         assert_int_equal(p2->shrink_pending_since_ns, 1 * S);
         for (unsigned i = 0; i < 13; i++)
@@ -1028,6 +1241,7 @@ int main(void)
                 cmocka_unit_test(test_half_host_genoa),
                 cmocka_unit_test(test_worked_example),
                 cmocka_unit_test(test_pin_sets),
+                cmocka_unit_test(test_pack_set_balance),
                 cmocka_unit_test(test_best_wake),
                 cmocka_unit_test(test_best_sleep),
                 cmocka_unit_test(test_hysteresis),
