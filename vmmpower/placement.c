@@ -25,11 +25,15 @@
  *     level and the best level found; plus the spread baseline.  Typically
  *     7 to 12 candidates.  Dedicated vCPUs take whole free cores first, spread
  *     vCPUs one free core each (round-robin over packages and LLCs), excluded
- *     vCPUs stay where they are as background load.  For every candidate each
+ *     vCPUs stay where they are as background load.  For every candidate the
+ *     load of each LLC's pack set (pin_single_cpu off) is first balanced
+ *     over the set's CPUs, as the kernel balances it (pack_set_balance: a
+ *     common water level, vCPUs larger than it alone on their CPU); then each
  *     frequency domain gets the lowest level that satisfies the headroom of
  *     all its CPUs (the most demanding CPU sets it), raised further only if
  *     the model says a higher level costs less energy (race to idle; skipped
- *     when the model's levels rule it out).  The modelled power
+ *     when the model's levels rule it out), and every CPU of a set at least
+ *     the level its water level needs.  The modelled power
  *     (energy_model.c) picks the candidate.  First fit is exact, on a 4-ary
  *     tree of room per CPU: O(V log P) per candidate, O(P) to evaluate it.
  *  3. Hysteresis against the previous plan (re-evaluated under the current

@@ -481,8 +481,9 @@ void render_plan(const struct daemon *d, bool json, struct strbuf *out)
                         pid_t pid = (pid_t) (p->vcpu_key[i] >> 16);
                         strbuf_printf(out, "%s{\"vm\":", i ? "," : "");
                         strbuf_json_string(out, plan_vm_name(d, pid));
-                        strbuf_printf(out, ",\"pid\":%d,\"vcpu\":%u,\"util\":%.4f,\"cpu\":%d}", (int) pid,
-                                      (unsigned) (p->vcpu_key[i] & 0xffff), d->plan_in[i].util, p->vcpu_cpu[i]);
+                        strbuf_printf(out, ",\"pid\":%d,\"vcpu\":%u,\"util\":%.4f,\"cpu\":%d,\"alone\":%s}", (int) pid,
+                                      (unsigned) (p->vcpu_key[i] & 0xffff), d->plan_in[i].util, p->vcpu_cpu[i],
+                                      p->vcpu_alone[i] ? "true" : "false");
                 }
                 strbuf_puts(out, "]}\n");
                 return;
@@ -524,8 +525,9 @@ void render_plan(const struct daemon *d, bool json, struct strbuf *out)
                 else
                         strbuf_printf(out, "%u us\n", p->cpu_max_latency_us[cpu]);
         }
-        strbuf_printf(out, "\n%-24s %4s %8s %4s\n", "VM", "VCPU", "AVG%", "CPU");
+        strbuf_printf(out, "\n%-24s %4s %8s %4s %5s\n", "VM", "VCPU", "AVG%", "CPU", "ALONE");
         for (unsigned i = 0; i < p->n_vcpus && i < d->plan_in_n; i++)
-                strbuf_printf(out, "%-24.24s %4u %8.1f %4d\n", plan_vm_name(d, (pid_t) (p->vcpu_key[i] >> 16)),
-                              (unsigned) (p->vcpu_key[i] & 0xffff), pct(d->plan_in[i].util), p->vcpu_cpu[i]);
+                strbuf_printf(out, "%-24.24s %4u %8.1f %4d %5s\n", plan_vm_name(d, (pid_t) (p->vcpu_key[i] >> 16)),
+                              (unsigned) (p->vcpu_key[i] & 0xffff), pct(d->plan_in[i].util), p->vcpu_cpu[i],
+                              p->vcpu_alone[i] ? "yes" : "");
 }

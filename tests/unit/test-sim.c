@@ -16,6 +16,7 @@
 
 #include "config.h"
 #include "plan_input.h"
+#include "evsim.h"
 #include "sim.h"
 
 static void test_burst_mean(void **state)
@@ -311,6 +312,51 @@ static void test_same_plan_as_daemon(void **state)
         sim_host_done(&h);
 }
 
+/*
+ * Wake-up balancing in the event simulation: vCPUs homed on one CPU of a
+ * host with idle CPUs in the same LLC migrate to them on wake-up, unless
+ * pinned (a vCPU the plan pins alone: plan->vcpu_alone), which never move.
+ */
+static void test_evsim_pinned(void **state)
+{
+        struct sim_host h;
+        struct ev_ws *w = NULL;
+        double demand[4] = { 0.4, 0.4, 0.4, 0.4 }, wait[4];
+        int home[4] = { 0, 0, 0, 0 };
+        uint8_t pinned[4] = { 1, 1, 1, 1 };
+        uint64_t migrations[3];
+
+        load_host(&h);
+        _cleanup_free_ uint8_t *lvl = calloc(h.em->n_fdoms, 1);
+        _cleanup_free_ uint32_t *lat = calloc(h.em->n_cpus, sizeof(uint32_t));
+        assert_true(lvl && lat);
+        for (unsigned c = 0; c < h.em->n_cpus; c++)
+                lat[c] = EM_LATENCY_ANY;
+        assert_int_equal(ev_ws_new(h.em, 4, &w), 0);
+        for (unsigned k = 0; k < 3; k++) {
+                struct ev_input in = {
+                        .nv = 4, .demand = demand, .home = home, .fdom_level = lvl, .cpu_max_latency_us = lat,
+                        .wake_balance = true, .pinned = k == 0 ? NULL : pinned,
+                        .burst = { .mean_ns = 10e6, .dist = BURST_EXP }, .seed = 7, .window_id = 1,
+                        .window_ns = 1e9,
+                };
+                struct ev_output out = { .vcpu_wait_ns = wait };
+                if (k == 2)
+                        pinned[0] = pinned[1] = 0; /* two move, two stay */
+                assert_int_equal(ev_run(w, &in, &out), 0);
+                assert_true(out.wakeups > 0);
+                migrations[k] = out.migrations;
+        }
+        printf("# evsim: 4 vCPUs on CPU 0, migrations: none pinned %llu, all pinned %llu, two pinned %llu\n",
+               (unsigned long long) migrations[0], (unsigned long long) migrations[1],
+               (unsigned long long) migrations[2]);
+        assert_true(migrations[0] > 0);
+        assert_int_equal(migrations[1], 0);
+        assert_true(migrations[2] > 0);
+        ev_ws_free(w);
+        sim_host_done(&h);
+}
+
 static void test_bad_host_and_config(void **state)
 {
         struct sim_host h;
@@ -340,6 +386,7 @@ int main(void)
                 cmocka_unit_test(test_deterministic),
                 cmocka_unit_test(test_bounds_below_policies),
                 cmocka_unit_test(test_same_plan_as_daemon),
+                cmocka_unit_test(test_evsim_pinned),
                 cmocka_unit_test(test_bad_host_and_config),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
