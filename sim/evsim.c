@@ -51,6 +51,7 @@ double wait_hist_percentile(const struct wait_hist *w, double q)
 struct ev_vcpu {
         double rem;          /* work left, ns at the top level */
         double ep_wait;      /* wait of the current episode */
+        double ep_lat;       /* of which the idle exit latency paid at its wake-up */
         double total_wait;
         double on_mean, off_mean;
         uint64_t rng;
@@ -412,8 +413,9 @@ static int vcpu_wake(struct ev_ws *w, const struct ev_input *in, struct ev_outpu
         core_advance(w, (unsigned) cpu, t);
         out->wakeups++;
         v->ep_wait = 0;
+        v->ep_lat = 0;
         if (core_idle(w, (unsigned) cpu)) {
-                v->ep_wait = wake_latency(w, in, (unsigned) cpu, t, &deep);
+                v->ep_wait = v->ep_lat = wake_latency(w, in, (unsigned) cpu, t, &deep);
                 if (deep)
                         out->deep_wakeups++;
                 core_busy_change(w, (unsigned) w->c[cpu].core, true, t);
@@ -430,11 +432,13 @@ static int vcpu_wake(struct ev_ws *w, const struct ev_input *in, struct ev_outpu
 static void episode_end(struct ev_ws *w, struct ev_output *out, unsigned id)
 {
         struct ev_vcpu *v = &w->v[id];
-        v->total_wait += v->ep_wait;
+        /* the planner's input is run-queue wait as schedstat counts it: without the exit latency */
+        v->total_wait += v->ep_wait - v->ep_lat;
         if (out->hist)
                 wait_hist_add(out->hist, v->ep_wait);
         v->runnable = false;
         v->ep_wait = 0;
+        v->ep_lat = 0;
 }
 
 static void cpu_complete(struct ev_ws *w, struct ev_output *out, unsigned cpu, double t)

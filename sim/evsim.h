@@ -63,7 +63,12 @@ struct ev_input {
 };
 
 struct ev_output {
-        double *vcpu_wait_ns;          /* [nv] wait in the window (written for simulated vCPUs) */
+        /* [nv] run-queue wait in the window (written for simulated vCPUs), as schedstat's
+         * run_delay counts it: without the exit latency of the idle state the vCPU woke its
+         * CPU from, which elapses before a wakee is enqueued on an idle CPU (it is queued on
+         * that CPU's wake list, or woken there by its own timer); the wait samples in hist
+         * include it (wake-up to running) */
+        double *vcpu_wait_ns;
         struct wait_hist *hist;        /* episodes added here when not NULL */
         uint64_t wakeups, deep_wakeups, migrations, events;
 };

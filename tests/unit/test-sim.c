@@ -357,6 +357,42 @@ static void test_evsim_pinned(void **state)
         sim_host_done(&h);
 }
 
+/*
+ * The planner's wait input leaves out the exit latency (schedstat's run_delay
+ * does): a lone vCPU on an idle host pays deep exit latencies, seen in the
+ * wait samples, but has no run-queue wait.
+ */
+static void test_evsim_wait_input(void **state)
+{
+        struct sim_host h;
+        struct ev_ws *w = NULL;
+        struct wait_hist hist = { 0 };
+        double demand[1] = { 0.1 }, wait[1] = { -1.0 };
+        int home[1] = { 0 };
+
+        load_host(&h);
+        _cleanup_free_ uint8_t *lvl = calloc(h.em->n_fdoms, 1);
+        _cleanup_free_ uint32_t *lat = calloc(h.em->n_cpus, sizeof(uint32_t));
+        assert_true(lvl && lat);
+        for (unsigned c = 0; c < h.em->n_cpus; c++)
+                lat[c] = EM_LATENCY_ANY;
+        assert_int_equal(ev_ws_new(h.em, 1, &w), 0);
+        struct ev_input in = {
+                .nv = 1, .demand = demand, .home = home, .fdom_level = lvl, .cpu_max_latency_us = lat,
+                .burst = { .mean_ns = 2e6, .dist = BURST_EXP }, .seed = 3, .window_id = 1, .window_ns = 1e9,
+        };
+        struct ev_output out = { .vcpu_wait_ns = wait, .hist = &hist };
+        assert_int_equal(ev_run(w, &in, &out), 0);
+        printf("# evsim: lone vCPU, %llu wake-ups (%llu deep), wait p99 %.0f ns, run-queue wait %.0f ns\n",
+               (unsigned long long) out.wakeups, (unsigned long long) out.deep_wakeups,
+               wait_hist_percentile(&hist, 0.99), wait[0]);
+        assert_true(out.deep_wakeups > 0);
+        assert_true(wait_hist_percentile(&hist, 0.99) > 0.0);
+        assert_true(wait[0] == 0.0);
+        ev_ws_free(w);
+        sim_host_done(&h);
+}
+
 static void test_bad_host_and_config(void **state)
 {
         struct sim_host h;
@@ -387,6 +423,7 @@ int main(void)
                 cmocka_unit_test(test_bounds_below_policies),
                 cmocka_unit_test(test_same_plan_as_daemon),
                 cmocka_unit_test(test_evsim_pinned),
+                cmocka_unit_test(test_evsim_wait_input),
                 cmocka_unit_test(test_bad_host_and_config),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
