@@ -8,7 +8,8 @@
  *  1. Demand of a vCPU d = max(util, hint floor), plus its wait_ratio when
  *     that is over the budget and the CPU it ran on in the previous plan was
  *     saturated (utilisation >= 90% of its capacity at the level it ran at,
- *     of SmtGain x that for a core with both threads busy) or is unknown: a
+ *     of SmtGain x that for a core with both threads busy; with pack sets,
+ *     the packed vCPU's set, over the set's capacity) or is unknown: a
  *     vCPU that waited on a saturated CPU wanted to run for the time it got
  *     plus the time it waited; on a CPU with room it did all its work and the
  *     wait was a delay, not demand.  Clamped to 0..1.
@@ -240,18 +241,28 @@ static bool prev_compatible(const struct em_host *h, const struct plan *prev)
  * Which waiting vCPUs' wait counts as demand (step 1): those that ran, in the
  * previous plan, on a CPU whose utilisation reached WAIT_SATURATED of its
  * capacity at the level it ran at (of the core's, SmtGain x that, when the
- * sibling had work too).  On a CPU with spare capacity every runnable vCPU
+ * sibling had work too); with pack sets, for a packed vCPU, whose set's load
+ * reached WAIT_SATURATED of the set's capacity, or whose own utilisation
+ * filled its CPU.  On a CPU with spare capacity every runnable vCPU
  * gets its work done within the period: the wait is a delay, not more demand,
  * and the measured utilisation already is the demand.  A vCPU with no known
  * previous CPU (new, or no previous plan) is taken as saturated.
  */
 #define WAIT_SATURATED 0.9
 
+/* Capacity of CPU c at the level the previous plan ran it at (utilisation units). */
+static double prev_cap(const struct em_host *h, const struct plan *prev, int c)
+{
+        unsigned L = MIN((unsigned) prev->fdom_level[h->cpu_fdom[c]], h->model.n_levels - 1u);
+        return (double) h->model.levels[L].capacity / EM_CAPACITY_SCALE;
+}
+
 static int wait_is_demand(const struct ws *w, const struct plan *prev, uint8_t *out)
 {
         const struct em_host *h = w->h;
         _cleanup_free_ int *from = NULL;
-        _cleanup_free_ double *u = NULL;
+        _cleanup_free_ double *u = NULL, *set_u = NULL, *set_cap = NULL;
+        _cleanup_free_ uint8_t *in_set = NULL;
         int r;
 
         bool any = false;
@@ -275,13 +286,43 @@ static int wait_is_demand(const struct ws *w, const struct plan *prev, uint8_t *
                 if (c >= 0 && x > 0.0) /* also drops NaN */
                         u[c] += MIN(x, 1.0);
         }
+        /*
+         * With pack sets the kernel spreads a set's load over its CPUs: a packed vCPU's
+         * CPU is its set, saturated when the set's load reaches 90% of the set's
+         * capacity (SmtGain x a thread's for a core with both threads in the set), or
+         * when the vCPU alone fills its CPU.
+         */
+        if (!w->pol->pin_single_cpu) {
+                set_u = calloc(h->n_llcs ? h->n_llcs : 1, sizeof(double));
+                set_cap = calloc(h->n_llcs ? h->n_llcs : 1, sizeof(double));
+                in_set = calloc(h->n_cpus, 1);
+                if (!set_u || !set_cap || !in_set)
+                        return -ENOMEM;
+                for (size_t i = 0; i < w->nv; i++)
+                        if (w->v[i].mode == PLACE_PACK && from[i] >= 0)
+                                in_set[from[i]] = 1;
+                for (unsigned c = 0; c < h->n_cpus; c++) {
+                        if (!in_set[c])
+                                continue;
+                        unsigned g = h->cores[h->cpu_core[c]].llc;
+                        int s = w->sib[c];
+                        double cap = prev_cap(h, prev, c);
+                        set_u[g] += u[c];
+                        set_cap[g] += s >= 0 && in_set[s] ? cap * w->gain / 2.0 : cap;
+                }
+        }
         for (size_t i = 0; i < w->nv; i++) {
                 int c = from[i], s;
                 double cap;
                 if (c < 0)
                         continue;
-                cap = (double) h->model.levels[MIN((unsigned) prev->fdom_level[h->cpu_fdom[c]],
-                                                   h->model.n_levels - 1u)].capacity / EM_CAPACITY_SCALE;
+                cap = prev_cap(h, prev, c);
+                if (in_set && w->v[i].mode == PLACE_PACK) {
+                        unsigned g = h->cores[h->cpu_core[c]].llc;
+                        out[i] = MIN(w->v[i].util, 1.0) >= WAIT_SATURATED * cap - EPS ||
+                                 set_u[g] >= WAIT_SATURATED * set_cap[g] - EPS;
+                        continue;
+                }
                 s = w->sib[c];
                 out[i] = u[c] >= WAIT_SATURATED * cap - EPS ||
                          (s >= 0 && u[s] > 0.0 && u[c] + u[s] >= WAIT_SATURATED * cap * w->gain - EPS);

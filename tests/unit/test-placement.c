@@ -1232,6 +1232,49 @@ static void test_wait_not_demand_when_unsaturated(void **state)
         free_host(&f);
 }
 
+/*
+ * With pack sets a packed vCPU's wait counts as demand only when its set is
+ * saturated (the kernel spreads the set's load), not when its own CPU's
+ * assigned load is: the worked example's set {0, 16, 1} at 1200 MHz, two
+ * vCPUs of 0.15 planned on CPU 0 (0.3 >= 90% of its 0.315) and the rest idle.
+ * One-pCPU pins judge the CPU: the wait is added.
+ */
+static void test_wait_demand_pack_set(void **state)
+{
+        struct host_fixture f;
+        struct plan_policy pol;
+        struct plan_vcpu v[4];
+        struct plan *p0 = NULL, *p1 = NULL;
+        double total;
+
+        (void) state;
+        load_host("xeon-spr-2s", "xeon-spr-2s", &f);
+        policy(&pol);
+        for (unsigned i = 0; i < 4; i++)
+                v[i] = (struct plan_vcpu) { .key = 1 + i, .vm = 1, .util = 0.1, .cur_cpu = -1 };
+        assert_int_equal(plan_compute(f.h, &pol, v, 4, NULL, 0, NULL, 0, &p0), 0);
+        assert_int_equal(p0->vcpu_cpu[0], p0->vcpu_cpu[1]);
+        assert_int_equal(p0->fdom_level[f.h->cpu_fdom[p0->vcpu_cpu[0]]], 1);
+        v[0].util = v[1].util = 0.15;
+        v[2].util = v[3].util = 0.0;
+        v[0].wait_ratio = 0.2;
+        for (unsigned single = 0; single < 2; single++) {
+                pol.pin_single_cpu = single;
+                assert_int_equal(plan_compute(f.h, &pol, v, 4, NULL, 0, p0, NSEC_PER_SEC, &p1), 0);
+                total = 0.0;
+                for (unsigned c = 0; c < f.h->n_cpus; c++)
+                        total += p1->cpu_work[c];
+                if (single)
+                        assert_float_equal(total, 0.5, 1e-9); /* the CPU was saturated: wait added */
+                else
+                        assert_float_equal(total, 0.3, 1e-9); /* the set had room: a delay */
+                plan_free(p1);
+                p1 = NULL;
+        }
+        plan_free(p0);
+        free_host(&f);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -1258,6 +1301,7 @@ int main(void)
                 cmocka_unit_test(test_grow_and_shrink_disjoint),
                 cmocka_unit_test(test_wait_no_relief),
                 cmocka_unit_test(test_wait_not_demand_when_unsaturated),
+                cmocka_unit_test(test_wait_demand_pack_set),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
