@@ -481,6 +481,7 @@ static void balance_pack_sets(struct run *R, struct pstate *p)
                         for (unsigned t = 0; t < h->cores[k].n_threads; t++)
                                 if (p->allowed[h->cores[k].cpu[t]])
                                         fixed[m++] = p->cpu_work[h->cores[k].cpu[t]];
+                /* m > 0: the vCPUs' homes are the allowed CPUs (the plan step sets them so) */
                 lambda = plan_water_level(fixed, m, set_load[g]);
                 for (unsigned k = h->llcs[g].first; k < h->llcs[g].end; k++)
                         for (unsigned t = 0; t < h->cores[k].n_threads; t++) {

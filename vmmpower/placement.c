@@ -861,12 +861,18 @@ static void pack_set_balance(struct ws *w)
 
 /*
  * The kernel balancing a set's load over its CPUs also means that every CPU
- * of a set runs at least the level its water level needs (on a core with
- * both threads in the set, 2 lambda within SmtGain x the headroom): a CPU
- * capped lower would be handed more than it was planned for.  Each core
- * keeps whatever more its own load needs (a large vCPU, its sibling's
- * work, race to idle).  Part of every evaluation, so that the target search
- * weighs it.
+ * of a set runs at least the level its water level needs: a CPU capped
+ * lower would be handed more than it was planned for (the kernel balances
+ * equal load per thread; it does not weigh a frequency cap).  level_fits()
+ * on the balanced load already asks that of each core; the set goes further
+ * and runs all its CPUs at the highest of those needs (on a core with both
+ * threads in the set, 2 lambda within SmtGain x the headroom), one level per
+ * set as before the balance was modelled: conservative for a set that mixes
+ * single and paired cores, and in the target search it found the cheaper
+ * plan of the worked example (docs/energy-model.md section 6) where per-core
+ * levels did not.  Each core keeps whatever more its own load needs (a
+ * large vCPU, its sibling's work, race to idle).  Part of every evaluation,
+ * so that the target search weighs it.
  */
 static void pack_set_levels(struct ws *w)
 {
@@ -1078,7 +1084,7 @@ static int ws_best_wake(struct ws *w, size_t i_for_fit, int src, bool waits)
                 if (i_for_fit != SIZE_MAX && !fits(w, i_for_fit, cpu))
                         continue;
                 /* not back where it came from; a waiting vCPU only where it is relieved */
-                if (cpu == src || (waits && !relieves(w, i_for_fit, src, cpu)))
+                if (cpu == src || (waits && i_for_fit != SIZE_MAX && !relieves(w, i_for_fit, src, cpu)))
                         continue;
                 w->work[cpu] = WAKE_PROBE_WORK;
                 w->nvc[cpu]++;
@@ -1770,7 +1776,7 @@ int plan_pin_sets(const struct em_host *h, const struct plan_policy *pol, const 
                         return -ENOMEM;
                 for (size_t i = 0; i < n_v && i < p->n_vcpus; i++) {
                         int c = p->vcpu_cpu[i];
-                        /* the CPUs pack_set_levels() runs at the set's level */
+                        /* the CPUs pack_set_balance() spreads the set's load over */
                         if (v[i].mode == PLACE_PACK && !(p->vcpu_boost && p->vcpu_boost[i]) && cpu_ok(h, c))
                                 cpuset_set(&llc[h->cores[h->cpu_core[c]].llc], (unsigned) c);
                 }

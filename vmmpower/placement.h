@@ -131,7 +131,8 @@ int plan_best_sleep_cpu(const struct em_host *h, const struct plan *p);
  * idle instead of queueing it behind a busy one.  A boosted vCPU (hint) gets
  * its CPU alone: that CPU is the one kept at the top level for it; so does a
  * vCPU larger than its set's water level (plan->vcpu_alone): its CPU runs
- * the level it needs, the rest of the set the level of the balanced load.
+ * the level it needs, the rest of the set the level of the balanced load
+ * (its CPU stays in the set of the others, who may use it while it idles).
  * An unplaced vCPU gets an empty set.  0, or -ENOMEM.
  */
 int plan_pin_sets(const struct em_host *h, const struct plan_policy *pol, const struct plan *p,
