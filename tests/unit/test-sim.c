@@ -312,6 +312,18 @@ static void test_same_plan_as_daemon(void **state)
         sim_host_done(&h);
 }
 
+/* The xeon fixture, every domain at the lowest level, no idle limit, an event-sim workspace for nv vCPUs. */
+static void evsim_setup(struct sim_host *h, unsigned nv, uint8_t **lvl, uint32_t **lat, struct ev_ws **w)
+{
+        load_host(h);
+        *lvl = calloc(h->em->n_fdoms, 1);
+        *lat = calloc(h->em->n_cpus, sizeof(uint32_t));
+        assert_true(*lvl && *lat);
+        for (unsigned c = 0; c < h->em->n_cpus; c++)
+                (*lat)[c] = EM_LATENCY_ANY;
+        assert_int_equal(ev_ws_new(h->em, nv, w), 0);
+}
+
 /*
  * Wake-up balancing in the event simulation: vCPUs homed on one CPU of a
  * host with idle CPUs in the same LLC migrate to them on wake-up, unless
@@ -326,13 +338,9 @@ static void test_evsim_pinned(void **state)
         uint8_t pinned[4] = { 1, 1, 1, 1 };
         uint64_t migrations[3];
 
-        load_host(&h);
-        _cleanup_free_ uint8_t *lvl = calloc(h.em->n_fdoms, 1);
-        _cleanup_free_ uint32_t *lat = calloc(h.em->n_cpus, sizeof(uint32_t));
-        assert_true(lvl && lat);
-        for (unsigned c = 0; c < h.em->n_cpus; c++)
-                lat[c] = EM_LATENCY_ANY;
-        assert_int_equal(ev_ws_new(h.em, 4, &w), 0);
+        _cleanup_free_ uint8_t *lvl = NULL;
+        _cleanup_free_ uint32_t *lat = NULL;
+        evsim_setup(&h, 4, &lvl, &lat, &w);
         for (unsigned k = 0; k < 3; k++) {
                 struct ev_input in = {
                         .nv = 4, .demand = demand, .home = home, .fdom_level = lvl, .cpu_max_latency_us = lat,
@@ -370,13 +378,9 @@ static void test_evsim_wait_input(void **state)
         double demand[1] = { 0.1 }, wait[1] = { -1.0 };
         int home[1] = { 0 };
 
-        load_host(&h);
-        _cleanup_free_ uint8_t *lvl = calloc(h.em->n_fdoms, 1);
-        _cleanup_free_ uint32_t *lat = calloc(h.em->n_cpus, sizeof(uint32_t));
-        assert_true(lvl && lat);
-        for (unsigned c = 0; c < h.em->n_cpus; c++)
-                lat[c] = EM_LATENCY_ANY;
-        assert_int_equal(ev_ws_new(h.em, 1, &w), 0);
+        _cleanup_free_ uint8_t *lvl = NULL;
+        _cleanup_free_ uint32_t *lat = NULL;
+        evsim_setup(&h, 1, &lvl, &lat, &w);
         struct ev_input in = {
                 .nv = 1, .demand = demand, .home = home, .fdom_level = lvl, .cpu_max_latency_us = lat,
                 .burst = { .mean_ns = 2e6, .dist = BURST_EXP }, .seed = 3, .window_id = 1, .window_ns = 1e9,
