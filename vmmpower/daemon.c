@@ -1046,8 +1046,10 @@ void daemon_done(struct daemon *d)
         free(d->plan_in);
         d->plan_in = NULL;
         free(d->plan_scratch);
-        free(d->pin_sets);
         d->plan_scratch = NULL;
+        free(d->pin_sets);
+        d->pin_sets = NULL;
+        d->pin_sets_alloc = 0;
         em_host_free(d->em);
         d->em = NULL;
         control_server_free(d->control);

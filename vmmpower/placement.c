@@ -734,6 +734,12 @@ static bool level_fits(const struct ws *w, const double *work, unsigned k, doubl
         return true;
 }
 
+/* A vCPU the kernel may move within its LLC's pack set: packed, placed, not boosted. */
+static bool in_pack_set(const struct em_host *h, enum place_mode mode, bool boost, int cpu)
+{
+        return mode == PLACE_PACK && !boost && cpu_ok(h, cpu);
+}
+
 static int cmp_double(const void *a, const void *b)
 {
         double x = *(const double *) a, y = *(const double *) b;
@@ -808,7 +814,7 @@ static void pack_set_balance(struct ws *w)
         memset(w->set_done, 0, h->n_llcs);
         for (size_t i = 0; i < w->nv; i++) {
                 int c = w->assign[i];
-                if (w->v[i].mode != PLACE_PACK || w->boost[i] || !cpu_ok(h, c))
+                if (!in_pack_set(h, w->v[i].mode, w->boost[i], c))
                         continue;
                 w->in_set[c] = 1;
                 w->ework[c] -= w->dem[i];       /* leaves the CPU's unmovable load */
@@ -831,7 +837,7 @@ static void pack_set_balance(struct ws *w)
         for (size_t s = 0; s < w->nv; s++) {
                 size_t i = w->sorted[s];
                 int c = w->assign[i];
-                if (w->v[i].mode != PLACE_PACK || w->boost[i] || !cpu_ok(h, c))
+                if (!in_pack_set(h, w->v[i].mode, w->boost[i], c))
                         continue;
                 unsigned g = h->cores[h->cpu_core[c]].llc;
                 if (w->set_done[g])
@@ -1777,7 +1783,7 @@ int plan_pin_sets(const struct em_host *h, const struct plan_policy *pol, const 
                 for (size_t i = 0; i < n_v && i < p->n_vcpus; i++) {
                         int c = p->vcpu_cpu[i];
                         /* the CPUs pack_set_balance() spreads the set's load over */
-                        if (v[i].mode == PLACE_PACK && !(p->vcpu_boost && p->vcpu_boost[i]) && cpu_ok(h, c))
+                        if (in_pack_set(h, v[i].mode, p->vcpu_boost[i], c))
                                 cpuset_set(&llc[h->cores[h->cpu_core[c]].llc], (unsigned) c);
                 }
         }
@@ -1788,8 +1794,7 @@ int plan_pin_sets(const struct em_host *h, const struct plan_policy *pol, const 
                         continue;
                 /* a boosted vCPU stays on the CPU the plan runs at the top level for it, a
                  * large one on the CPU the plan gives it alone */
-                if (llc && v[i].mode == PLACE_PACK && !(p->vcpu_boost && p->vcpu_boost[i]) &&
-                    !(p->vcpu_alone && p->vcpu_alone[i]))
+                if (llc && in_pack_set(h, v[i].mode, p->vcpu_boost[i], c) && !p->vcpu_alone[i])
                         ret[i] = llc[h->cores[h->cpu_core[c]].llc];
                 else
                         cpuset_set(&ret[i], (unsigned) c);
