@@ -302,6 +302,7 @@ struct pstate {
         uint8_t *cpu_vcpus;         /* [n_cpus] */
         uint8_t *allowed;           /* [n_cpus] */
         double *wait_ns;            /* [nv] last window */
+        double *cpu_deliv;          /* [n_cpus] share of the CPU's work its level delivers (evaluate) */
         struct power_driver *drv;
         struct ev_ws *ev;
         struct plan *plan;
@@ -344,6 +345,7 @@ static void pstate_free(struct pstate *p)
         free(p->cpu_vcpus);
         free(p->allowed);
         free(p->wait_ns);
+        free(p->cpu_deliv);
         power_driver_free(p->drv);
         ev_ws_free(p->ev);
         plan_free(p->plan);
@@ -365,8 +367,9 @@ static int pstate_init(struct run *R, struct pstate *p, enum sim_policy id)
         p->cpu_vcpus = calloc(h->n_cpus, 1);
         p->allowed = calloc(h->n_cpus, 1);
         p->wait_ns = calloc(R->nv + 1, sizeof(double));
+        p->cpu_deliv = calloc(h->n_cpus, sizeof(double));
         if (!p->home || !p->level || !p->want_level || !p->lat || !p->want_lat || !p->cpu_work || !p->cpu_vcpus ||
-            !p->allowed || !p->wait_ns)
+            !p->allowed || !p->wait_ns || !p->cpu_deliv)
                 return -ENOMEM;
         for (unsigned i = 0; i < R->nv; i++)
                 p->home[i] = -1;
@@ -374,6 +377,7 @@ static int pstate_init(struct run *R, struct pstate *p, enum sim_policy id)
         for (unsigned f = 0; f < h->n_fdoms; f++)
                 p->level[f] = p->want_level[f] = (uint8_t) (h->model.n_levels - 1);
         for (unsigned c = 0; c < h->n_cpus; c++) {
+                p->cpu_deliv[c] = 1.0;
                 p->lat[c] = p->want_lat[c] = EM_LATENCY_ANY;
                 p->allowed[c] = h->cpu_core[c] >= 0;
         }
@@ -511,21 +515,29 @@ static void evaluate(struct run *R, struct pstate *p)
                                 p->cpu_vcpus[c]++;
                 }
         /* Work the placement cannot deliver: per CPU over its level's capacity, per
-         * 2-thread core over SmtGain x that (the evsim's speed rule). */
+         * 2-thread core over SmtGain x that (the evsim's speed rule).  What is delivered
+         * is what the daemon's tracker sees: cpu_deliv, the share of each CPU's work that
+         * ran (a fair share of the capacity for each vCPU on it). */
         for (unsigned k = 0; k < h->n_cores; k++) {
                 const struct em_core *co = &h->cores[k];
                 unsigned lv = 0;
                 for (unsigned t = 0; t < co->n_threads; t++) /* the core runs at its threads' highest level */
                         lv = MAX(lv, (unsigned) p->level[h->cpu_fdom[co->cpu[t]]]);
                 double cap = em_capacity(&h->model, lv) / 1024.0;
-                double sum = 0, o = 0;
+                double sum = 0, o = 0, core_f = 1.0;
                 for (unsigned t = 0; t < co->n_threads; t++) {
                         double wk = p->cpu_work[co->cpu[t]];
                         sum += MIN(wk, cap);
                         o += MAX(wk - cap, 0.0);
                 }
-                if (co->n_threads == 2)
-                        o += MAX(sum - cap * h->model.smt_gain_permille / 1000.0, 0.0);
+                if (co->n_threads == 2 && sum > cap * h->model.smt_gain_permille / 1000.0) {
+                        o += sum - cap * h->model.smt_gain_permille / 1000.0;
+                        core_f = cap * h->model.smt_gain_permille / 1000.0 / sum;
+                }
+                for (unsigned t = 0; t < co->n_threads; t++) {
+                        double wk = p->cpu_work[co->cpu[t]];
+                        p->cpu_deliv[co->cpu[t]] = wk > cap ? cap / wk * core_f : core_f;
+                }
                 over += o;
         }
         struct em_load l = { p->cpu_work, p->cpu_vcpus, p->lat, p->level };
@@ -1074,12 +1086,15 @@ int sim_run(const struct sim_host *host, const struct sim_trace *tr, const struc
                 for (unsigned q = 0; q < periods_per_interval; q++, period_idx++, t += per) {
                         bool step = period_idx % (uint64_t) step_periods == 0;
 
-                        /* the tracker's view: decayed utilisation */
+                        /* the tracker's view: decayed utilisation of the work that ran in the
+                         * last period (a CPU over its level's capacity runs a fair share of it) */
                         for (unsigned i = 0; i < R.nv; i++) {
+                                int c = R.ps[SIM_VMM].home[i];
+                                double ran = R.demand[i] * (c >= 0 ? R.ps[SIM_VMM].cpu_deliv[c] : 1.0);
                                 if (period_idx == 0)
-                                        R.samples[i].util_avg = R.demand[i];
+                                        R.samples[i].util_avg = ran;
                                 else
-                                        R.samples[i].util_avg += alpha * (R.demand[i] - R.samples[i].util_avg);
+                                        R.samples[i].util_avg += alpha * (ran - R.samples[i].util_avg);
                         }
                         for (int p = SIM_B0; p < _SIM_RUN_MAX; p++)
                                 if (step || (q == 0)) {

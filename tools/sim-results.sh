@@ -1,7 +1,8 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0-or-later
 # Regenerate docs/results.md: vmmpower-sim over the PlanetLab days x both shipped host models x
-# 1:1, 2:1, 4:1 x three burst settings, plus a sensitivity table over the model's assumed parameters.
+# 1:1, 2:1, 4:1 x three burst settings, plus a sensitivity table over the model's assumed parameters and
+# a table of the planner's headrooms against wait.
 #
 #   bash tools/sim-results.sh [BUILD_DIR] [TRACE_DIR]      (defaults: build-sim, ../shared/traces)
 #
@@ -15,7 +16,7 @@ seed=${SEED:-1}
 out=${OUT:-$build/sim-results}
 sim=$build/sim/vmmpower-sim
 # Planner every 1 s of simulated time (the daemon's ControlPeriod) and one burst window per 300 s trace
-# interval: the matrix (100 runs) takes about 8 minutes on 2 CPUs; vmmpower-sim(1) defaults to 60 s steps.
+# interval: the matrix (118 runs) takes about 10 minutes on 2 CPUs; vmmpower-sim(1) defaults to 60 s steps.
 simopts=${SIMOPTS:---period-ms 1000 --step-s 300}
 
 [ -d "$build" ] || meson setup "$build" "$src"
@@ -53,12 +54,15 @@ sens idle-interval-250us 's/^ActiveIdleIntervalUs = 1000$/ActiveIdleIntervalUs =
 sens idle-interval-4ms 's/^ActiveIdleIntervalUs = 1000$/ActiveIdleIntervalUs = 4000/'
 sens no-all-packages-rule 's/^PackageIdleAllPackages = yes$/PackageIdleAllPackages = no/'
 
-# The planner's headroom (HeadroomPercent, default 80) against wait: B = 10 ms, every day, host, ratio.
-for hr in 90 100; do
-        printf '[Planner]\nHeadroomPercent = %s\n' "$hr" >"$out/models/headroom-$hr.conf"
+# The planner's two headrooms against wait: B = 10 ms, every day, host, ratio.  hr100: HeadroomPercent = 100
+# (packing); lh80: LevelHeadroomPercent = 80 (levels as schedutil sets them: the default before 95); lh100:
+# LevelHeadroomPercent = 100 (a CPU short of capacity looks exactly full).
+for knob in hr100:HeadroomPercent:100 lh80:LevelHeadroomPercent:80 lh100:LevelHeadroomPercent:100; do
+        tag=${knob%%:*}; kv=${knob#*:}
+        printf '[Planner]\n%s = %s\n' "${kv%%:*}" "${kv##*:}" >"$out/models/$tag.conf"
         for day in $days; do for hm in $hosts; do for ov in $ratios; do
                 topo=${hm%%:*}; model=${hm##*:}
-                echo "$sim --no-progress -c $out/models/headroom-$hr.conf -t $traces/$day.csv -T $src/tests/data/topology/$topo -m $src/config/models/$model.model -o $ov -b 10 -s $seed $simopts --label 'hr$hr;$day;$topo;$ov:1;10ms' --csv $out/csv/hr$hr-$day-$topo-$ov.csv > $out/csv/hr$hr-$day-$topo-$ov.txt" >>"$cmds"
+                echo "$sim --no-progress -c $out/models/$tag.conf -t $traces/$day.csv -T $src/tests/data/topology/$topo -m $src/config/models/$model.model -o $ov -b 10 -s $seed $simopts --label '$tag;$day;$topo;$ov:1;10ms' --csv $out/csv/$tag-$day-$topo-$ov.csv > $out/csv/$tag-$day-$topo-$ov.txt" >>"$cmds"
         done; done; done
 done
 

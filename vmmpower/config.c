@@ -75,6 +75,7 @@ void config_defaults(struct vp_config *c)
         c->planner_enabled = true;
         c->planner_apply = true;
         c->headroom_pct = 80;
+        c->level_headroom_pct = 95;
         c->wait_budget_pct = 5;
         c->shrink_dwell_ns = 10 * NSEC_PER_SEC;
         c->max_moves = 16;
@@ -142,6 +143,7 @@ static const struct key_def keys[] = {
         { "Planner", "ModelFile", VT_PATH_EMPTY, STR(model_file), 0, 0,
           "an absolute path, or empty to derive the model from sysfs" },
         { "Planner", "HeadroomPercent", VT_UINT, NUM(headroom_pct), 10, 100, "a number 10..100" },
+        { "Planner", "LevelHeadroomPercent", VT_UINT, NUM(level_headroom_pct), 10, 100, "a number 10..100" },
         { "Planner", "WaitBudgetPercent", VT_UINT, NUM(wait_budget_pct), 1, 100, "a number 1..100" },
         { "Planner", "ShrinkDwell", VT_DURATION, NUM(shrink_dwell_ns), 0, 3600 * NSEC_PER_SEC,
           "a duration like 10s, 0s..1h" },

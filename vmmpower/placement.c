@@ -30,11 +30,18 @@
  *     load of each LLC's pack set (pin_single_cpu off) is first balanced
  *     over the set's CPUs, as the kernel balances it (pack_set_balance: a
  *     common water level, vCPUs larger than it alone on their CPU); then each
- *     frequency domain gets the lowest level that satisfies the headroom of
- *     all its CPUs (the most demanding CPU sets it), raised further only if
+ *     frequency domain gets the lowest level at which every CPU's load is
+ *     within the level headroom (LevelHeadroomPercent, 95) of its capacity
+ *     (the most demanding CPU sets it), raised further only if
  *     the model says a higher level costs less energy (race to idle; skipped
  *     when the model's levels rule it out), and every CPU of a set at least
- *     the level its water level needs.  The modelled power
+ *     the level its water level needs.  The packing headroom (80) is room
+ *     for the load to grow without moving a vCPU; the level headroom is
+ *     smaller because a level rises at the next period with no migration,
+ *     and it stays short of 100% because a CPU capped at exactly its load
+ *     looks, to the tracker, like one short of capacity (busy time cannot
+ *     exceed it): its load at 100% of the level shows over the level
+ *     headroom, and the level rises.  The modelled power
  *     (energy_model.c) picks the candidate.  First fit is exact, on a 4-ary
  *     tree of room per CPU: O(V log P) per candidate, O(P) to evaluate it.
  *  3. Hysteresis against the previous plan (re-evaluated under the current
@@ -104,6 +111,7 @@ const char *plan_decision_to_string(enum plan_decision d)
 void plan_policy_defaults(struct plan_policy *p)
 {
         p->headroom_pct = 80;
+        p->level_headroom_pct = 95;
         p->wait_budget = 0.05;
         p->shrink_dwell_ns = 10 * NSEC_PER_SEC;
         p->period_ns = NSEC_PER_SEC;
@@ -119,7 +127,7 @@ struct ws {
         const struct plan_policy *pol;
         const struct plan_vcpu *v;
         size_t nv;
-        double hfrac, gain;
+        double hfrac, lfrac, gain;
         bool race_to_idle;      /* can a higher level than needed ever cost less? */
         double *dem;            /* [nv] */
         uint8_t *boost;         /* [nv] */
@@ -344,6 +352,7 @@ static int ws_init(struct ws *w, const struct em_host *h, const struct plan_poli
         w->v = v;
         w->nv = nv;
         w->hfrac = pol->headroom_pct / 100.0;
+        w->lfrac = pol->level_headroom_pct / 100.0;
         w->gain = h->model.smt_gain_permille / 1000.0;
         w->dem = calloc(nv1, sizeof(double));
         w->boost = calloc(nv1, 1);
@@ -872,7 +881,7 @@ static void pack_set_balance(struct ws *w)
  * equal load per thread; it does not weigh a frequency cap).  level_fits()
  * on the balanced load already asks that of each core; the set goes further
  * and runs all its CPUs at the highest of those needs (on a core with both
- * threads in the set, 2 lambda within SmtGain x the headroom), one level per
+ * threads in the set, 2 lambda within SmtGain x the level headroom), one level per
  * set as before the balance was modelled: conservative for a set that mixes
  * single and paired cores, and in the target search it found the cheaper
  * plan of the worked example (docs/energy-model.md section 6) where per-core
@@ -902,7 +911,7 @@ static void pack_set_levels(struct ws *w)
                         else if (n == 2)
                                 need = MAX(need, 2.0 * w->set_lambda[g] / w->gain);
                 }
-                while (L < top && need > w->hfrac * m->levels[L].capacity / EM_CAPACITY_SCALE + EPS)
+                while (L < top && need > w->lfrac * m->levels[L].capacity / EM_CAPACITY_SCALE + EPS)
                         L++;
                 w->set_level[g] = (uint8_t) L;
         }
@@ -955,7 +964,7 @@ static double finalize(struct ws *w, struct em_breakdown *b)
                 }
                 if (!boost)
                         for (unsigned L = 0; L < top; L++) {
-                                double hc = w->hfrac * m->levels[L].capacity / EM_CAPACITY_SCALE;
+                                double hc = w->lfrac * m->levels[L].capacity / EM_CAPACITY_SCALE;
                                 bool ok = true;
                                 for (unsigned x = w->fdom_start[f]; ok && x < w->fdom_start[f + 1]; x++)
                                         ok = level_fits(w, w->ework, w->fdom_cores[x], hc, false);
@@ -1425,7 +1434,8 @@ int plan_compute(const struct em_host *h, const struct plan_policy *pol, const s
         size_t nv1 = n_v ? n_v : 1;
         int r;
 
-        if (pol->headroom_pct == 0 || pol->headroom_pct > 100)
+        if (pol->headroom_pct == 0 || pol->headroom_pct > 100 || pol->level_headroom_pct == 0 ||
+            pol->level_headroom_pct > 100)
                 return -EINVAL;
         r = ws_init(&w, h, pol, v, n_v, hints, n_hints, prev);
         if (r < 0)

@@ -47,6 +47,7 @@ struct plan_hint {
 
 struct plan_policy {
         uint32_t headroom_pct;          /* utilisation of an active CPU <= this % of its capacity (80) */
+        uint32_t level_headroom_pct;    /* a domain's level holds its CPUs' load within this % of capacity (95) */
         double wait_budget;             /* wait_ratio above this forces growth at once (0.05) */
         nsec_t shrink_dwell_ns;         /* a saving must be predicted this long before moving (10 s) */
         nsec_t period_ns;               /* control period (1 s) */

@@ -6,6 +6,7 @@ void plan_policy_from_config(const struct vp_config *cfg, struct plan_policy *po
 {
         plan_policy_defaults(pol);
         pol->headroom_pct = cfg->headroom_pct;
+        pol->level_headroom_pct = cfg->level_headroom_pct;
         pol->wait_budget = cfg->wait_budget_pct / 100.0;
         pol->shrink_dwell_ns = cfg->shrink_dwell_ns;
         pol->period_ns = cfg->period_ns;

@@ -63,7 +63,7 @@ static void policy(struct plan_policy *p)
 }
 
 /*
- * Every active CPU within headroom at its domain's level, unless it holds a
+ * Every active CPU within the level headroom at its domain's level, unless it holds a
  * single vCPU at the top level.  cpu_work is balanced within pack sets: a CPU
  * of a large vCPU (vcpu_alone) carries that vCPU alone, the others' load is
  * spread over the set.
@@ -86,7 +86,7 @@ static void assert_feasible(const struct em_host *h, const struct plan *p, const
                 if (!cpuset_isset(&p->active, c))
                         continue;
                 lvl = p->fdom_level[h->cpu_fdom[c]];
-                hc = pol->headroom_pct / 100.0 * h->model.levels[lvl].capacity / EM_CAPACITY_SCALE;
+                hc = pol->level_headroom_pct / 100.0 * h->model.levels[lvl].capacity / EM_CAPACITY_SCALE;
                 if (p->cpu_work[c] > hc + 1e-9 && !(lvl == top && n <= 1))
                         fail_msg("cpu %u work %.3f over headroom %.3f at level %u (%u vCPUs)", c, p->cpu_work[c], hc,
                                  lvl, n);
@@ -118,14 +118,16 @@ static double water(const double *fx, unsigned m, double load)
 
 /*
  * The densest packing, computed here independently of the planner: first
- * fit at the top level (80% headroom, SMT gain for a core with two busy
+ * fit at the top level (HeadroomPercent, SMT gain for a core with two busy
  * threads) in the SMT-first wake order, each frequency domain at the lowest
- * level that keeps its CPUs within headroom.  Used to check that a case
+ * level that keeps its CPUs within LevelHeadroomPercent.  Used to check that a case
  * where the plan equals spread is one where the model really prefers
  * spreading to packing.
  */
-static double packed_power(const struct em_host *h, const struct plan_vcpu *v, unsigned nv)
+static double packed_power(const struct em_host *h, const struct plan_policy *pol, const struct plan_vcpu *v,
+                           unsigned nv)
 {
+        double hr = pol->headroom_pct / 100.0, lh = pol->level_headroom_pct / 100.0;
         const struct energy_model *m = &h->model;
         double gain = m->smt_gain_permille / 1000.0, pw;
         double *work = calloc(h->n_cpus, sizeof(double)), *bal = calloc(h->n_cpus, sizeof(double));
@@ -148,8 +150,8 @@ static double packed_power(const struct em_host *h, const struct plan_vcpu *v, u
                         bool sib_busy = sib >= 0 && cnt[sib] > 0;
                         if (cnt[c] == 0 && !sib_busy)
                                 break;
-                        if (work[c] + v[i].util <= 0.8 &&
-                            (!sib_busy || work[c] + work[sib] + v[i].util <= 0.8 * gain))
+                        if (work[c] + v[i].util <= hr &&
+                            (!sib_busy || work[c] + work[sib] + v[i].util <= hr * gain))
                                 break;
                 }
                 assert_true(pos < h->n_online);
@@ -192,7 +194,7 @@ static double packed_power(const struct em_host *h, const struct plan_vcpu *v, u
                         bal[at[big]] += v[big].util;
                         load -= v[big].util;
                 }
-                /* a core with both threads in the set holds 2 lambda within SmtGain x headroom */
+                /* a core with both threads in the set holds 2 lambda within SmtGain x level headroom */
                 double need = lambda;
                 for (unsigned j = 0; j < n; j++) {
                         const struct em_core *co = &h->cores[h->cpu_core[cpus[j]]];
@@ -200,7 +202,7 @@ static double packed_power(const struct em_host *h, const struct plan_vcpu *v, u
                                 need = MAX(need, 2.0 * lambda / gain);
                 }
                 unsigned L = 0;
-                while (L + 1u < m->n_levels && need > 0.8 * m->levels[L].capacity / 1024.0 + 1e-9)
+                while (L + 1u < m->n_levels && need > lh * m->levels[L].capacity / 1024.0 + 1e-9)
                         L++;
                 for (unsigned j = 0; j < n; j++) {
                         unsigned f = h->cpu_fdom[cpus[j]];
@@ -208,7 +210,7 @@ static double packed_power(const struct em_host *h, const struct plan_vcpu *v, u
                         lvl[f] = (uint8_t) MAX(lvl[f], L);
                 }
         }
-        /* every core within headroom at its domain's level, SmtGain x that with both threads busy */
+        /* every core within the level headroom at its domain's level, SmtGain x that with both threads busy */
         for (unsigned k = 0; k < h->n_cores; k++) {
                 const struct em_core *co = &h->cores[k];
                 unsigned f = co->fdom;
@@ -223,8 +225,8 @@ static double packed_power(const struct em_host *h, const struct plan_vcpu *v, u
                 if (!busy)
                         continue;
                 while (lvl[f] + 1u < m->n_levels &&
-                       (mx > 0.8 * m->levels[lvl[f]].capacity / 1024.0 + 1e-9 ||
-                        (busy == 2 && sum > 0.8 * gain * m->levels[lvl[f]].capacity / 1024.0 + 1e-9)))
+                       (mx > lh * m->levels[lvl[f]].capacity / 1024.0 + 1e-9 ||
+                        (busy == 2 && sum > lh * gain * m->levels[lvl[f]].capacity / 1024.0 + 1e-9)))
                         lvl[f]++;
         }
         pw = em_host_power(h, &l, NULL);
@@ -286,7 +288,7 @@ static void check_random_sets(const char *topo, const char *model, uint64_t seed
                         strict++;
                 else {
                         /* A tie: the model must really prefer spreading to the densest packing. */
-                        double packed = packed_power(f.h, v, nv);
+                        double packed = packed_power(f.h, &pol, v, nv);
                         if (!(p->why.spread_mw <= packed + 1e-6))
                                 fail_msg("%s case %u (seed %llu): %u vCPUs, total util %.3f: plan = spread %.1f mW "
                                          "but packing gives %.1f mW", topo, c, (unsigned long long) seed, nv,
@@ -397,7 +399,7 @@ static void test_pin_sets(void **state)
  * has a water level lambda that all its CPUs but those of its large vCPUs sit
  * at; a vCPU over the level is pinned alone (vcpu_alone) on a CPU that
  * carries at least its demand and no water; every CPU of a set runs at least
- * the level lambda needs (2 lambda within SmtGain x headroom on a core whose
+ * the level lambda needs (2 lambda within SmtGain x level headroom on a core whose
  * two threads carry the water); and the balance is what sets the levels: some
  * CPUs run below the level their own vCPUs would need unbalanced.
  */
@@ -474,7 +476,7 @@ static void test_pack_set_balance(void **state)
                                 continue;
                         unsigned g = f.h->cores[f.h->cpu_core[c]].llc, L = p->fdom_level[f.h->cpu_fdom[c]];
                         const struct em_core *co = &f.h->cores[f.h->cpu_core[c]];
-                        double hc = pol.headroom_pct / 100.0 * m->levels[L].capacity / EM_CAPACITY_SCALE;
+                        double hc = pol.level_headroom_pct / 100.0 * m->levels[L].capacity / EM_CAPACITY_SCALE;
                         bool pair = co->n_threads == 2 && own[co->cpu[0]] > 0.0 && own[co->cpu[1]] > 0.0 &&
                                     !big[co->cpu[0]] && !big[co->cpu[1]];
                         double need = pair ? 2.0 * lambda[g] / gain : lambda[g];
@@ -527,6 +529,53 @@ static void test_worked_example(void **state)
                         assert_int_equal(f.t->cpus[c].package_id, 0);
         assert_true(p->why.plan_mw < p->why.spread_mw);
         plan_free(p);
+        free_host(&f);
+}
+
+/*
+ * LevelHeadroomPercent: a lone vCPU's domain runs at the lowest level whose
+ * capacity holds its load within the level headroom (SPR levels: 323/1024 =
+ * 0.315 at 1.2 GHz, 431/1024 = 0.421 at 1.6 GHz).  0.28 is within 95% of
+ * 1.2 GHz, not within 80% of it.  A CPU whose tracked load is exactly its
+ * level's capacity (what a CPU short of capacity shows) is over 95% of it and
+ * goes up a level; at 100% it would stay.
+ */
+static void test_level_headroom(void **state)
+{
+        static const struct { double util; uint32_t pct; unsigned khz; } cases[] = {
+                { 0.28, 80, 1600000 },
+                { 0.28, 95, 1200000 },
+                { 323.0 / 1024, 95, 1600000 },
+                { 323.0 / 1024, 100, 1200000 },
+        };
+        struct host_fixture f;
+
+        load_host("xeon-spr-2s", "xeon-spr-2s", &f);
+        for (unsigned k = 0; k < ELEMENTSOF(cases); k++) {
+                struct plan_policy pol;
+                struct plan_vcpu v = { .key = 1, .vm = 1, .util = cases[k].util, .cur_cpu = -1 };
+                struct plan *p = NULL;
+                policy(&pol);
+                pol.level_headroom_pct = cases[k].pct;
+                assert_int_equal(plan_compute(f.h, &pol, &v, 1, NULL, 0, NULL, 0, &p), 0);
+                assert_true(p->vcpu_cpu[0] >= 0);
+                unsigned khz = f.h->model.levels[p->fdom_level[f.h->cpu_fdom[p->vcpu_cpu[0]]]].freq_khz;
+                if (khz != cases[k].khz)
+                        fail_msg("util %.4f at %u%%: %u kHz, expected %u", cases[k].util, cases[k].pct, khz,
+                                 cases[k].khz);
+                plan_free(p);
+        }
+        {
+                struct plan_policy pol;
+                struct plan_vcpu v = { .key = 1, .vm = 1, .util = 0.1, .cur_cpu = -1 };
+                struct plan *p = NULL;
+                policy(&pol);
+                pol.level_headroom_pct = 0;
+                assert_int_equal(plan_compute(f.h, &pol, &v, 1, NULL, 0, NULL, 0, &p), -EINVAL);
+                pol.level_headroom_pct = 101;
+                assert_int_equal(plan_compute(f.h, &pol, &v, 1, NULL, 0, NULL, 0, &p), -EINVAL);
+                assert_null(p);
+        }
         free_host(&f);
 }
 
@@ -1284,6 +1333,7 @@ int main(void)
                 cmocka_unit_test(test_half_host_spr),
                 cmocka_unit_test(test_half_host_genoa),
                 cmocka_unit_test(test_worked_example),
+                cmocka_unit_test(test_level_headroom),
                 cmocka_unit_test(test_pin_sets),
                 cmocka_unit_test(test_pack_set_balance),
                 cmocka_unit_test(test_best_wake),
