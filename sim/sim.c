@@ -5,9 +5,10 @@
  * Time advances in control periods (plan_period_ns, the daemon's
  * ControlPeriod).  Per period:
  *  - every vCPU's demand is the trace value of the current interval; the
- *    planner sees what the daemon's tracker would report: that demand decayed
- *    with LoadHalfLife (util_avg) and the run-queue wait ratio measured by the
- *    burst simulation (wait_ratio);
+ *    planner sees what the daemon's tracker would report: the work that ran in
+ *    the previous period (the demand, scaled down where the CPU or pack set was
+ *    over its level's capacity) decayed with LoadHalfLife (util_avg) and the
+ *    run-queue wait ratio measured by the burst simulation (wait_ratio);
  *  - vmmpower calls plan_compute() through sim_plan_step() (the daemon's
  *    construction of the inputs) and applies levels and idle limits through
  *    the "sim" power driver; the baselines apply theirs through their own
@@ -303,6 +304,7 @@ struct pstate {
         uint8_t *allowed;           /* [n_cpus] */
         double *wait_ns;            /* [nv] last window */
         double *cpu_deliv;          /* [n_cpus] share of the CPU's work its level delivers (evaluate) */
+        double *ran;                /* [nv] work that ran per vCPU in the state last evaluated */
         struct power_driver *drv;
         struct ev_ws *ev;
         struct plan *plan;
@@ -330,6 +332,7 @@ struct run {
         uint32_t max_khz;
         uint8_t *core_mask;         /* [n_cores] scratch */
         double *load, *sibload;     /* [n_cpus] scratch */
+        double *llc_tmp;            /* [2 n_llcs] scratch */
         double window_ns;
         struct pstate ps[_SIM_RUN_MAX];
 };
@@ -346,6 +349,7 @@ static void pstate_free(struct pstate *p)
         free(p->allowed);
         free(p->wait_ns);
         free(p->cpu_deliv);
+        free(p->ran);
         power_driver_free(p->drv);
         ev_ws_free(p->ev);
         plan_free(p->plan);
@@ -368,6 +372,9 @@ static int pstate_init(struct run *R, struct pstate *p, enum sim_policy id)
         p->allowed = calloc(h->n_cpus, 1);
         p->wait_ns = calloc(R->nv + 1, sizeof(double));
         p->cpu_deliv = calloc(h->n_cpus, sizeof(double));
+        p->ran = calloc(R->nv + 1, sizeof(double));
+        if (!p->ran)
+                return -ENOMEM;
         if (!p->home || !p->level || !p->want_level || !p->lat || !p->want_lat || !p->cpu_work || !p->cpu_vcpus ||
             !p->allowed || !p->wait_ns || !p->cpu_deliv)
                 return -ENOMEM;
@@ -496,6 +503,47 @@ static void balance_pack_sets(struct run *R, struct pstate *p)
         }
 }
 
+/*
+ * What the daemon's tracker would see of each vCPU: the work that ran.  A
+ * vCPU on a CPU over its level's capacity gets that CPU's delivered share;
+ * a packed vCPU that is not pinned alone shares its pack set's water, so it
+ * gets the set's share (delivered water over water, over the set's CPUs).
+ */
+static void record_ran(struct run *R, struct pstate *p)
+{
+        const struct em_host *h = R->h;
+        bool sets = p->id == SIM_VMM && !R->cfg->policy.pin_single_cpu;
+        double *alone = R->load, *water = R->llc_tmp, *dwater = R->llc_tmp + h->n_llcs;
+
+        if (sets) {
+                memset(alone, 0, h->n_cpus * sizeof(double));
+                memset(R->llc_tmp, 0, 2 * h->n_llcs * sizeof(double));
+                for (unsigned i = 0; i < R->nv; i++)
+                        if (p->home[i] >= 0 && p->plan && i < p->plan->n_vcpus && p->plan->vcpu_alone[i])
+                                alone[p->home[i]] += R->demand[i];
+                for (unsigned c = 0; c < h->n_cpus; c++) {
+                        if (h->cpu_core[c] < 0 || !p->allowed[c])
+                                continue;
+                        unsigned g = h->cores[h->cpu_core[c]].llc;
+                        double wc = MAX(p->cpu_work[c] - alone[c], 0.0);
+                        water[g] += wc;
+                        dwater[g] += wc * p->cpu_deliv[c];
+                }
+        }
+        for (unsigned i = 0; i < R->nv; i++) {
+                int c = p->home[i];
+                double f = 1.0;
+                if (c >= 0) {
+                        f = p->cpu_deliv[c];
+                        if (sets && !(p->plan && i < p->plan->n_vcpus && p->plan->vcpu_alone[i])) {
+                                unsigned g = h->cores[h->cpu_core[c]].llc;
+                                f = water[g] > 0.0 ? dwater[g] / water[g] : 1.0;
+                        }
+                }
+                p->ran[i] = R->demand[i] * f;
+        }
+}
+
 static void evaluate(struct run *R, struct pstate *p)
 {
         const struct em_host *h = R->h;
@@ -515,9 +563,8 @@ static void evaluate(struct run *R, struct pstate *p)
                                 p->cpu_vcpus[c]++;
                 }
         /* Work the placement cannot deliver: per CPU over its level's capacity, per
-         * 2-thread core over SmtGain x that (the evsim's speed rule).  What is delivered
-         * is what the daemon's tracker sees: cpu_deliv, the share of each CPU's work that
-         * ran (a fair share of the capacity for each vCPU on it). */
+         * 2-thread core over SmtGain x that (the evsim's speed rule).  cpu_deliv: the
+         * share of each CPU's work that ran (every vCPU on it scaled alike). */
         for (unsigned k = 0; k < h->n_cores; k++) {
                 const struct em_core *co = &h->cores[k];
                 unsigned lv = 0;
@@ -540,6 +587,7 @@ static void evaluate(struct run *R, struct pstate *p)
                 }
                 over += o;
         }
+        record_ran(R, p);
         struct em_load l = { p->cpu_work, p->cpu_vcpus, p->lat, p->level };
         p->power_mw = em_host_power(h, &l, NULL);
         p->overload = over;
@@ -821,6 +869,10 @@ static int vmm_period(struct run *R, struct pstate *p, nsec_t now, uint64_t peri
                 plan_free(next);
                 return r;
         }
+        /* a vCPU pinned alone, or no longer, changes how its set's load spreads */
+        if (!p->plan || p->plan->n_vcpus != next->n_vcpus ||
+            memcmp(p->plan->vcpu_alone, next->vcpu_alone, next->n_vcpus) != 0)
+                p->dirty = true;
         plan_free(p->plan);
         p->plan = next;
         if (R->cfg->resim_on_change && p->plan->why.decision != PLAN_INITIAL) {
@@ -947,6 +999,9 @@ static int run_setup(struct run *R)
         R->core_mask = calloc(h->n_cores, 1);
         R->load = calloc(h->n_cpus + h->n_fdoms, sizeof(double));
         R->sibload = calloc(h->n_cpus + h->n_fdoms, sizeof(double));
+        R->llc_tmp = calloc(2 * (size_t) h->n_llcs + 1, sizeof(double));
+        if (!R->llc_tmp)
+                return -ENOMEM;
         if (!R->demand || !R->samples || !R->spread_rank || !R->spread_order || !R->lp_set || !R->level_permille ||
             !R->core_mask || !R->load || !R->sibload)
                 return -ENOMEM;
@@ -1087,10 +1142,9 @@ int sim_run(const struct sim_host *host, const struct sim_trace *tr, const struc
                         bool step = period_idx % (uint64_t) step_periods == 0;
 
                         /* the tracker's view: decayed utilisation of the work that ran in the
-                         * last period (a CPU over its level's capacity runs a fair share of it) */
+                         * last period (record_ran(); before the first plan, the demand) */
                         for (unsigned i = 0; i < R.nv; i++) {
-                                int c = R.ps[SIM_VMM].home[i];
-                                double ran = R.demand[i] * (c >= 0 ? R.ps[SIM_VMM].cpu_deliv[c] : 1.0);
+                                double ran = period_idx == 0 ? R.demand[i] : R.ps[SIM_VMM].ran[i];
                                 if (period_idx == 0)
                                         R.samples[i].util_avg = ran;
                                 else
@@ -1163,6 +1217,7 @@ out:
         free(R.core_mask);
         free(R.load);
         free(R.sibload);
+        free(R.llc_tmp);
         if (r < 0)
                 sim_result_free(res);
         return r;

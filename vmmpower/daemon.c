@@ -626,6 +626,30 @@ static void sample_halt_poll(struct daemon *d)
 }
 
 /*
+ * Frequency invariance (load_scale): a vCPU's busy time in the period that
+ * ends now ran at the capacity of the perf level the applied plan gave its
+ * pCPU's frequency domain (the cap the applier wrote); the tracker scales it
+ * by that capacity, so that util is in the planner's unit (1.0 = a CPU at the
+ * top level) whatever the cap was.  Without an applier (advisory plans, the
+ * caps are not ours) and for a vCPU the plan did not place: unscaled.
+ */
+static void feed_load_scale(struct daemon *d)
+{
+        const struct plan *p = d->applier ? d->plan : NULL;
+
+        for (size_t i = 0; i < tracker_n_vms(d->tracker); i++) {
+                const struct vm_load *vm = tracker_vm(d->tracker, i);
+                for (unsigned j = 0; j < vm->n_vcpus; j++)
+                        tracker_set_load_scale(d->tracker, vm->info.pid, vm->vcpus[j].index, 0);
+        }
+        if (!p || !d->em)
+                return;
+        for (unsigned i = 0; i < p->n_vcpus; i++)
+                tracker_set_load_scale(d->tracker, (pid_t) (p->vcpu_key[i] >> 16), (int) (p->vcpu_key[i] & 0xffff),
+                                       plan_load_scale(d->em, p, i));
+}
+
+/*
  * The planner's inputs from the tracker: one plan_vcpu per tracked vCPU with
  * a measurement, keyed (pid << 16 | index) so that keys stay stable across
  * periods.  Utilisation is the decayed average (the plan should not chase
@@ -795,6 +819,7 @@ void daemon_period(struct daemon *d, nsec_t now)
         if (d->scan_requested || now >= d->next_scan_ns)
                 discover(d, now);
         sample_halt_poll(d);
+        feed_load_scale(d);
         (void) tracker_sample(d->tracker, now);
         hints_period(d, now);
         plan_period(d, now);

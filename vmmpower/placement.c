@@ -8,6 +8,7 @@
  *  1. Demand of a vCPU d = max(util, hint floor), plus its wait_ratio when
  *     that is over the budget and the CPU it ran on in the previous plan was
  *     saturated (utilisation >= 90% of its capacity at the level it ran at,
+ *     or the level headroom if higher: 95% by default,
  *     of SmtGain x that for a core with both threads busy; with pack sets,
  *     the packed vCPU's set, over the set's capacity) or is unknown: a
  *     vCPU that waited on a saturated CPU wanted to run for the time it got
@@ -247,11 +248,12 @@ static bool prev_compatible(const struct em_host *h, const struct plan *prev)
 
 /*
  * Which waiting vCPUs' wait counts as demand (step 1): those that ran, in the
- * previous plan, on a CPU whose utilisation reached WAIT_SATURATED of its
- * capacity at the level it ran at (of the core's, SmtGain x that, when the
- * sibling had work too); with pack sets, for a packed vCPU, whose set's load
- * reached WAIT_SATURATED of the set's capacity, or whose own utilisation
- * filled its CPU.  On a CPU with spare capacity every runnable vCPU
+ * previous plan, on a CPU whose utilisation reached the saturation share of
+ * its capacity at the level it ran at (of the core's, SmtGain x that, when
+ * the sibling had work too); with pack sets, for a packed vCPU, whose set's
+ * load reached it of the set's capacity, or whose own utilisation filled its
+ * CPU.  The share is WAIT_SATURATED or the level headroom if higher: a CPU
+ * planned up to 95% of its level is not short of capacity at 90%.  On a CPU with spare capacity every runnable vCPU
  * gets its work done within the period: the wait is a delay, not more demand,
  * and the measured utilisation already is the demand.  A vCPU with no known
  * previous CPU (new, or no previous plan) is taken as saturated.
@@ -271,6 +273,7 @@ static int wait_is_demand(const struct ws *w, const struct plan *prev, uint8_t *
         _cleanup_free_ int *from = NULL;
         _cleanup_free_ double *u = NULL, *set_u = NULL, *set_cap = NULL;
         _cleanup_free_ uint8_t *in_set = NULL;
+        double sat = MAX(WAIT_SATURATED, w->lfrac);
         int r;
 
         bool any = false;
@@ -327,13 +330,11 @@ static int wait_is_demand(const struct ws *w, const struct plan *prev, uint8_t *
                 cap = prev_cap(h, prev, c);
                 if (in_set && w->v[i].mode == PLACE_PACK) {
                         unsigned g = h->cores[h->cpu_core[c]].llc;
-                        out[i] = MIN(w->v[i].util, 1.0) >= WAIT_SATURATED * cap - EPS ||
-                                 set_u[g] >= WAIT_SATURATED * set_cap[g] - EPS;
+                        out[i] = MIN(w->v[i].util, 1.0) >= sat * cap - EPS || set_u[g] >= sat * set_cap[g] - EPS;
                         continue;
                 }
                 s = w->sib[c];
-                out[i] = u[c] >= WAIT_SATURATED * cap - EPS ||
-                         (s >= 0 && u[s] > 0.0 && u[c] + u[s] >= WAIT_SATURATED * cap * w->gain - EPS);
+                out[i] = u[c] >= sat * cap - EPS || (s >= 0 && u[s] > 0.0 && u[c] + u[s] >= sat * cap * w->gain - EPS);
         }
         return 0;
 }

@@ -32,3 +32,11 @@ struct plan_vcpu plan_input_from_vcpu(pid_t pid, const struct vcpu_load *v, enum
  */
 size_t plan_inputs_from_vms(const struct vm_load *const *vms, size_t n_vms, const enum place_mode *modes,
                             struct plan_vcpu *out);
+
+/*
+ * Frequency invariance: the capacity (1..1024) at which vCPU i of an applied
+ * plan ran, the capacity of its pCPU's domain level (the cap the applier
+ * wrote), for tracker_set_load_scale(); 0 (unscaled) when the plan did not
+ * place it or does not fit the host.
+ */
+unsigned plan_load_scale(const struct em_host *h, const struct plan *p, unsigned i);

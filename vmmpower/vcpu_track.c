@@ -44,11 +44,15 @@
  * tracker logs that once and uses pread().
  *
  * Per period, for one vCPU thread, with dt the wall time between samples:
- *   util            = (d run_ns - d halt_poll_ns) / dt     clamped to [0, 1]
+ *   util            = (d run_ns - d halt_poll_ns) / dt x scale / 1024
+ *                                                          clamped to [0, 1]
  *   wait_ratio      = d wait_ns / dt                       clamped to [0, 1]
  *   halt_poll_ratio = d halt_poll_ns / dt                  clamped to [0, 1]
  * Halt polling (KVM spinning in the host before a vCPU sleeps) is on-CPU time
- * that is idle for the guest, so it is subtracted when known.  wait_ratio is
+ * that is idle for the guest, so it is subtracted when known.  scale is the
+ * capacity the thread ran at in the period (tracker_set_load_scale(), 1024 =
+ * the top level, and when not set): busy time at half the top frequency is
+ * half the work, so util is frequency-invariant, in the planner's unit.  wait_ratio is
  * the run-queue delay of one thread; a single thread cannot wait longer than
  * the wall time, so its bound is 1 (a per-VM sum would be bounded by n_vcpus).
  *
@@ -84,6 +88,7 @@ struct vcpu_priv {
         nsec_t last_ns;       /* time of the previous sample */
         uint64_t prev_halt_poll_ns;
         uint64_t seen_gen;    /* BPF pass that last reported this thread */
+        uint16_t scale;       /* capacity for the next sample, 1..1024; 0 = not set (1024) */
 };
 
 /* Slot of the tid hash (BPF sampling); empty when v == NULL. */
@@ -834,7 +839,7 @@ static void update_vcpu(struct tracker *tr, struct vcpu_load *v, struct vcpu_pri
 
                 if (v->has_halt_poll && v->halt_poll_ns >= p->prev_halt_poll_ns)
                         d_halt = MIN(v->halt_poll_ns - p->prev_halt_poll_ns, d_run);
-                v->util = clamp((double) (d_run - d_halt) / dtd, 0.0, 1.0);
+                v->util = clamp((double) (d_run - d_halt) / dtd * (p->scale ? p->scale / 1024.0 : 1.0), 0.0, 1.0);
                 v->wait_ratio = clamp((double) d_wait / dtd, 0.0, 1.0);
                 v->halt_poll_ratio = clamp((double) d_halt / dtd, 0.0, 1.0);
                 if (!v->valid) {
@@ -953,6 +958,19 @@ int tracker_sample(struct tracker *tr, nsec_t now)
         }
         tr->stats.last_sample_cpu_ns = thread_cputime_ns() - cpu0;
         return sampled;
+}
+
+void tracker_set_load_scale(struct tracker *tr, pid_t pid, int vcpu_index, unsigned scale)
+{
+        struct vm_entry *e = entries_find(tr->vms, tr->n_vms, pid);
+        ssize_t k;
+
+        if (!e)
+                return;
+        k = vcpu_find(&e->load, vcpu_index);
+        if (k < 0)
+                return;
+        e->priv[k].scale = (uint16_t) (scale == 0 ? 0 : MIN(scale, 1024u));
 }
 
 void tracker_set_halt_poll(struct tracker *tr, pid_t pid, int vcpu_index, uint64_t halt_poll_ns)

@@ -96,6 +96,13 @@ int tracker_set_source(struct tracker *tr, enum vm_source source, const struct v
 /* Sample every tracked vCPU thread.  Returns the number of vCPUs sampled. */
 int tracker_sample(struct tracker *tr, nsec_t now);
 
+/*
+ * Capacity one vCPU ran at since the last sample (1..1024, 1024 = the top perf
+ * level; 0 = unknown, taken as 1024), set before sampling: its busy time is
+ * scaled by scale / 1024 (frequency invariance).  Kept until set again.
+ */
+void tracker_set_load_scale(struct tracker *tr, pid_t pid, int vcpu_index, unsigned scale);
+
 /* Feed cumulative halt-poll ns of one vCPU (from KVM stats) before sampling. */
 void tracker_set_halt_poll(struct tracker *tr, pid_t pid, int vcpu_index, uint64_t halt_poll_ns);
 

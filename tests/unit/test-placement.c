@@ -22,6 +22,7 @@
 
 #include "energy_model.h"
 #include "placement.h"
+#include "plan_input.h"
 #include "topology.h"
 #include "util.h"
 
@@ -576,6 +577,47 @@ static void test_level_headroom(void **state)
                 assert_int_equal(plan_compute(f.h, &pol, &v, 1, NULL, 0, NULL, 0, &p), -EINVAL);
                 assert_null(p);
         }
+        free_host(&f);
+}
+
+/*
+ * Frequency invariance round trip (plan_load_scale, the daemon's load_scale
+ * feed): the worked example's plan runs its pCPUs capped at 1.2 GHz, where a
+ * vCPU of 0.1 (top-level units) is busy 0.1 x 1024/323 of the time.  Busy
+ * time scaled by the capacity it ran at gives back 0.1, and the same plan;
+ * unscaled busy time reads as 0.32 per vCPU and plans more.
+ */
+static void test_load_scale_round_trip(void **state)
+{
+        struct host_fixture f;
+        struct plan_policy pol;
+        struct plan_vcpu v[4], sv[4], uv[4];
+        struct plan *p = NULL, *ps = NULL, *pu = NULL;
+
+        load_host("xeon-spr-2s", "xeon-spr-2s", &f);
+        policy(&pol);
+        for (unsigned i = 0; i < 4; i++)
+                v[i] = (struct plan_vcpu) { .key = i + 1, .vm = 1, .util = 0.10, .cur_cpu = -1 };
+        assert_int_equal(plan_compute(f.h, &pol, v, 4, NULL, 0, NULL, 0, &p), 0);
+        for (unsigned i = 0; i < 4; i++) {
+                unsigned sc = plan_load_scale(f.h, p, i);
+                assert_int_equal(sc, 323); /* 1.2 GHz */
+                double busy = v[i].util * 1024.0 / sc;
+                sv[i] = uv[i] = v[i];
+                sv[i].util = busy * sc / 1024.0;
+                uv[i].util = busy;
+        }
+        assert_int_equal(plan_compute(f.h, &pol, sv, 4, NULL, 0, NULL, 0, &ps), 0);
+        assert_int_equal(plan_compute(f.h, &pol, uv, 4, NULL, 0, NULL, 0, &pu), 0);
+        assert_memory_equal(p->vcpu_cpu, ps->vcpu_cpu, 4 * sizeof(int));
+        assert_memory_equal(p->fdom_level, ps->fdom_level, f.h->n_fdoms);
+        assert_true(pu->why.plan_mw > p->why.plan_mw + 1.0);
+        /* not placed, or a plan of another host: unscaled */
+        assert_int_equal(plan_load_scale(f.h, p, 4), 0);
+        assert_int_equal(plan_load_scale(f.h, NULL, 0), 0);
+        plan_free(p);
+        plan_free(ps);
+        plan_free(pu);
         free_host(&f);
 }
 
@@ -1334,6 +1376,7 @@ int main(void)
                 cmocka_unit_test(test_half_host_genoa),
                 cmocka_unit_test(test_worked_example),
                 cmocka_unit_test(test_level_headroom),
+                cmocka_unit_test(test_load_scale_round_trip),
                 cmocka_unit_test(test_pin_sets),
                 cmocka_unit_test(test_pack_set_balance),
                 cmocka_unit_test(test_best_wake),

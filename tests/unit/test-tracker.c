@@ -178,6 +178,24 @@ static void test_arithmetic(void **state)
         tracker_set_halt_poll(tr, 100, 7, 1);
         tracker_set_halt_poll(tr, 999, 0, 1);
 
+        /* frequency invariance: 500 ms busy at half the top capacity is 0.25 of a CPU at the top
+         * level; the scale stays until set again, 0 means unscaled; unknown vCPU / pid: ignored */
+        tracker_set_load_scale(tr, 100, 0, 512);
+        write_schedstat(100, 101, 1000 + 2500 * MS, 2000 + 100 * MS, 9);
+        assert_int_equal(tracker_sample(tr, t0 + 4 * S), 2);
+        l = tracker_find_vm(tr, 100);
+        assert_true(fabs(l->vcpus[0].util - 0.25) < EPS);
+        write_schedstat(100, 101, 1000 + 3500 * MS, 2000 + 100 * MS, 10);
+        assert_int_equal(tracker_sample(tr, t0 + 5 * S), 2);
+        assert_true(fabs(tracker_find_vm(tr, 100)->vcpus[0].util - 0.5) < EPS);
+        tracker_set_load_scale(tr, 100, 0, 0);
+        tracker_set_load_scale(tr, 100, 7, 512);
+        tracker_set_load_scale(tr, 999, 0, 512);
+        write_schedstat(100, 101, 1000 + 4500 * MS, 2000 + 100 * MS, 11);
+        assert_int_equal(tracker_sample(tr, t0 + 6 * S), 2);
+        assert_true(fabs(tracker_find_vm(tr, 100)->vcpus[0].util - 1.0) < EPS);
+        t0 += 3 * S;
+
         /* counters going backwards (tid reused): new baseline, values kept */
         write_schedstat(100, 102, 10, 10, 1);
         assert_int_equal(tracker_sample(tr, t0 + 4 * S), 2);
