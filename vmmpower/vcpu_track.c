@@ -960,28 +960,32 @@ int tracker_sample(struct tracker *tr, nsec_t now)
         return sampled;
 }
 
-void tracker_set_load_scale(struct tracker *tr, pid_t pid, int vcpu_index, unsigned scale)
+/* vCPU vcpu_index of VM pid: its entry and slot, or NULL. */
+static struct vm_entry *find_vcpu(struct tracker *tr, pid_t pid, int vcpu_index, ssize_t *k)
 {
         struct vm_entry *e = entries_find(tr->vms, tr->n_vms, pid);
-        ssize_t k;
 
         if (!e)
-                return;
-        k = vcpu_find(&e->load, vcpu_index);
-        if (k < 0)
-                return;
-        e->priv[k].scale = (uint16_t) (scale == 0 ? 0 : MIN(scale, 1024u));
+                return NULL;
+        *k = vcpu_find(&e->load, vcpu_index);
+        return *k < 0 ? NULL : e;
+}
+
+void tracker_set_load_scale(struct tracker *tr, pid_t pid, int vcpu_index, unsigned scale)
+{
+        ssize_t k;
+        struct vm_entry *e = find_vcpu(tr, pid, vcpu_index, &k);
+
+        if (e)
+                e->priv[k].scale = (uint16_t) (scale == 0 ? 0 : MIN(scale, 1024u));
 }
 
 void tracker_set_halt_poll(struct tracker *tr, pid_t pid, int vcpu_index, uint64_t halt_poll_ns)
 {
-        struct vm_entry *e = entries_find(tr->vms, tr->n_vms, pid);
         ssize_t k;
+        struct vm_entry *e = find_vcpu(tr, pid, vcpu_index, &k);
 
         if (!e)
-                return;
-        k = vcpu_find(&e->load, vcpu_index);
-        if (k < 0)
                 return;
         if (!e->load.vcpus[k].has_halt_poll)
                 e->priv[k].prev_halt_poll_ns = halt_poll_ns; /* first value is a baseline */
