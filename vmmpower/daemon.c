@@ -630,8 +630,10 @@ static void sample_halt_poll(struct daemon *d)
  * ends now ran at the capacity of the perf level the applied plan gave its
  * pCPU's frequency domain (the cap the applier wrote); the tracker scales it
  * by that capacity, so that util is in the planner's unit (1.0 = a CPU at the
- * top level) whatever the cap was.  Without an applier (advisory plans, the
- * caps are not ours) and for a vCPU the plan did not place: unscaled.
+ * top level) whatever the cap was.  Unscaled without an applier (advisory
+ * plans: the caps are not ours), for a vCPU the plan did not place, and on a
+ * pCPU without a cpufreq policy (a ModelFile's levels on a host without
+ * cpufreq: nothing was capped, the pCPU ran at its one speed).
  */
 static void feed_load_scale(struct daemon *d)
 {
@@ -644,9 +646,13 @@ static void feed_load_scale(struct daemon *d)
         }
         if (!p || !d->em)
                 return;
-        for (unsigned i = 0; i < p->n_vcpus; i++)
+        for (unsigned i = 0; i < p->n_vcpus; i++) {
+                int c = p->vcpu_cpu[i];
+                if (c < 0 || !d->topo || (unsigned) c >= d->topo->n_cpus || d->topo->cpus[c].policy < 0)
+                        continue;
                 tracker_set_load_scale(d->tracker, (pid_t) (p->vcpu_key[i] >> 16), (int) (p->vcpu_key[i] & 0xffff),
                                        plan_load_scale(d->em, p, i));
+        }
 }
 
 /*
