@@ -373,10 +373,8 @@ static int pstate_init(struct run *R, struct pstate *p, enum sim_policy id)
         p->wait_ns = calloc(R->nv + 1, sizeof(double));
         p->cpu_deliv = calloc(h->n_cpus, sizeof(double));
         p->ran = calloc(R->nv + 1, sizeof(double));
-        if (!p->ran)
-                return -ENOMEM;
         if (!p->home || !p->level || !p->want_level || !p->lat || !p->want_lat || !p->cpu_work || !p->cpu_vcpus ||
-            !p->allowed || !p->wait_ns || !p->cpu_deliv)
+            !p->allowed || !p->wait_ns || !p->cpu_deliv || !p->ran)
                 return -ENOMEM;
         for (unsigned i = 0; i < R->nv; i++)
                 p->home[i] = -1;
@@ -455,6 +453,12 @@ static int apply_knobs(struct run *R, struct pstate *p, uint8_t *changed_fdom)
         return 0;
 }
 
+/* vCPU i is pinned alone on its CPU by the plan in force (plan->vcpu_alone). */
+static bool vcpu_alone(const struct pstate *p, unsigned i)
+{
+        return p->plan && i < p->plan->n_vcpus && p->plan->vcpu_alone[i];
+}
+
 /*
  * vmmpower with pack sets (PinSingleCPU = no): a vCPU may run on every CPU of
  * its LLC's pack set.  Over a step a set is work-conserving (a waking vCPU
@@ -478,7 +482,7 @@ static void balance_pack_sets(struct run *R, struct pstate *p)
                         continue;
                 if (p->cpu_vcpus[c] < 255)
                         p->cpu_vcpus[c]++;
-                if (p->plan && i < p->plan->n_vcpus && p->plan->vcpu_alone[i])
+                if (vcpu_alone(p, i))
                         p->cpu_work[c] += R->demand[i];
                 else
                         set_load[h->cores[h->cpu_core[c]].llc] += R->demand[i];
@@ -519,7 +523,7 @@ static void record_ran(struct run *R, struct pstate *p)
                 memset(alone, 0, h->n_cpus * sizeof(double));
                 memset(R->llc_tmp, 0, 2 * h->n_llcs * sizeof(double));
                 for (unsigned i = 0; i < R->nv; i++)
-                        if (p->home[i] >= 0 && p->plan && i < p->plan->n_vcpus && p->plan->vcpu_alone[i])
+                        if (p->home[i] >= 0 && vcpu_alone(p, i))
                                 alone[p->home[i]] += R->demand[i];
                 for (unsigned c = 0; c < h->n_cpus; c++) {
                         if (h->cpu_core[c] < 0 || !p->allowed[c])
@@ -535,7 +539,7 @@ static void record_ran(struct run *R, struct pstate *p)
                 double f = 1.0;
                 if (c >= 0) {
                         f = p->cpu_deliv[c];
-                        if (sets && !(p->plan && i < p->plan->n_vcpus && p->plan->vcpu_alone[i])) {
+                        if (sets && !vcpu_alone(p, i)) {
                                 unsigned g = h->cores[h->cpu_core[c]].llc;
                                 f = water[g] > 0.0 ? dwater[g] / water[g] : 1.0;
                         }
@@ -1000,10 +1004,8 @@ static int run_setup(struct run *R)
         R->load = calloc(h->n_cpus + h->n_fdoms, sizeof(double));
         R->sibload = calloc(h->n_cpus + h->n_fdoms, sizeof(double));
         R->llc_tmp = calloc(2 * (size_t) h->n_llcs + 1, sizeof(double));
-        if (!R->llc_tmp)
-                return -ENOMEM;
         if (!R->demand || !R->samples || !R->spread_rank || !R->spread_order || !R->lp_set || !R->level_permille ||
-            !R->core_mask || !R->load || !R->sibload)
+            !R->core_mask || !R->load || !R->sibload || !R->llc_tmp)
                 return -ENOMEM;
         for (unsigned i = 0; i < nv; i++)
                 R->samples[i] = (struct sim_vcpu_sample) { .pid = R->pid[i], .index = R->vidx[i] };

@@ -647,8 +647,8 @@ static void feed_load_scale(struct daemon *d)
         if (!p || !d->em)
                 return;
         for (unsigned i = 0; i < p->n_vcpus; i++) {
-                int c = p->vcpu_cpu[i];
-                if (c < 0 || !d->topo || (unsigned) c >= d->topo->n_cpus || d->topo->cpus[c].policy < 0)
+                int c = p->vcpu_cpu[i]; /* plan_load_scale() checks it against the model's host */
+                if (c >= 0 && (!d->topo || (unsigned) c >= d->topo->n_cpus || d->topo->cpus[c].policy < 0))
                         continue;
                 tracker_set_load_scale(d->tracker, (pid_t) (p->vcpu_key[i] >> 16), (int) (p->vcpu_key[i] & 0xffff),
                                        plan_load_scale(d->em, p, i));

@@ -253,18 +253,23 @@ static bool prev_compatible(const struct em_host *h, const struct plan *prev)
  * the sibling had work too); with pack sets, for a packed vCPU, whose set's
  * load reached it of the set's capacity, or whose own utilisation filled its
  * CPU.  The share is WAIT_SATURATED or the level headroom if higher: a CPU
- * planned up to 95% of its level is not short of capacity at 90%.  On a CPU with spare capacity every runnable vCPU
- * gets its work done within the period: the wait is a delay, not more demand,
- * and the measured utilisation already is the demand.  A vCPU with no known
+ * planned up to 95% of its level is not short of capacity at 90%.  On a CPU
+ * with spare capacity every runnable vCPU gets its work done within the
+ * period: the wait is a delay, not more demand, and the measured utilisation
+ * already is the demand.  A vCPU with no known
  * previous CPU (new, or no previous plan) is taken as saturated.
  */
 #define WAIT_SATURATED 0.9
 
+unsigned plan_cpu_capacity(const struct em_host *h, const struct plan *p, int c)
+{
+        return em_capacity(&h->model, MIN((unsigned) p->fdom_level[h->cpu_fdom[c]], h->model.n_levels - 1u));
+}
+
 /* Capacity of CPU c at the level the previous plan ran it at (utilisation units). */
 static double prev_cap(const struct em_host *h, const struct plan *prev, int c)
 {
-        unsigned L = MIN((unsigned) prev->fdom_level[h->cpu_fdom[c]], h->model.n_levels - 1u);
-        return (double) h->model.levels[L].capacity / EM_CAPACITY_SCALE;
+        return (double) plan_cpu_capacity(h, prev, c) / EM_CAPACITY_SCALE;
 }
 
 static int wait_is_demand(const struct ws *w, const struct plan *prev, uint8_t *out)
@@ -299,9 +304,9 @@ static int wait_is_demand(const struct ws *w, const struct plan *prev, uint8_t *
         }
         /*
          * With pack sets the kernel spreads a set's load over its CPUs: a packed vCPU's
-         * CPU is its set, saturated when the set's load reaches 90% of the set's
-         * capacity (SmtGain x a thread's for a core with both threads in the set), or
-         * when the vCPU alone fills its CPU.
+         * CPU is its set, saturated when the set's load reaches the saturation share of
+         * the set's capacity (SmtGain x a thread's for a core with both threads in the
+         * set), or when the vCPU alone fills its CPU.
          */
         if (!w->pol->pin_single_cpu) {
                 set_u = calloc(h->n_llcs ? h->n_llcs : 1, sizeof(double));

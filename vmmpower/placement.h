@@ -123,6 +123,9 @@ int plan_best_wake_cpu(const struct em_host *h, const struct plan *p);
  */
 int plan_best_sleep_cpu(const struct em_host *h, const struct plan *p);
 
+/* Capacity (1..1024) of the perf level plan p runs online CPU c at. */
+unsigned plan_cpu_capacity(const struct em_host *h, const struct plan *p, int c);
+
 /*
  * The CPUs each placed vCPU may run on (ret[n_v]): with pol->pin_single_cpu,
  * or for a dedicated or spread vCPU, its planned CPU alone; for a packed vCPU

@@ -49,13 +49,9 @@ size_t plan_inputs_from_vms(const struct vm_load *const *vms, size_t n_vms, cons
 unsigned plan_load_scale(const struct em_host *h, const struct plan *p, unsigned i)
 {
         int c;
-        unsigned L;
 
-        if (!p || i >= p->n_vcpus || p->n_cpus != h->n_cpus || p->n_fdoms != h->n_fdoms || h->model.n_levels == 0)
+        if (!p || i >= p->n_vcpus || p->n_cpus != h->n_cpus || p->n_fdoms != h->n_fdoms)
                 return 0;
         c = p->vcpu_cpu[i];
-        if (c < 0 || (unsigned) c >= h->n_cpus)
-                return 0;
-        L = MIN((unsigned) p->fdom_level[h->cpu_fdom[c]], h->model.n_levels - 1u);
-        return MIN(h->model.levels[L].capacity, 1024u);
+        return c < 0 || (unsigned) c >= h->n_cpus ? 0 : plan_cpu_capacity(h, p, c);
 }
