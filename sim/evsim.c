@@ -53,6 +53,8 @@ struct ev_vcpu {
         double ep_wait;      /* wait of the current episode */
         double ep_lat;       /* of which the idle exit latency paid at its wake-up */
         double total_wait;
+        double last_wait;    /* of episodes that ended in the window's last period */
+        double avg_wait;     /* decayed over the window's periods (ev_input.period_ns, half_life_ns) */
         double on_mean, off_mean;
         uint64_t rng;
         int cpu;             /* where it runs / ran last */
@@ -85,6 +87,7 @@ struct ev_ws {
         double *key;
         int deep_state;
         double gain;
+        double T, P, alpha;        /* the window, its period, the decay per period (0: none) */
 };
 
 void ev_ws_free(struct ev_ws *w)
@@ -429,11 +432,20 @@ static int vcpu_wake(struct ev_ws *w, const struct ev_input *in, struct ev_outpu
         return 0;
 }
 
-static void episode_end(struct ev_ws *w, struct ev_output *out, unsigned id)
+static void episode_end(struct ev_ws *w, struct ev_output *out, unsigned id, double t)
 {
         struct ev_vcpu *v = &w->v[id];
         /* the planner's input is run-queue wait as schedstat counts it: without the exit latency */
-        v->total_wait += v->ep_wait - v->ep_lat;
+        double wait = v->ep_wait - v->ep_lat;
+        v->total_wait += wait;
+        if (w->P > 0.0) {
+                /* counted in the period it ended in, k periods before the window's end */
+                double k = floor((w->T - t) / w->P);
+                if (k <= 0.0)
+                        v->last_wait += wait;
+                if (w->alpha > 0.0)
+                        v->avg_wait += wait * pow(1.0 - w->alpha, fmax(k, 0.0));
+        }
         if (out->hist)
                 wait_hist_add(out->hist, v->ep_wait);
         v->runnable = false;
@@ -450,7 +462,7 @@ static void cpu_complete(struct ev_ws *w, struct ev_output *out, unsigned cpu, d
         for (unsigned i = 0; i < c->n;) {
                 struct ev_vcpu *v = &w->v[c->q[i]];
                 if (v->rem <= DONE_EPS_NS) {
-                        episode_end(w, out, c->q[i]);
+                        episode_end(w, out, c->q[i], t);
                         c->q[i] = c->q[--c->n];
                 } else
                         i++;
@@ -468,6 +480,9 @@ int ev_run(struct ev_ws *w, const struct ev_input *in, struct ev_output *out)
 
         if (in->nv != w->nv)
                 return -EINVAL;
+        w->T = T;
+        w->P = in->period_ns > 0.0 && in->period_ns <= T ? in->period_ns : 0.0;
+        w->alpha = w->P > 0.0 && in->half_life_ns > 0.0 ? 1.0 - exp2(-w->P / in->half_life_ns) : 0.0;
         w->hn = 0;
         for (unsigned i = 0; i < w->n_ids; i++)
                 w->pos[i] = -1;
@@ -525,11 +540,25 @@ int ev_run(struct ev_ws *w, const struct ev_input *in, struct ev_output *out)
                         cpu_advance(w, i, T);
         for (unsigned i = 0; i < h->n_cpus; i++)
                 while (w->c[i].n > 0)
-                        episode_end(w, out, w->c[i].q[--w->c[i].n]);
+                        episode_end(w, out, w->c[i].q[--w->c[i].n], T);
         if (out->vcpu_wait_ns)
                 for (unsigned i = 0; i < w->nv; i++)
                         if (in->home[i] >= 0 && in->home[i] < (int) h->n_cpus && h->cpu_core[in->home[i]] >= 0 &&
                             (!in->core_mask || in->core_mask[h->cpu_core[in->home[i]]]))
                                 out->vcpu_wait_ns[i] = w->v[i].total_wait;
+        if (out->vcpu_wait_last && out->vcpu_wait_avg) {
+                /* the decay's weights over the window's whole periods: alpha (1 - alpha)^k, k < K */
+                double K = w->P > 0.0 ? floor(T / w->P) : 0.0;
+                double norm = w->alpha > 0.0 ? 1.0 - pow(1.0 - w->alpha, K) : 0.0;
+                for (unsigned i = 0; i < w->nv; i++)
+                        if (in->home[i] >= 0 && in->home[i] < (int) h->n_cpus && h->cpu_core[in->home[i]] >= 0 &&
+                            (!in->core_mask || in->core_mask[h->cpu_core[in->home[i]]])) {
+                                /* a window shorter than a period samples the last one */
+                                out->vcpu_wait_last[i] = w->P > 0.0 ? w->v[i].last_wait / w->P
+                                                                    : w->v[i].total_wait / T;
+                                out->vcpu_wait_avg[i] = norm > 0.0 ? w->alpha * w->v[i].avg_wait / w->P / norm
+                                                                   : out->vcpu_wait_last[i];
+                        }
+        }
         return 0;
 }

@@ -60,6 +60,9 @@ struct ev_input {
         struct burst_params burst;
         uint64_t seed, window_id;
         double window_ns;
+        /* for vcpu_wait_last and vcpu_wait_avg: the tracker's period and the half-life of its
+         * decayed averages (0: the window's mean) */
+        double period_ns, half_life_ns;
 };
 
 struct ev_output {
@@ -69,6 +72,11 @@ struct ev_output {
          * that CPU's wake list, or woken there by its own timer); the wait samples in hist
          * include it (wake-up to running) */
         double *vcpu_wait_ns;
+        /* [nv], when both are set: the wait ratio of the window's last period
+         * (the tracker's wait_ratio) and its decayed average over the window's periods, the
+         * last one weighted most (wait_avg); an episode's wait counts in the period it ended in;
+         * a window shorter than period_ns gives its mean for both */
+        double *vcpu_wait_last, *vcpu_wait_avg;
         struct wait_hist *hist;        /* episodes added here when not NULL */
         uint64_t wakeups, deep_wakeups, migrations, events;
 };

@@ -8,7 +8,8 @@
  *    planner sees what the daemon's tracker would report: the work that ran in
  *    the previous period (the demand, scaled down where the CPU or pack set was
  *    over its level's capacity) decayed with LoadHalfLife (util_avg) and the
- *    run-queue wait ratio measured by the burst simulation (wait_ratio);
+ *    run-queue wait measured by the burst simulation, of the last period
+ *    (wait_ratio) and decayed with LoadHalfLife (wait_avg);
  *  - vmmpower calls plan_compute() through sim_plan_step() (the daemon's
  *    construction of the inputs) and applies levels and idle limits through
  *    the "sim" power driver; the baselines apply theirs through their own
@@ -17,7 +18,8 @@
  *    idle limits with the true demand, times the period.
  * Every observation step (step_ns) every policy runs one burst window
  * (evsim.h) with its current placement: wait percentiles, wake-ups and deep
- * wake-ups come from these windows; the vCPUs' wait ratios feed the planner.
+ * wake-ups come from these windows; the vCPUs' wait ratios feed the planner
+ * (vmmpower's windows are at least three LoadHalfLife long, for wait_avg).
  * When the planner moves vCPUs, the cores it touched are
  * simulated again at once (a fresh window) so that its wait input reflects
  * the new placement, as the daemon's next period would.
@@ -95,7 +97,7 @@ int sim_plan_step(const struct em_host *h, const struct plan_policy *pol, const 
         /* Each sample as the tracker would hold it, through the daemon's own mapping. */
         for (size_t i = 0; i < n; i++) {
                 struct vcpu_load l = { .index = (int) s[i].index, .valid = true, .util_avg = s[i].util_avg,
-                                       .wait_ratio = s[i].wait_ratio };
+                                       .wait_ratio = s[i].wait_ratio, .wait_avg = s[i].wait_avg };
                 v[i] = plan_input_from_vcpu((pid_t) s[i].pid, &l, PLACE_PACK);
         }
         return plan_compute(h, pol, v, n, NULL, 0, prev, now, ret);
@@ -303,6 +305,7 @@ struct pstate {
         uint8_t *cpu_vcpus;         /* [n_cpus] */
         uint8_t *allowed;           /* [n_cpus] */
         double *wait_ns;            /* [nv] last window */
+        double *wait_last, *wait_avg; /* [nv] last window's last period, decayed (vmmpower's wait inputs) */
         double *cpu_deliv;          /* [n_cpus] share of the CPU's work its level delivers (evaluate) */
         double *ran;                /* [nv] work that ran per vCPU in the state last evaluated */
         struct power_driver *drv;
@@ -334,6 +337,7 @@ struct run {
         double *load, *sibload;     /* [n_cpus] scratch */
         double *llc_tmp;            /* [2 n_llcs] scratch */
         double window_ns;
+        double vmm_window_ns;       /* vmmpower's windows: long enough for the tracker's decayed wait */
         struct pstate ps[_SIM_RUN_MAX];
 };
 
@@ -348,6 +352,8 @@ static void pstate_free(struct pstate *p)
         free(p->cpu_vcpus);
         free(p->allowed);
         free(p->wait_ns);
+        free(p->wait_last);
+        free(p->wait_avg);
         free(p->cpu_deliv);
         free(p->ran);
         power_driver_free(p->drv);
@@ -371,10 +377,12 @@ static int pstate_init(struct run *R, struct pstate *p, enum sim_policy id)
         p->cpu_vcpus = calloc(h->n_cpus, 1);
         p->allowed = calloc(h->n_cpus, 1);
         p->wait_ns = calloc(R->nv + 1, sizeof(double));
+        p->wait_last = calloc(R->nv + 1, sizeof(double));
+        p->wait_avg = calloc(R->nv + 1, sizeof(double));
         p->cpu_deliv = calloc(h->n_cpus, sizeof(double));
         p->ran = calloc(R->nv + 1, sizeof(double));
         if (!p->home || !p->level || !p->want_level || !p->lat || !p->want_lat || !p->cpu_work || !p->cpu_vcpus ||
-            !p->allowed || !p->wait_ns || !p->cpu_deliv || !p->ran)
+            !p->allowed || !p->wait_ns || !p->wait_last || !p->wait_avg || !p->cpu_deliv || !p->ran)
                 return -ENOMEM;
         for (unsigned i = 0; i < R->nv; i++)
                 p->home[i] = -1;
@@ -771,9 +779,16 @@ static void b1_pin(struct run *R, struct pstate *p)
 
 /* ---- the run --------------------------------------------------------------- */
 
-static int window(struct run *R, struct pstate *p, uint64_t window_id, const uint8_t *core_mask, bool observe,
-                  double step_scale)
+/*
+ * One burst window of policy p's current state (all cores, or those of
+ * core_mask).  vmmpower's windows are vmm_window_ns long and also give the
+ * planner's wait inputs: the last period's wait ratio and the decayed average
+ * over the window's periods, the tracker's wait_ratio and wait_avg.
+ */
+static int window(struct run *R, struct pstate *p, uint64_t window_id, const uint8_t *core_mask, bool observe)
 {
+        bool vmm = p->id == SIM_VMM;
+        double wl = vmm ? R->vmm_window_ns : R->window_ns;
         struct ev_input in = {
                 .nv = R->nv,
                 .demand = R->demand,
@@ -788,10 +803,15 @@ static int window(struct run *R, struct pstate *p, uint64_t window_id, const uin
                 .burst = R->cfg->burst,
                 .seed = R->cfg->seed,
                 .window_id = window_id,
-                .window_ns = R->window_ns,
+                .window_ns = wl,
+                .period_ns = vmm ? (double) R->cfg->plan_period_ns : 0.0,
+                .half_life_ns = vmm ? (double) R->cfg->half_life_ns : 0.0,
         };
         struct sim_policy_result *pr = &R->res->p[p->id];
-        struct ev_output out = { .vcpu_wait_ns = p->wait_ns, .hist = observe ? &pr->hist : NULL };
+        struct ev_output out = { .vcpu_wait_ns = p->wait_ns,
+                                 .vcpu_wait_last = vmm ? p->wait_last : NULL,
+                                 .vcpu_wait_avg = vmm ? p->wait_avg : NULL,
+                                 .hist = observe ? &pr->hist : NULL };
         int r = ev_run(p->ev, &in, &out);
 
         if (r < 0)
@@ -800,7 +820,7 @@ static int window(struct run *R, struct pstate *p, uint64_t window_id, const uin
         if (observe) {
                 pr->wakeups += out.wakeups;
                 pr->deep_wakeups += out.deep_wakeups;
-                pr->migrations += out.migrations * step_scale;
+                pr->migrations += out.migrations * (double) R->cfg->step_ns / wl;
         }
         return 0;
 }
@@ -811,8 +831,9 @@ static void update_wait_inputs(struct run *R, struct pstate *p, const uint8_t *c
                 int c = p->home[i];
                 if (c < 0 || (core_mask && !core_mask[R->h->cpu_core[c]]))
                         continue;
-                double w = p->wait_ns[i] / R->window_ns;
+                double w = p->wait_last[i], a = p->wait_avg[i];
                 R->samples[i].wait_ratio = w < 0 ? 0 : w > 1 ? 1 : w;
+                R->samples[i].wait_avg = a < 0 ? 0 : a > 1 ? 1 : a;
         }
 }
 
@@ -882,7 +903,7 @@ static int vmm_period(struct run *R, struct pstate *p, nsec_t now, uint64_t peri
         if (R->cfg->resim_on_change && p->plan->why.decision != PLAN_INITIAL) {
                 /* only cores whose vCPUs changed: a level change alone is seen at the next step */
                 if (moved > 0) {
-                        r = window(R, p, RESIM_WINDOW_ID_BASE + period_idx, R->core_mask, false, 0);
+                        r = window(R, p, RESIM_WINDOW_ID_BASE + period_idx, R->core_mask, false);
                         if (r < 0)
                                 return r;
                         update_wait_inputs(R, p, R->core_mask);
@@ -1101,6 +1122,12 @@ int sim_run(const struct sim_host *host, const struct sim_trace *tr, const struc
         R.window_ns = cfg->window_ns > 0 ? (double) cfg->window_ns : fmax(1e9, 50 * cfg->burst.mean_ns);
         if (R.window_ns > (double) cfg->step_ns)
                 R.window_ns = (double) cfg->step_ns;
+        /* vmmpower's: at least three half-lives of the tracker's decay (7/8 of wait_avg's weight),
+         * when they span periods; with periods of a half-life or more wait_avg is about the last
+         * period's wait, which a window of the usual length samples */
+        R.vmm_window_ns = R.window_ns;
+        if (3.0 * (double) cfg->half_life_ns >= 2.0 * (double) per)
+                R.vmm_window_ns = fmin(fmax(R.window_ns, 3.0 * (double) cfg->half_life_ns), (double) cfg->step_ns);
         res->window_ns = (nsec_t) R.window_ns;
         for (int p = 0; p < _SIM_POLICY_MAX; p++) {
                 res->p[p].interval_w = calloc(n_int, sizeof(double));
@@ -1159,11 +1186,10 @@ int sim_run(const struct sim_host *host, const struct sim_trace *tr, const struc
                                                 goto out;
                                 }
                         if (step) {
-                                double scale = (double) cfg->step_ns / R.window_ns;
                                 for (int p = 0; p < _SIM_RUN_MAX; p++) {
                                         if (p == SIM_VMM && period_idx == 0)
                                                 continue; /* nothing placed yet */
-                                        r = window(&R, &R.ps[p], step_idx, NULL, true, scale);
+                                        r = window(&R, &R.ps[p], step_idx, NULL, true);
                                         if (r < 0)
                                                 goto out;
                                 }
@@ -1175,8 +1201,7 @@ int sim_run(const struct sim_host *host, const struct sim_trace *tr, const struc
                         if (r < 0)
                                 goto out;
                         if (period_idx == 0) { /* first observation of the planner after its initial plan */
-                                r = window(&R, &R.ps[SIM_VMM], step_idx - 1, NULL, true,
-                                           (double) cfg->step_ns / R.window_ns);
+                                r = window(&R, &R.ps[SIM_VMM], step_idx - 1, NULL, true);
                                 if (r < 0)
                                         goto out;
                                 update_wait_inputs(&R, &R.ps[SIM_VMM], NULL);

@@ -5,8 +5,12 @@
  *
  * Algorithm, per control period (all of it pure arithmetic on the inputs):
  *
- *  1. Demand of a vCPU d = max(util, hint floor), plus its wait_ratio when
- *     that is over the budget and the CPU it ran on in the previous plan was
+ *  1. Demand of a vCPU d = max(util, hint floor), plus its wait when it waits
+ *     (plan_vcpu_wait: its decayed wait_avg over the budget, or one period's
+ *     wait_ratio over WAIT_SEVERE_FACTOR = 4 times it; a 1 s period of 10 ms
+ *     bursts holds few bursts, so one period's wait is noisy, and a plan that
+ *     grew on it would shrink again after the dwell and grow again) and the
+ *     CPU it ran on in the previous plan was
  *     saturated (utilisation >= 90% of its capacity at the level it ran at,
  *     or the level headroom if higher: 95% by default,
  *     of SmtGain x that for a core with both threads busy; with pack sets,
@@ -48,7 +52,7 @@
  *  3. Hysteresis against the previous plan (re-evaluated under the current
  *     load, new vCPUs placed first-fit into it):
  *     - grow at once: when a CPU is over headroom at the top level or a vCPU
- *       waits more than the budget, its vCPUs move (wait offenders first,
+ *       waits (step 1), its vCPUs move (wait offenders first,
  *       then the largest) to their target CPU if it has room, else to an
  *       active CPU with room, else to the best CPU to wake, else (a waiting
  *       vCPU on a host with every CPU awake) to a less loaded active CPU with
@@ -100,6 +104,15 @@ const char *place_mode_to_string(enum place_mode m)
 {
         static const char *const n[_PLACE_MODE_MAX] = { "pack", "spread", "dedicated", "exclude" };
         return m < _PLACE_MODE_MAX ? n[m] : "?";
+}
+
+double plan_vcpu_wait(const struct plan_policy *pol, const struct plan_vcpu *v)
+{
+        if (v->wait_ratio > WAIT_SEVERE_FACTOR * pol->wait_budget)
+                return v->wait_ratio > 1.0 ? 1.0 : v->wait_ratio;
+        if (v->wait_avg > pol->wait_budget)
+                return v->wait_avg > 1.0 ? 1.0 : v->wait_avg;
+        return 0.0;
 }
 
 const char *plan_decision_to_string(enum plan_decision d)
@@ -285,7 +298,7 @@ static int wait_is_demand(const struct ws *w, const struct plan *prev, uint8_t *
 
         for (size_t i = 0; i < w->nv; i++) {
                 out[i] = 1;
-                any |= w->v[i].wait_ratio > w->pol->wait_budget;
+                any |= plan_vcpu_wait(w->pol, &w->v[i]) > 0.0;
         }
         if (!any || !prev_compatible(h, prev))
                 return 0;
@@ -456,8 +469,8 @@ static int ws_init(struct ws *w, const struct em_host *h, const struct plan_poli
                                 d = hn->util_floor;
                         w->boost[i] |= hn->boost;
                 }
-                if (v[i].wait_ratio > pol->wait_budget && wdem[i])
-                        d += v[i].wait_ratio;
+                if (wdem[i])
+                        d += plan_vcpu_wait(pol, &v[i]);
                 w->dem[i] = d > 1.0 ? 1.0 : d;
                 w->sorted[i] = (unsigned) i;
         }
@@ -1559,8 +1572,8 @@ int plan_compute(const struct em_host *h, const struct plan_policy *pol, const s
         p->why.prev_mw = keep_mw;
 
         /*
-         * Step 3a, grow: CPUs over headroom at the top level and vCPUs waiting
-         * over budget.  The cores involved (sources and destinations) are
+         * Step 3a, grow: CPUs over headroom at the top level and vCPUs that wait
+         * (plan_vcpu_wait).  The cores involved (sources and destinations) are
          * marked; the energy-motivated change below still runs on the others.
          */
         touched = calloc(h->n_cpus, 1);
@@ -1573,7 +1586,7 @@ int plan_compute(const struct em_host *h, const struct plan_policy *pol, const s
                         int c = w.assign[i];
                         if (v[i].mode == PLACE_EXCLUDE || c < 0)
                                 continue;
-                        if (v[i].wait_ratio > pol->wait_budget || cpu_overloaded(&w, c)) {
+                        if (plan_vcpu_wait(pol, &v[i]) > 0.0 || cpu_overloaded(&w, c)) {
                                 grew = true;
                                 touch_core(&w, touched, c);
                         }
@@ -1585,7 +1598,7 @@ int plan_compute(const struct em_host *h, const struct plan_policy *pol, const s
                         for (unsigned pass = 0; pass < 2; pass++)
                                 for (size_t s = 0; s < n_v; s++) {
                                         unsigned i = w.sorted[s];
-                                        bool waits = v[i].wait_ratio > pol->wait_budget;
+                                        bool waits = plan_vcpu_wait(pol, &v[i]) > 0.0;
                                         if (v[i].mode == PLACE_EXCLUDE || w.assign[i] < 0)
                                                 continue;
                                         if ((pass == 0) != waits)
@@ -1597,7 +1610,7 @@ int plan_compute(const struct em_host *h, const struct plan_policy *pol, const s
                         for (size_t s = 0; s < np; s++) {
                                 unsigned i = prio[s];
                                 int src = w.assign[i], dst = -1;
-                                bool waits = v[i].wait_ratio > pol->wait_budget;
+                                bool waits = plan_vcpu_wait(pol, &v[i]) > 0.0;
                                 if (!waits && !cpu_overloaded(&w, src))
                                         continue; /* relieved by earlier moves */
                                 if (pol->max_moves && moves >= pol->max_moves) {

@@ -29,6 +29,7 @@ struct plan_vcpu plan_input_from_vcpu(pid_t pid, const struct vcpu_load *v, enum
                 .mode = mode,
                 .util = v->util_avg,
                 .wait_ratio = v->wait_ratio,
+                .wait_avg = v->wait_avg,
                 .cur_cpu = -1,
         };
 }

@@ -11,6 +11,7 @@
  */
 #include <errno.h>
 #include <float.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -755,7 +756,7 @@ static void test_hysteresis(void **state)
         assert_int_equal(p3->shrink_pending_since_ns, -1);
 
         /* one vCPU waits over budget: grow at once, without any dwell */
-        v[3].wait_ratio = 0.2;
+        v[3].wait_ratio = v[3].wait_avg = 0.2;
         assert_int_equal(plan_compute(f.h, &pol, v, 12, NULL, 0, p3, 11 * S + 1, &p4), 0);
         assert_int_equal(p4->why.decision, PLAN_GROW);
         assert_int_not_equal(p4->vcpu_cpu[3], p3->vcpu_cpu[3]);
@@ -765,7 +766,7 @@ static void test_hysteresis(void **state)
         assert_int_equal(p4->why.forced_by_key, 503);
 
         /* everything overloads: grow at once, nothing over headroom afterwards */
-        v[3].wait_ratio = 0.0;
+        v[3].wait_ratio = v[3].wait_avg = 0.0;
         set_util(v, 12, 0.75);
         assert_int_equal(plan_compute(f.h, &pol, v, 12, NULL, 0, p4, 11 * S + 2, &p5), 0);
         assert_int_equal(p5->why.decision, PLAN_GROW);
@@ -779,6 +780,64 @@ static void test_hysteresis(void **state)
         plan_free(p4);
         plan_free(p5);
         free_host(&f);
+}
+
+/*
+ * The wait that grows the plan (plan_vcpu_wait): the decayed wait over the
+ * budget, or one period's over WAIT_SEVERE_FACTOR x the budget.  One noisy
+ * period between the two leaves the packed plan as it is.
+ */
+static void test_wait_filter(void **state)
+{
+        struct host_fixture f;
+        struct plan_policy pol;
+        struct plan_vcpu v[12];
+        struct plan *p0 = NULL, *p1 = NULL;
+        const double b = 0.05;
+        const struct {
+                double ratio, avg;
+                bool grows;
+        } cases[] = {
+                { 3.0 * b, 0.4 * b, false },   /* one period at 3x the budget: noise */
+                { 0.9 * WAIT_SEVERE_FACTOR * b, 0.9 * b, false },
+                { 1.1 * WAIT_SEVERE_FACTOR * b, 0.4 * b, true }, /* one period at 4.4x: at once */
+                { 0.5 * b, 1.2 * b, true },    /* the decayed wait over the budget */
+                { NAN, NAN, false },
+        };
+
+        load_host("epyc-genoa-1s", "epyc-genoa", &f);
+        policy(&pol);
+        pol.wait_budget = b;
+        pol.max_moves = 0;
+        for (unsigned i = 0; i < 12; i++)
+                v[i] = (struct plan_vcpu) { .key = 700 + i, .vm = 1 + i / 4, .util = 0.05, .cur_cpu = -1 };
+        assert_int_equal(plan_compute(f.h, &pol, v, 12, NULL, 0, NULL, 0, &p0), 0);
+        assert_true(n_active_cpus(p0) < 12); /* packed: the vCPUs share CPUs */
+        for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+                v[3].wait_ratio = cases[k].ratio;
+                v[3].wait_avg = cases[k].avg;
+                assert_true((plan_vcpu_wait(&pol, &v[3]) > 0.0) == cases[k].grows);
+                assert_int_equal(plan_compute(f.h, &pol, v, 12, NULL, 0, p0, NSEC_PER_SEC, &p1), 0);
+                if (cases[k].grows) {
+                        assert_int_equal(p1->why.decision, PLAN_GROW);
+                        assert_int_not_equal(p1->vcpu_cpu[3], p0->vcpu_cpu[3]);
+                } else {
+                        assert_int_not_equal(p1->why.decision, PLAN_GROW);
+                        assert_memory_equal(p1->vcpu_cpu, p0->vcpu_cpu, 12 * sizeof(int));
+                }
+                plan_free(p1);
+                p1 = NULL;
+        }
+        /* the wait counted as demand is the one that triggered */
+        v[3].wait_ratio = 0.3;
+        v[3].wait_avg = 0.02;
+        assert_true(fabs(plan_vcpu_wait(&pol, &v[3]) - 0.3) < 1e-12);
+        v[3].wait_ratio = 0.1;
+        v[3].wait_avg = 0.07;
+        assert_true(fabs(plan_vcpu_wait(&pol, &v[3]) - 0.07) < 1e-12);
+        plan_free(p0);
+        free_host(&f);
+        (void) state;
 }
 
 /* A saving smaller than the move cost over the dwell is not worth moving for. */
@@ -877,7 +936,7 @@ static void test_determinism(void **state)
         /* and through a grow next to a due shrink (waits over budget, dwell over) */
         struct plan *a3 = NULL, *b3 = NULL;
         for (unsigned i = 0; i < 100; i++)
-                v[i].wait_ratio = i % 7 == 0 ? 0.3 : 0.0;
+                v[i].wait_ratio = v[i].wait_avg = i % 7 == 0 ? 0.3 : 0.0;
         assert_int_equal(plan_compute(f.h, &pol, v, 100, NULL, 0, a2, 40 * NSEC_PER_SEC, &a3), 0);
         assert_int_equal(plan_compute(f.h, &pol, v, 100, NULL, 0, b2, 40 * NSEC_PER_SEC, &b3), 0);
         assert_int_equal(a3->why.decision, PLAN_GROW);
@@ -947,7 +1006,7 @@ static void test_modes(void **state)
         assert_true(distinct <= 2);
 
         /* later periods: the excluded vCPU is never moved, even when it waits */
-        v[6].wait_ratio = 0.5;
+        v[6].wait_ratio = v[6].wait_avg = 0.5;
         v[6].cur_cpu = 5;
         assert_int_equal(plan_compute(f.h, &pol, v, n, NULL, 0, p, NSEC_PER_SEC, &p2), 0);
         assert_int_equal(p2->vcpu_cpu[6], 5);
@@ -1086,7 +1145,7 @@ static void test_grow_without_wake(void **state)
 
         /* its neighbour turns busy and it waits */
         v[shared].util = 0.95;
-        v[2].wait_ratio = 0.3;
+        v[2].wait_ratio = v[2].wait_avg = 0.3;
         assert_int_equal(plan_compute(h, &pol, v, 3, NULL, 0, p1, NSEC_PER_SEC, &p2), 0);
         assert_int_equal(p2->why.decision, PLAN_GROW);
         assert_int_not_equal(p2->vcpu_cpu[2], p2->vcpu_cpu[shared]);
@@ -1112,7 +1171,7 @@ static void test_heavy_overload(void **state)
         policy(&pol);
         for (unsigned i = 0; i < ELEMENTSOF(v); i++)
                 v[i] = (struct plan_vcpu) { .key = ((uint64_t) (100 + i) << 16), .vm = 100 + i, .mode = PLACE_PACK,
-                                            .util = 1.0, .wait_ratio = 1.0, .cur_cpu = -1 };
+                                            .util = 1.0, .wait_ratio = 1.0, .wait_avg = 1.0, .cur_cpu = -1 };
         assert_int_equal(plan_compute(f.h, &pol, v, ELEMENTSOF(v), NULL, 0, NULL, 0, &p), 0);
         assert_int_equal(plan_compute(f.h, &pol, v, ELEMENTSOF(v), NULL, 0, p, NSEC_PER_SEC, &q), 0);
         for (unsigned i = 0; i < ELEMENTSOF(v); i++) {
@@ -1168,7 +1227,7 @@ static void test_local_grow_keeps_shrink(void **state)
 
         /* v13 waits: it moves at once to a core of its own (not back onto its own CPU, which
          * its busy sibling makes look free), the pending shrink stays pending */
-        v[13].wait_ratio = 0.2;
+        v[13].wait_ratio = v[13].wait_avg = 0.2;
         assert_int_equal(plan_compute(f.h, &pol, v, 14, NULL, 0, p1, 6 * S, &p2), 0);
         assert_int_equal(p2->why.decision, PLAN_GROW);
         assert_int_not_equal(p2->vcpu_cpu[13], p1->vcpu_cpu[13]);
@@ -1179,7 +1238,7 @@ static void test_local_grow_keeps_shrink(void **state)
                 assert_int_equal(p2->vcpu_cpu[i], p1->vcpu_cpu[i]); /* nothing else moved: dwell not over */
 
         /* the dwell counted from 1 s is over at 11 s: the shrink is applied */
-        v[13].wait_ratio = 0.0;
+        v[13].wait_ratio = v[13].wait_avg = 0.0;
         assert_int_equal(plan_compute(f.h, &pol, v, 14, NULL, 0, p2, 11 * S, &p3), 0);
         assert_int_equal(p3->why.decision, PLAN_SHRINK);
         assert_true(p3->why.moves > 0);
@@ -1220,7 +1279,7 @@ static void test_grow_and_shrink_disjoint(void **state)
         assert_int_equal(p1->why.decision, PLAN_SHRINK_PENDING);
 
         /* dwell over, and v13 waits (alone on its core: load outside the plan) */
-        v[13].wait_ratio = 0.2;
+        v[13].wait_ratio = v[13].wait_avg = 0.2;
         assert_int_equal(plan_compute(f.h, &pol, v, 14, NULL, 0, p1, 11 * S, &p2), 0);
         assert_int_equal(p2->why.decision, PLAN_GROW);
         assert_int_not_equal(p2->vcpu_cpu[13], src13);
@@ -1275,7 +1334,7 @@ static void test_wait_no_relief(void **state)
         policy(&pol);
         assert_int_equal(plan_compute(h, &pol, v, 3, NULL, 0, NULL, 0, &p1), 0);
         assert_int_not_equal(p1->vcpu_cpu[0], p1->vcpu_cpu[1]);
-        v[2].wait_ratio = 0.3;
+        v[2].wait_ratio = v[2].wait_avg = 0.3;
         assert_int_equal(plan_compute(h, &pol, v, 3, NULL, 0, p1, NSEC_PER_SEC, &p2), 0);
         assert_int_not_equal(p2->why.decision, PLAN_GROW);
         assert_memory_equal(p2->vcpu_cpu, p1->vcpu_cpu, 3 * sizeof(int));
@@ -1304,7 +1363,7 @@ static void test_wait_not_demand_when_unsaturated(void **state)
         assert_int_equal(plan_compute(f.h, &pol, v, 3, NULL, 0, NULL, 0, &p0), 0);
         assert_int_equal(p0->vcpu_cpu[0], p0->vcpu_cpu[1]);
         assert_int_equal(p0->vcpu_cpu[0], p0->vcpu_cpu[2]);
-        v[0].wait_ratio = 0.2;
+        v[0].wait_ratio = v[0].wait_avg = 0.2;
         assert_int_equal(plan_compute(f.h, &pol, v, 3, NULL, 0, p0, NSEC_PER_SEC, &p1), 0);
         assert_int_equal(p1->why.decision, PLAN_GROW);
         assert_int_not_equal(p1->vcpu_cpu[0], p0->vcpu_cpu[0]);
@@ -1349,7 +1408,7 @@ static void test_wait_demand_pack_set(void **state)
         assert_int_equal(p0->fdom_level[f.h->cpu_fdom[p0->vcpu_cpu[0]]], 1);
         v[0].util = v[1].util = 0.15;
         v[2].util = v[3].util = 0.0;
-        v[0].wait_ratio = 0.2;
+        v[0].wait_ratio = v[0].wait_avg = 0.2;
         for (unsigned single = 0; single < 2; single++) {
                 pol.pin_single_cpu = single;
                 assert_int_equal(plan_compute(f.h, &pol, v, 4, NULL, 0, p0, NSEC_PER_SEC, &p1), 0);
@@ -1382,6 +1441,7 @@ int main(void)
                 cmocka_unit_test(test_best_wake),
                 cmocka_unit_test(test_best_sleep),
                 cmocka_unit_test(test_hysteresis),
+                cmocka_unit_test(test_wait_filter),
                 cmocka_unit_test(test_move_cost),
                 cmocka_unit_test(test_move_cap),
                 cmocka_unit_test(test_determinism),

@@ -289,11 +289,15 @@ static void test_same_plan_as_daemon(void **state)
                                 s[i] = (struct sim_vcpu_sample) {
                                         .pid = 4000 + (uint32_t) (i / 4) * 7, .index = (unsigned) (i % 4),
                                         .util_avg = rng_unit(&rng) * (period % 20 < 10 ? 0.3 : 0.05),
-                                        .wait_ratio = rng_unit(&rng) < 0.05 ? 0.2 : 0.01,
+                                        /* one period's wait (noise, or over WAIT_SEVERE_FACTOR x the
+                                         * budget) and the decayed one, each over the budget now and then */
+                                        .wait_ratio = rng_unit(&rng) < 0.05 ? 0.3 : 0.04,
+                                        .wait_avg = rng_unit(&rng) < 0.05 ? 0.08 : 0.01,
                                 };
                                 vl[i] = (struct vcpu_load) { .index = (int) s[i].index, .tid = (pid_t) (9000 + i),
                                                              .valid = true, .util_avg = s[i].util_avg,
-                                                             .wait_ratio = s[i].wait_ratio };
+                                                             .wait_ratio = s[i].wait_ratio,
+                                                             .wait_avg = s[i].wait_avg };
                         }
                         /* tracked VMs of 4 vCPUs each, as the tracker holds them */
                         for (size_t k = 0; k < n / 4; k++) {
@@ -404,6 +408,54 @@ static void test_evsim_wait_input(void **state)
 }
 
 /*
+ * vmmpower's wait inputs from a window (ev_input.period_ns, half_life_ns): the
+ * last period's wait ratio (the tracker's wait_ratio) and the decayed average
+ * over the window's periods (wait_avg).  A half-life far below the period
+ * leaves only the last period; one far above it weighs every period alike
+ * (the window's mean); the tracker's 4 s over a stationary 12 s window comes
+ * close to the mean, and the last period alone is further off.
+ */
+static void test_evsim_wait_avg(void **state)
+{
+        struct sim_host h;
+        struct ev_ws *w = NULL;
+        double demand[2] = { 0.4, 0.4 }, wait[2], last[2], avg[2];
+        int home[2] = { 0, 0 };
+        uint8_t pinned[2] = { 1, 1 };
+        const double hl[3] = { 1.0, 4e9, 1e18 }, T = 12e9;
+
+        _cleanup_free_ uint8_t *lvl = NULL;
+        _cleanup_free_ uint32_t *lat = NULL;
+        evsim_setup(&h, 2, &lvl, &lat, &w);
+        for (unsigned f = 0; f < h.em->n_fdoms; f++) /* the top level: 0.8 of a CPU fits */
+                lvl[f] = (uint8_t) (h.em->model.n_levels - 1);
+        for (unsigned k = 0; k < 3; k++) {
+                struct ev_input in = {
+                        .nv = 2, .demand = demand, .home = home, .fdom_level = lvl, .cpu_max_latency_us = lat,
+                        .pinned = pinned, .burst = { .mean_ns = 1e6, .dist = BURST_EXP }, .seed = 5,
+                        .window_id = 1, .window_ns = T, .period_ns = 1e9, .half_life_ns = hl[k],
+                };
+                struct ev_output out = { .vcpu_wait_ns = wait, .vcpu_wait_last = last, .vcpu_wait_avg = avg };
+                assert_int_equal(ev_run(w, &in, &out), 0);
+                printf("# evsim: half-life %.0e ns: window mean %.4f, last period %.4f, decayed %.4f\n", hl[k],
+                       wait[0] / T, last[0], avg[0]);
+                assert_true(wait[0] > 0.0 && last[0] > 0.0);
+                if (k == 0)
+                        assert_true(fabs(avg[0] - last[0]) < 1e-9);
+                else if (k == 2)
+                        assert_true(fabs(avg[0] - wait[0] / T) < 1e-6 * wait[0] / T);
+                else {
+                        assert_true(fabs(avg[0] / (wait[0] / T) - 1.0) < 0.15);
+                        assert_true(fabs(avg[0] - wait[0] / T) < fabs(last[0] - wait[0] / T) + 1e-12 ||
+                                    fabs(last[0] / (wait[0] / T) - 1.0) < 0.05);
+                }
+        }
+        ev_ws_free(w);
+        sim_host_done(&h);
+        (void) state;
+}
+
+/*
  * The planner's util input is what the daemon's tracker would see: busy time
  * cannot exceed a CPU's capacity at its level, so a CPU short of capacity
  * shows its level's capacity, not its demand.  With LevelHeadroomPercent =
@@ -470,6 +522,7 @@ int main(void)
                 cmocka_unit_test(test_same_plan_as_daemon),
                 cmocka_unit_test(test_evsim_pinned),
                 cmocka_unit_test(test_evsim_wait_input),
+                cmocka_unit_test(test_evsim_wait_avg),
                 cmocka_unit_test(test_tracker_sees_delivered),
                 cmocka_unit_test(test_bad_host_and_config),
         };
