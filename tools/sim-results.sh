@@ -16,7 +16,7 @@ seed=${SEED:-1}
 out=${OUT:-$build/sim-results}
 sim=$build/sim/vmmpower-sim
 # Planner every 1 s of simulated time (the daemon's ControlPeriod) and one burst window per 300 s trace
-# interval: the matrix (118 runs) takes about 9 minutes on 2 CPUs; vmmpower-sim(1) defaults to 60 s steps.
+# interval: the matrix (118 runs) takes about 19 minutes on 2 CPUs; vmmpower-sim(1) defaults to 60 s steps.
 simopts=${SIMOPTS:---period-ms 1000 --step-s 300}
 
 [ -d "$build" ] || meson setup "$build" "$src"
