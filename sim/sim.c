@@ -36,6 +36,7 @@
 #include "plan_input.h"
 #include "sim.h"
 
+#define VMM_WINDOW_MAX_NS 30e9     /* vmmpower's burst windows: at most this (or the baselines' window) */
 #define B0_IMBALANCE 0.20         /* util difference of busiest and idlest CPU that makes the balancer move */
 #define B1_SCHEDUTIL_MARGIN 1.25  /* schedutil: f = 1.25 x f_max x util */
 #define B2_ENTER_UTIL 0.10        /* lpmd: enter the low-power set below 10% host utilisation */
@@ -1124,10 +1125,13 @@ int sim_run(const struct sim_host *host, const struct sim_trace *tr, const struc
                 R.window_ns = (double) cfg->step_ns;
         /* vmmpower's: at least three half-lives of the tracker's decay (7/8 of wait_avg's weight),
          * when they span periods; with periods of a half-life or more wait_avg is about the last
-         * period's wait, which a window of the usual length samples */
+         * period's wait, which a window of the usual length samples.  At most 30 s (a long
+         * LoadHalfLife would make every window a step): the weights are normalised over the
+         * window's periods, so a shorter one only averages fewer of them. */
         R.vmm_window_ns = R.window_ns;
         if (3.0 * (double) cfg->half_life_ns >= 2.0 * (double) per)
-                R.vmm_window_ns = fmin(fmax(R.window_ns, 3.0 * (double) cfg->half_life_ns), (double) cfg->step_ns);
+                R.vmm_window_ns = fmin(fmax(R.window_ns, fmin(3.0 * (double) cfg->half_life_ns, VMM_WINDOW_MAX_NS)),
+                                       (double) cfg->step_ns);
         res->window_ns = (nsec_t) R.window_ns;
         for (int p = 0; p < _SIM_POLICY_MAX; p++) {
                 res->p[p].interval_w = calloc(n_int, sizeof(double));
