@@ -541,24 +541,21 @@ int ev_run(struct ev_ws *w, const struct ev_input *in, struct ev_output *out)
         for (unsigned i = 0; i < h->n_cpus; i++)
                 while (w->c[i].n > 0)
                         episode_end(w, out, w->c[i].q[--w->c[i].n], T);
-        if (out->vcpu_wait_ns)
-                for (unsigned i = 0; i < w->nv; i++)
-                        if (in->home[i] >= 0 && in->home[i] < (int) h->n_cpus && h->cpu_core[in->home[i]] >= 0 &&
-                            (!in->core_mask || in->core_mask[h->cpu_core[in->home[i]]]))
-                                out->vcpu_wait_ns[i] = w->v[i].total_wait;
-        if (out->vcpu_wait_last && out->vcpu_wait_avg) {
-                /* the decay's weights over the window's whole periods: alpha (1 - alpha)^k, k < K */
-                double K = w->P > 0.0 ? floor(T / w->P) : 0.0;
-                double norm = w->alpha > 0.0 ? 1.0 - pow(1.0 - w->alpha, K) : 0.0;
-                for (unsigned i = 0; i < w->nv; i++)
-                        if (in->home[i] >= 0 && in->home[i] < (int) h->n_cpus && h->cpu_core[in->home[i]] >= 0 &&
-                            (!in->core_mask || in->core_mask[h->cpu_core[in->home[i]]])) {
-                                /* a window shorter than a period samples the last one */
-                                out->vcpu_wait_last[i] = w->P > 0.0 ? w->v[i].last_wait / w->P
-                                                                    : w->v[i].total_wait / T;
-                                out->vcpu_wait_avg[i] = norm > 0.0 ? w->alpha * w->v[i].avg_wait / w->P / norm
-                                                                   : out->vcpu_wait_last[i];
-                        }
+        /* the decay's weights over the window's whole periods: alpha (1 - alpha)^k, k < K */
+        double K = w->P > 0.0 ? floor(T / w->P) : 0.0;
+        double norm = w->alpha > 0.0 ? 1.0 - pow(1.0 - w->alpha, K) : 0.0;
+        for (unsigned i = 0; i < w->nv; i++) {
+                if (in->home[i] < 0 || in->home[i] >= (int) h->n_cpus || h->cpu_core[in->home[i]] < 0 ||
+                    (in->core_mask && !in->core_mask[h->cpu_core[in->home[i]]]))
+                        continue; /* not simulated in this window */
+                if (out->vcpu_wait_ns)
+                        out->vcpu_wait_ns[i] = w->v[i].total_wait;
+                if (out->vcpu_wait_last && out->vcpu_wait_avg) {
+                        /* a window shorter than a period samples the last one */
+                        out->vcpu_wait_last[i] = w->P > 0.0 ? w->v[i].last_wait / w->P : w->v[i].total_wait / T;
+                        out->vcpu_wait_avg[i] = norm > 0.0 ? w->alpha * w->v[i].avg_wait / w->P / norm
+                                                           : out->vcpu_wait_last[i];
+                }
         }
         return 0;
 }

@@ -54,8 +54,9 @@ void sim_print_table(const struct sim_result *r, FILE *f)
                 r->p[SIM_VMM].decisions ? r->p[SIM_VMM].decide_cpu_ns / 1e6 / r->p[SIM_VMM].decisions : 0.0);
         for (int p = 0; p < _SIM_RUN_MAX; p++)
                 fprintf(f, " %s %.0f", sim_policy_name(p), r->p[p].overload_s);
-        fprintf(f, "\nsimulated in %.1f s wall, %.1f s CPU, %llu burst events (window %.1f s per step)\n",
-                r->wall_ns / 1e9, r->cpu_ns / 1e9, (unsigned long long) r->events, r->window_ns / 1e9);
+        fprintf(f, "\nsimulated in %.1f s wall, %.1f s CPU, %llu burst events (window %.1f s per step, vmmpower's %.1f s)\n",
+                r->wall_ns / 1e9, r->cpu_ns / 1e9, (unsigned long long) r->events, r->window_ns / 1e9,
+                r->vmm_window_ns / 1e9);
 }
 
 void sim_write_csv(const struct sim_result *r, const char *label, bool header, FILE *f)

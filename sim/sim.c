@@ -1133,6 +1133,7 @@ int sim_run(const struct sim_host *host, const struct sim_trace *tr, const struc
                 R.vmm_window_ns = fmin(fmax(R.window_ns, fmin(3.0 * (double) cfg->half_life_ns, VMM_WINDOW_MAX_NS)),
                                        (double) cfg->step_ns);
         res->window_ns = (nsec_t) R.window_ns;
+        res->vmm_window_ns = (nsec_t) R.vmm_window_ns;
         for (int p = 0; p < _SIM_POLICY_MAX; p++) {
                 res->p[p].interval_w = calloc(n_int, sizeof(double));
                 if (!res->p[p].interval_w) {

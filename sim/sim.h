@@ -75,7 +75,7 @@ struct sim_result {
         double demand_cpu_s;            /* total demand, CPU-seconds at the top level */
         uint64_t events;                /* burst simulation events */
         nsec_t cpu_ns, wall_ns;
-        nsec_t window_ns;
+        nsec_t window_ns, vmm_window_ns; /* burst window per step: baselines', vmmpower's */
         struct sim_policy_result p[_SIM_POLICY_MAX];
 };
 void sim_result_free(struct sim_result *r);
