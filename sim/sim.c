@@ -7,7 +7,8 @@
  *  - every vCPU's demand is the trace value of the current interval; the
  *    planner sees what the daemon's tracker would report: the work that ran in
  *    the previous period (the demand, scaled down where the CPU or pack set was
- *    over its level's capacity) decayed with LoadHalfLife (util_avg) and the
+ *    over its level's capacity), as is (util) and decayed with LoadHalfLife
+ *    (util_avg), and the
  *    run-queue wait measured by the burst simulation, of the last period
  *    (wait_ratio) and decayed with LoadHalfLife (wait_avg);
  *  - vmmpower calls plan_compute() through sim_plan_step() (the daemon's
@@ -97,8 +98,9 @@ int sim_plan_step(const struct em_host *h, const struct plan_policy *pol, const 
                 return -ENOMEM;
         /* Each sample as the tracker would hold it, through the daemon's own mapping. */
         for (size_t i = 0; i < n; i++) {
-                struct vcpu_load l = { .index = (int) s[i].index, .valid = true, .util_avg = s[i].util_avg,
-                                       .wait_ratio = s[i].wait_ratio, .wait_avg = s[i].wait_avg };
+                struct vcpu_load l = { .index = (int) s[i].index, .valid = true, .util = s[i].util_last,
+                                       .util_avg = s[i].util_avg, .wait_ratio = s[i].wait_ratio,
+                                       .wait_avg = s[i].wait_avg };
                 v[i] = plan_input_from_vcpu((pid_t) s[i].pid, &l, PLACE_PACK);
         }
         return plan_compute(h, pol, v, n, NULL, 0, prev, now, ret);
@@ -1179,6 +1181,7 @@ int sim_run(const struct sim_host *host, const struct sim_trace *tr, const struc
                          * last period (record_ran(); before the first plan, the demand) */
                         for (unsigned i = 0; i < R.nv; i++) {
                                 double ran = period_idx == 0 ? R.demand[i] : R.ps[SIM_VMM].ran[i];
+                                R.samples[i].util_last = ran;
                                 if (period_idx == 0)
                                         R.samples[i].util_avg = ran;
                                 else

@@ -100,13 +100,13 @@ int sim_binpack_bound_mw(const struct em_host *h, const double *demand, unsigned
 /*
  * One planning step exactly as the daemon's plan_period(): vCPU j of the VM
  * with QEMU pid pid[i] becomes key pid << 16 | j, vm pid, mode pack,
- * cur_cpu -1, util = decayed util, wait_ratio = last period's ratio, wait_avg = its
- * decayed average.
+ * cur_cpu -1, util = decayed util, util_last = the last period's, wait_ratio = last
+ * period's ratio, wait_avg = its decayed average.
  */
 struct sim_vcpu_sample {
         uint32_t pid;
         unsigned index;
-        double util_avg, wait_ratio, wait_avg;
+        double util_avg, util_last, wait_ratio, wait_avg;
 };
 int sim_plan_step(const struct em_host *h, const struct plan_policy *pol, const struct sim_vcpu_sample *s,
                   size_t n, const struct plan *prev, nsec_t now, struct plan **ret);

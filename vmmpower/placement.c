@@ -6,10 +6,13 @@
  * Algorithm, per control period (all of it pure arithmetic on the inputs):
  *
  *  1. Demand of a vCPU d = max(util, hint floor), plus its wait when it waits
- *     (plan_vcpu_wait: its decayed wait_avg over the budget, or one period's
- *     wait_ratio over WAIT_SEVERE_FACTOR = 4 times it; a 1 s period of 10 ms
- *     bursts holds few bursts, so one period's wait is noisy, and a plan that
- *     grew on it would shrink again after the dwell and grow again) and the
+ *     (plan_vcpu_wait: its decayed wait_avg over the budget; or one period's
+ *     wait_ratio over it when its CPU was overloaded in that period, its
+ *     last-period load over the packing headroom at the top level; or one
+ *     period's over WAIT_SEVERE_FACTOR = 4 times it.  On a CPU with room one
+ *     period's wait is noise: a 1 s period of 10 ms bursts holds few bursts,
+ *     and a plan that grew on it would shrink again after the dwell and grow
+ *     again) and the
  *     CPU it ran on in the previous plan was
  *     saturated (utilisation >= 90% of its capacity at the level it ran at,
  *     or the level headroom if higher: 95% by default,
@@ -106,9 +109,9 @@ const char *place_mode_to_string(enum place_mode m)
         return m < _PLACE_MODE_MAX ? n[m] : "?";
 }
 
-double plan_vcpu_wait(const struct plan_policy *pol, const struct plan_vcpu *v)
+double plan_vcpu_wait(const struct plan_policy *pol, const struct plan_vcpu *v, bool cpu_overloaded)
 {
-        if (v->wait_ratio > WAIT_SEVERE_FACTOR * pol->wait_budget)
+        if (v->wait_ratio > (cpu_overloaded ? 1.0 : WAIT_SEVERE_FACTOR) * pol->wait_budget)
                 return v->wait_ratio > 1.0 ? 1.0 : v->wait_ratio;
         if (v->wait_avg > pol->wait_budget)
                 return v->wait_avg > 1.0 ? 1.0 : v->wait_avg;
@@ -144,6 +147,7 @@ struct ws {
         double hfrac, lfrac, gain;
         bool race_to_idle;      /* can a higher level than needed ever cost less? */
         double *dem;            /* [nv] */
+        double *wait;           /* [nv] the wait it acts on (plan_vcpu_wait), 0 if none */
         uint8_t *boost;         /* [nv] */
         unsigned *sorted;       /* [nv] by demand desc, key asc */
         int *sib;               /* [n_cpus] SMT sibling or -1 */
@@ -180,6 +184,7 @@ struct ws {
 static void ws_free(struct ws *w)
 {
         free(w->dem);
+        free(w->wait);
         free(w->boost);
         free(w->sorted);
         free(w->sib);
@@ -260,17 +265,27 @@ static bool prev_compatible(const struct em_host *h, const struct plan *prev)
 }
 
 /*
- * Which waiting vCPUs' wait counts as demand (step 1): those that ran, in the
- * previous plan, on a CPU whose utilisation reached the saturation share of
- * its capacity at the level it ran at (of the core's, SmtGain x that, when
- * the sibling had work too); with pack sets, for a packed vCPU, whose set's
- * load reached it of the set's capacity, or whose own utilisation filled its
- * CPU.  The share is WAIT_SATURATED or the level headroom if higher: a CPU
- * planned up to 95% of its level is not short of capacity at 90%.  On a CPU
- * with spare capacity every runnable vCPU gets its work done within the
- * period: the wait is a delay, not more demand, and the measured utilisation
- * already is the demand.  A vCPU with no known
- * previous CPU (new, or no previous plan) is taken as saturated.
+ * The wait signals of step 1, from the previous plan's placement (map_previous)
+ * and the loads the vCPUs showed on it:
+ *  - w->wait[i], the wait vCPU i acts on (plan_vcpu_wait): its CPU counts as
+ *    overloaded when its load of the last period (util_last) was over the
+ *    packing headroom at the top level (a core with both threads busy: over
+ *    SmtGain x that; with pack sets, a packed vCPU's set over the set's top
+ *    capacity) — the overload cpu_overloaded() sees in the decayed load, seen
+ *    one period early;
+ *  - dem_out[i], whether that wait counts as demand: the vCPU ran on a CPU
+ *    whose decayed utilisation reached the saturation share of its capacity
+ *    at the level it ran at (of the core's, SmtGain x that, when the sibling
+ *    had work too); with pack sets, for a packed vCPU, whose set's load
+ *    reached it of the set's capacity, or whose own utilisation filled its
+ *    CPU.  The share is WAIT_SATURATED or the level headroom if higher: a CPU
+ *    planned up to 95% of its level is not short of capacity at 90%.  On a
+ *    CPU with spare capacity every runnable vCPU gets its work done within
+ *    the period: the wait is a delay, not more demand, and the measured
+ *    utilisation already is the demand.
+ * A vCPU with no known previous CPU (new, or no previous plan) is taken as
+ * saturated and its CPU as not overloaded (its decayed wait, or a severe one,
+ * still counts).
  */
 #define WAIT_SATURATED 0.9
 
@@ -285,35 +300,53 @@ static double prev_cap(const struct em_host *h, const struct plan *prev, int c)
         return (double) plan_cpu_capacity(h, prev, c) / EM_CAPACITY_SCALE;
 }
 
-static int wait_is_demand(const struct ws *w, const struct plan *prev, uint8_t *out)
+/* Load of each CPU and of each LLC's pack set (pack_sets), capacity of the sets at the previous levels
+ * and at the top level. */
+struct prev_loads {
+        double *u, *ul;                 /* [n_cpus] decayed and last-period utilisation */
+        double *set_u, *set_ul;         /* [n_llcs] */
+        double *set_cap, *set_top;      /* [n_llcs] */
+};
+
+static int wait_signals(struct ws *w, const struct plan *prev, uint8_t *dem_out)
 {
         const struct em_host *h = w->h;
+        const unsigned nl = h->n_llcs ? h->n_llcs : 1;
+        const double top = (double) em_capacity(&h->model, h->model.n_levels - 1u) / EM_CAPACITY_SCALE;
         _cleanup_free_ int *from = NULL;
-        _cleanup_free_ double *u = NULL, *set_u = NULL, *set_cap = NULL;
+        _cleanup_free_ double *buf = NULL;
         _cleanup_free_ uint8_t *in_set = NULL;
-        double sat = MAX(WAIT_SATURATED, w->lfrac);
+        struct prev_loads L;
+        double sat = MAX(WAIT_SATURATED, w->lfrac), hot_share = w->hfrac;
+        bool any = false;
         int r;
 
-        bool any = false;
-
         for (size_t i = 0; i < w->nv; i++) {
-                out[i] = 1;
-                any |= plan_vcpu_wait(w->pol, &w->v[i]) > 0.0;
+                dem_out[i] = 1;
+                w->wait[i] = plan_vcpu_wait(w->pol, &w->v[i], false);
+                any |= plan_vcpu_wait(w->pol, &w->v[i], true) > 0.0;
         }
         if (!any || !prev_compatible(h, prev))
                 return 0;
         from = malloc((w->nv ? w->nv : 1) * sizeof(int));
-        u = calloc(h->n_cpus, sizeof(double));
-        if (!from || !u)
+        buf = calloc(2 * (size_t) h->n_cpus + 4 * (size_t) nl, sizeof(double));
+        if (!from || !buf)
                 return -ENOMEM;
+        L = (struct prev_loads) { .u = buf, .ul = buf + h->n_cpus, .set_u = buf + 2 * h->n_cpus,
+                                  .set_ul = buf + 2 * h->n_cpus + nl, .set_cap = buf + 2 * h->n_cpus + 2 * nl,
+                                  .set_top = buf + 2 * h->n_cpus + 3 * nl };
         r = map_previous(w, prev, from);
         if (r < 0)
                 return r;
         for (size_t i = 0; i < w->nv; i++) {
                 int c = w->v[i].mode == PLACE_EXCLUDE ? (cpu_ok(h, w->v[i].cur_cpu) ? w->v[i].cur_cpu : -1) : from[i];
-                double x = w->v[i].util;
-                if (c >= 0 && x > 0.0) /* also drops NaN */
-                        u[c] += MIN(x, 1.0);
+                double x = w->v[i].util, y = w->v[i].util_last;
+                if (c < 0)
+                        continue;
+                if (x > 0.0) /* also drops NaN */
+                        L.u[c] += MIN(x, 1.0);
+                if (y > 0.0)
+                        L.ul[c] += MIN(y, 1.0);
         }
         /*
          * With pack sets the kernel spreads a set's load over its CPUs: a packed vCPU's
@@ -322,10 +355,8 @@ static int wait_is_demand(const struct ws *w, const struct plan *prev, uint8_t *
          * set), or when the vCPU alone fills its CPU.
          */
         if (!w->pol->pin_single_cpu) {
-                set_u = calloc(h->n_llcs ? h->n_llcs : 1, sizeof(double));
-                set_cap = calloc(h->n_llcs ? h->n_llcs : 1, sizeof(double));
                 in_set = calloc(h->n_cpus, 1);
-                if (!set_u || !set_cap || !in_set)
+                if (!in_set)
                         return -ENOMEM;
                 for (size_t i = 0; i < w->nv; i++)
                         if (w->v[i].mode == PLACE_PACK && from[i] >= 0)
@@ -335,24 +366,33 @@ static int wait_is_demand(const struct ws *w, const struct plan *prev, uint8_t *
                                 continue;
                         unsigned g = h->cores[h->cpu_core[c]].llc;
                         int s = w->sib[c];
-                        double cap = prev_cap(h, prev, c);
-                        set_u[g] += u[c];
-                        set_cap[g] += s >= 0 && in_set[s] ? cap * w->gain / 2.0 : cap;
+                        double share = s >= 0 && in_set[s] ? w->gain / 2.0 : 1.0;
+                        L.set_u[g] += L.u[c];
+                        L.set_ul[g] += L.ul[c];
+                        L.set_cap[g] += prev_cap(h, prev, c) * share;
+                        L.set_top[g] += top * share;
                 }
         }
         for (size_t i = 0; i < w->nv; i++) {
                 int c = from[i], s;
                 double cap;
+                bool hot;
                 if (c < 0)
                         continue;
                 cap = prev_cap(h, prev, c);
                 if (in_set && w->v[i].mode == PLACE_PACK) {
                         unsigned g = h->cores[h->cpu_core[c]].llc;
-                        out[i] = MIN(w->v[i].util, 1.0) >= sat * cap - EPS || set_u[g] >= sat * set_cap[g] - EPS;
-                        continue;
+                        dem_out[i] = MIN(w->v[i].util, 1.0) >= sat * cap - EPS || L.set_u[g] >= sat * L.set_cap[g] - EPS;
+                        hot = L.set_ul[g] >= hot_share * L.set_top[g] - EPS;
+                } else {
+                        s = w->sib[c];
+                        dem_out[i] = L.u[c] >= sat * cap - EPS ||
+                                     (s >= 0 && L.u[s] > 0.0 && L.u[c] + L.u[s] >= sat * cap * w->gain - EPS);
+                        hot = L.ul[c] >= hot_share * top - EPS ||
+                              (s >= 0 && L.ul[s] > 0.0 && L.ul[c] + L.ul[s] >= hot_share * top * w->gain - EPS);
                 }
-                s = w->sib[c];
-                out[i] = u[c] >= sat * cap - EPS || (s >= 0 && u[s] > 0.0 && u[c] + u[s] >= sat * cap * w->gain - EPS);
+                if (hot)
+                        w->wait[i] = plan_vcpu_wait(w->pol, &w->v[i], true);
         }
         return 0;
 }
@@ -374,6 +414,7 @@ static int ws_init(struct ws *w, const struct em_host *h, const struct plan_poli
         w->lfrac = pol->level_headroom_pct / 100.0;
         w->gain = h->model.smt_gain_permille / 1000.0;
         w->dem = calloc(nv1, sizeof(double));
+        w->wait = calloc(nv1, sizeof(double));
         w->boost = calloc(nv1, 1);
         w->sorted = calloc(nv1, sizeof(unsigned));
         w->assign = calloc(nv1, sizeof(int));
@@ -406,7 +447,7 @@ static int ws_init(struct ws *w, const struct em_host *h, const struct plan_poli
         w->leaf0 = (w->segn - 1) / 3;
         w->seg = malloc((w->leaf0 + w->segn) * sizeof(double));
         w->cpu_pos = malloc(n * sizeof(int));
-        if (!w->dem || !w->boost || !w->sorted || !w->assign || !w->sib || !w->work || !w->base_work || !w->nvc ||
+        if (!w->dem || !w->wait || !w->boost || !w->sorted || !w->assign || !w->sib || !w->work || !w->base_work || !w->nvc ||
             !w->base_nvc || !w->resv || !w->cpu_boost || !w->in_set || !w->set_level || !w->set_load || !w->large || !w->cpu_large ||
             !w->set_lambda || !w->set_done || !w->set_flat || !w->set_free || !w->ework || !w->fixed || !w->active || !w->lat || !w->level || !w->fdom_start ||
             !w->fdom_cores || !w->spread_cores || !w->seg || !w->cpu_pos)
@@ -441,7 +482,7 @@ static int ws_init(struct ws *w, const struct em_host *h, const struct plan_poli
         wdem = malloc(nv1);
         if (!wdem)
                 return -ENOMEM;
-        r = wait_is_demand(w, prev, wdem);
+        r = wait_signals(w, prev, wdem);
         if (r < 0)
                 return r;
         _cleanup_free_ unsigned *hidx = n_hints ? malloc(n_hints * sizeof(unsigned)) : NULL;
@@ -470,7 +511,7 @@ static int ws_init(struct ws *w, const struct em_host *h, const struct plan_poli
                         w->boost[i] |= hn->boost;
                 }
                 if (wdem[i])
-                        d += plan_vcpu_wait(pol, &v[i]);
+                        d += w->wait[i];
                 w->dem[i] = d > 1.0 ? 1.0 : d;
                 w->sorted[i] = (unsigned) i;
         }
@@ -1586,7 +1627,7 @@ int plan_compute(const struct em_host *h, const struct plan_policy *pol, const s
                         int c = w.assign[i];
                         if (v[i].mode == PLACE_EXCLUDE || c < 0)
                                 continue;
-                        if (plan_vcpu_wait(pol, &v[i]) > 0.0 || cpu_overloaded(&w, c)) {
+                        if (w.wait[i] > 0.0 || cpu_overloaded(&w, c)) {
                                 grew = true;
                                 touch_core(&w, touched, c);
                         }
@@ -1598,7 +1639,7 @@ int plan_compute(const struct em_host *h, const struct plan_policy *pol, const s
                         for (unsigned pass = 0; pass < 2; pass++)
                                 for (size_t s = 0; s < n_v; s++) {
                                         unsigned i = w.sorted[s];
-                                        bool waits = plan_vcpu_wait(pol, &v[i]) > 0.0;
+                                        bool waits = w.wait[i] > 0.0;
                                         if (v[i].mode == PLACE_EXCLUDE || w.assign[i] < 0)
                                                 continue;
                                         if ((pass == 0) != waits)
@@ -1610,7 +1651,7 @@ int plan_compute(const struct em_host *h, const struct plan_policy *pol, const s
                         for (size_t s = 0; s < np; s++) {
                                 unsigned i = prio[s];
                                 int src = w.assign[i], dst = -1;
-                                bool waits = plan_vcpu_wait(pol, &v[i]) > 0.0;
+                                bool waits = w.wait[i] > 0.0;
                                 if (!waits && !cpu_overloaded(&w, src))
                                         continue; /* relieved by earlier moves */
                                 if (pol->max_moves && moves >= pol->max_moves) {

@@ -34,6 +34,7 @@ struct plan_vcpu {
         uint32_t vm;           /* VM identity */
         enum place_mode mode;
         double util;           /* frequency-invariant utilisation, 1.0 = one CPU at the top level */
+        double util_last;      /* the same, of the last period alone (the tracker's util) */
         double wait_ratio;     /* run-queue wait / wall time in the last period */
         double wait_avg;       /* the same, decayed average (the tracker's wait_avg, LoadHalfLife) */
         int cur_cpu;           /* where it runs now if known, else -1 */
@@ -48,17 +49,21 @@ struct plan_hint {
 
 /*
  * A vCPU "waits" (plan_vcpu_wait) when its decayed wait is over the budget, or
- * when one period's wait is over this many times the budget: the decay keeps a
- * period's noise (a 1 s period of 10 ms bursts holds few of them) from
- * growing the plan, the factor keeps a sudden long wait from waiting for it.
+ * when one period's wait is over the budget and its CPU was overloaded in that
+ * period (its last-period load over the packing headroom at the top level:
+ * the wait of a busy neighbour, the overload to grow on at once), or when one
+ * period's wait is over this many times the budget (a sudden long wait, also
+ * from load outside the plan).  The decay keeps one period's wait on a CPU
+ * with room (a 1 s period of 10 ms bursts holds few of them; a guest's own
+ * forks) from growing the plan, to shrink again after the dwell.
  */
 #define WAIT_SEVERE_FACTOR 4.0
 
 struct plan_policy {
         uint32_t headroom_pct;          /* utilisation of an active CPU <= this % of its capacity (80) */
         uint32_t level_headroom_pct;    /* a domain's level holds its CPUs' load within this % of capacity (95) */
-        double wait_budget;             /* wait_avg above this, or wait_ratio above WAIT_SEVERE_FACTOR x
-                                         * this, forces growth at once (0.05) */
+        double wait_budget;             /* wait_avg above this, or wait_ratio above it on an overloaded CPU
+                                         * or above WAIT_SEVERE_FACTOR x it, forces growth at once (0.05) */
         nsec_t shrink_dwell_ns;         /* a saving must be predicted this long before moving (10 s) */
         nsec_t period_ns;               /* control period (1 s) */
         unsigned max_moves;             /* vCPU moves per period, 0 = unlimited (16) */
@@ -66,9 +71,10 @@ struct plan_policy {
         bool pin_single_cpu;            /* pin a packed vCPU to its one CPU, not its LLC's pack set */
 };
 void plan_policy_defaults(struct plan_policy *p);
-/* The wait the planner acts on: wait_ratio when over WAIT_SEVERE_FACTOR x the budget, else wait_avg when
- * over the budget, else 0 (not waiting).  NaN reads as 0. */
-double plan_vcpu_wait(const struct plan_policy *pol, const struct plan_vcpu *v);
+/* The wait the planner acts on: wait_ratio when over the budget and cpu_overloaded (its CPU's last-period
+ * load over the packing headroom at the top level) or over WAIT_SEVERE_FACTOR x the budget, else wait_avg
+ * when over the budget, else 0 (not waiting).  NaN reads as 0. */
+double plan_vcpu_wait(const struct plan_policy *pol, const struct plan_vcpu *v, bool cpu_overloaded);
 
 enum plan_decision {
         PLAN_INITIAL,          /* no previous plan: the target is applied */

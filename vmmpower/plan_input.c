@@ -28,6 +28,7 @@ struct plan_vcpu plan_input_from_vcpu(pid_t pid, const struct vcpu_load *v, enum
                 .vm = (uint32_t) pid,
                 .mode = mode,
                 .util = v->util_avg,
+                .util_last = v->util,
                 .wait_ratio = v->wait_ratio,
                 .wait_avg = v->wait_avg,
                 .cur_cpu = -1,

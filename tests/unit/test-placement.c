@@ -784,8 +784,10 @@ static void test_hysteresis(void **state)
 
 /*
  * The wait that grows the plan (plan_vcpu_wait): the decayed wait over the
- * budget, or one period's over WAIT_SEVERE_FACTOR x the budget.  One noisy
- * period between the two leaves the packed plan as it is.
+ * budget; one period's over the budget when the CPU was overloaded in that
+ * period (last-period load over the packing headroom); one period's over
+ * WAIT_SEVERE_FACTOR x the budget.  One noisy period on a CPU with room leaves
+ * the packed plan as it is.
  */
 static void test_wait_filter(void **state)
 {
@@ -795,14 +797,17 @@ static void test_wait_filter(void **state)
         struct plan *p0 = NULL, *p1 = NULL;
         const double b = 0.05;
         const struct {
-                double ratio, avg;
+                double ratio, avg, last; /* v[3]'s wait_ratio, wait_avg; every vCPU's util_last */
                 bool grows;
         } cases[] = {
-                { 3.0 * b, 0.4 * b, false },   /* one period at 3x the budget: noise */
-                { 0.9 * WAIT_SEVERE_FACTOR * b, 0.9 * b, false },
-                { 1.1 * WAIT_SEVERE_FACTOR * b, 0.4 * b, true }, /* one period at 4.4x: at once */
-                { 0.5 * b, 1.2 * b, true },    /* the decayed wait over the budget */
-                { NAN, NAN, false },
+                { 3.0 * b, 0.4 * b, 0.05, false },   /* one period at 3x the budget, room: noise */
+                { 3.0 * b, 0.4 * b, 0.5, true },     /* the same on CPUs the last period overloaded */
+                { 1.1 * b, 0.4 * b, 0.5, true },     /* just over the budget, overloaded */
+                { 0.9 * b, 0.4 * b, 0.5, false },    /* overloaded, no wait over the budget */
+                { 0.9 * WAIT_SEVERE_FACTOR * b, 0.9 * b, 0.05, false },
+                { 1.1 * WAIT_SEVERE_FACTOR * b, 0.4 * b, 0.05, true }, /* one period at 4.4x: at once */
+                { 0.5 * b, 1.2 * b, 0.05, true },    /* the decayed wait over the budget */
+                { NAN, NAN, NAN, false },
         };
 
         load_host("epyc-genoa-1s", "epyc-genoa", &f);
@@ -810,13 +815,16 @@ static void test_wait_filter(void **state)
         pol.wait_budget = b;
         pol.max_moves = 0;
         for (unsigned i = 0; i < 12; i++)
-                v[i] = (struct plan_vcpu) { .key = 700 + i, .vm = 1 + i / 4, .util = 0.05, .cur_cpu = -1 };
+                v[i] = (struct plan_vcpu) { .key = 700 + i, .vm = 1 + i / 4, .util = 0.05, .util_last = 0.05,
+                                            .cur_cpu = -1 };
         assert_int_equal(plan_compute(f.h, &pol, v, 12, NULL, 0, NULL, 0, &p0), 0);
         assert_true(n_active_cpus(p0) < 12); /* packed: the vCPUs share CPUs */
         for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
                 v[3].wait_ratio = cases[k].ratio;
                 v[3].wait_avg = cases[k].avg;
-                assert_true((plan_vcpu_wait(&pol, &v[3]) > 0.0) == cases[k].grows);
+                for (unsigned i = 0; i < 12; i++)
+                        v[i].util_last = cases[k].last;
+                assert_true((plan_vcpu_wait(&pol, &v[3], cases[k].last > 0.3) > 0.0) == cases[k].grows);
                 assert_int_equal(plan_compute(f.h, &pol, v, 12, NULL, 0, p0, NSEC_PER_SEC, &p1), 0);
                 if (cases[k].grows) {
                         assert_int_equal(p1->why.decision, PLAN_GROW);
@@ -831,10 +839,14 @@ static void test_wait_filter(void **state)
         /* the wait counted as demand is the one that triggered */
         v[3].wait_ratio = 0.3;
         v[3].wait_avg = 0.02;
-        assert_true(fabs(plan_vcpu_wait(&pol, &v[3]) - 0.3) < 1e-12);
+        assert_true(fabs(plan_vcpu_wait(&pol, &v[3], false) - 0.3) < 1e-12);
         v[3].wait_ratio = 0.1;
         v[3].wait_avg = 0.07;
-        assert_true(fabs(plan_vcpu_wait(&pol, &v[3]) - 0.07) < 1e-12);
+        assert_true(fabs(plan_vcpu_wait(&pol, &v[3], false) - 0.07) < 1e-12);
+        assert_true(fabs(plan_vcpu_wait(&pol, &v[3], true) - 0.1) < 1e-12);
+        v[3].wait_avg = 0.02;
+        assert_true(fabs(plan_vcpu_wait(&pol, &v[3], true) - 0.1) < 1e-12);
+        assert_true(plan_vcpu_wait(&pol, &v[3], false) == 0.0);
         plan_free(p0);
         free_host(&f);
         (void) state;

@@ -289,13 +289,17 @@ static void test_same_plan_as_daemon(void **state)
                                 s[i] = (struct sim_vcpu_sample) {
                                         .pid = 4000 + (uint32_t) (i / 4) * 7, .index = (unsigned) (i % 4),
                                         .util_avg = rng_unit(&rng) * (period % 20 < 10 ? 0.3 : 0.05),
-                                        /* one period's wait (noise, or over WAIT_SEVERE_FACTOR x the
-                                         * budget) and the decayed one, each over the budget now and then */
-                                        .wait_ratio = rng_unit(&rng) < 0.05 ? 0.3 : 0.04,
+                                        /* one period's wait (noise; over the budget, which counts on a
+                                         * CPU the period overloaded; over WAIT_SEVERE_FACTOR x it) and
+                                         * the decayed one, each over the budget now and then */
+                                        .wait_ratio = rng_unit(&rng) < 0.05 ? 0.3 : rng_unit(&rng) < 0.2 ? 0.07 : 0.04,
                                         .wait_avg = rng_unit(&rng) < 0.05 ? 0.08 : 0.01,
                                 };
+                                /* the last period's load, now and then a jump */
+                                s[i].util_last = rng_unit(&rng) < 0.1 ? 0.9 : s[i].util_avg;
                                 vl[i] = (struct vcpu_load) { .index = (int) s[i].index, .tid = (pid_t) (9000 + i),
-                                                             .valid = true, .util_avg = s[i].util_avg,
+                                                             .valid = true, .util = s[i].util_last,
+                                                             .util_avg = s[i].util_avg,
                                                              .wait_ratio = s[i].wait_ratio,
                                                              .wait_avg = s[i].wait_avg };
                         }
