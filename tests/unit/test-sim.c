@@ -310,6 +310,10 @@ static void test_same_plan_as_daemon(void **state)
                                 vmp[k] = &vms[k];
                         }
                         assert_int_equal(plan_inputs_from_vms(vmp, n / 4, NULL, v), n);
+                        for (size_t i = 0; i < n; i++) { /* the tracker's fields, each where the planner reads it */
+                                assert_true(v[i].util == vl[i].util_avg && v[i].util_last == vl[i].util);
+                                assert_true(v[i].wait_ratio == vl[i].wait_ratio && v[i].wait_avg == vl[i].wait_avg);
+                        }
                         assert_int_equal(plan_compute(h.em, &pd, v, n, NULL, 0, pa, now, &na), 0);
                         assert_int_equal(sim_plan_step(h.em, &ps, s, n, pb, now, &nb), 0);
                         if (!plan_equal(na, nb))
