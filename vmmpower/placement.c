@@ -300,13 +300,12 @@ static double prev_cap(const struct em_host *h, const struct plan *prev, int c)
         return (double) plan_cpu_capacity(h, prev, c) / EM_CAPACITY_SCALE;
 }
 
-/* Load of each CPU and of each LLC's pack set (pack_sets), capacity of the sets at the previous levels
- * and at the top level. */
-struct prev_loads {
-        double *u, *ul;                 /* [n_cpus] decayed and last-period utilisation */
-        double *set_u, *set_ul;         /* [n_llcs] */
-        double *set_cap, *set_top;      /* [n_llcs] */
-};
+/* Is CPU c's load u[c] at least limit (a core with both threads loaded: SmtGain x limit)? */
+static bool cpu_load_reaches(const struct ws *w, const double *u, int c, double limit)
+{
+        int s = w->sib[c];
+        return u[c] >= limit - EPS || (s >= 0 && u[s] > 0.0 && u[c] + u[s] >= limit * w->gain - EPS);
+}
 
 static int wait_signals(struct ws *w, const struct plan *prev, uint8_t *dem_out)
 {
@@ -314,9 +313,11 @@ static int wait_signals(struct ws *w, const struct plan *prev, uint8_t *dem_out)
         const unsigned nl = h->n_llcs ? h->n_llcs : 1;
         const double top = (double) em_capacity(&h->model, h->model.n_levels - 1u) / EM_CAPACITY_SCALE;
         _cleanup_free_ int *from = NULL;
-        _cleanup_free_ double *buf = NULL;
+        /* decayed and last-period load per CPU and per LLC's pack set; set capacity at the previous
+         * levels and at the top level */
+        _cleanup_free_ double *u = NULL, *ul = NULL, *set_u = NULL, *set_ul = NULL, *set_cap = NULL,
+                              *set_top = NULL;
         _cleanup_free_ uint8_t *in_set = NULL;
-        struct prev_loads L;
         double sat = MAX(WAIT_SATURATED, w->lfrac), hot_share = w->hfrac;
         bool any = false;
         int r;
@@ -329,12 +330,10 @@ static int wait_signals(struct ws *w, const struct plan *prev, uint8_t *dem_out)
         if (!any || !prev_compatible(h, prev))
                 return 0;
         from = malloc((w->nv ? w->nv : 1) * sizeof(int));
-        buf = calloc(2 * (size_t) h->n_cpus + 4 * (size_t) nl, sizeof(double));
-        if (!from || !buf)
+        u = calloc(h->n_cpus, sizeof(double));
+        ul = calloc(h->n_cpus, sizeof(double));
+        if (!from || !u || !ul)
                 return -ENOMEM;
-        L = (struct prev_loads) { .u = buf, .ul = buf + h->n_cpus, .set_u = buf + 2 * h->n_cpus,
-                                  .set_ul = buf + 2 * h->n_cpus + nl, .set_cap = buf + 2 * h->n_cpus + 2 * nl,
-                                  .set_top = buf + 2 * h->n_cpus + 3 * nl };
         r = map_previous(w, prev, from);
         if (r < 0)
                 return r;
@@ -344,9 +343,9 @@ static int wait_signals(struct ws *w, const struct plan *prev, uint8_t *dem_out)
                 if (c < 0)
                         continue;
                 if (x > 0.0) /* also drops NaN */
-                        L.u[c] += MIN(x, 1.0);
+                        u[c] += MIN(x, 1.0);
                 if (y > 0.0)
-                        L.ul[c] += MIN(y, 1.0);
+                        ul[c] += MIN(y, 1.0);
         }
         /*
          * With pack sets the kernel spreads a set's load over its CPUs: a packed vCPU's
@@ -356,7 +355,11 @@ static int wait_signals(struct ws *w, const struct plan *prev, uint8_t *dem_out)
          */
         if (!w->pol->pin_single_cpu) {
                 in_set = calloc(h->n_cpus, 1);
-                if (!in_set)
+                set_u = calloc(nl, sizeof(double));
+                set_ul = calloc(nl, sizeof(double));
+                set_cap = calloc(nl, sizeof(double));
+                set_top = calloc(nl, sizeof(double));
+                if (!in_set || !set_u || !set_ul || !set_cap || !set_top)
                         return -ENOMEM;
                 for (size_t i = 0; i < w->nv; i++)
                         if (w->v[i].mode == PLACE_PACK && from[i] >= 0)
@@ -367,14 +370,14 @@ static int wait_signals(struct ws *w, const struct plan *prev, uint8_t *dem_out)
                         unsigned g = h->cores[h->cpu_core[c]].llc;
                         int s = w->sib[c];
                         double share = s >= 0 && in_set[s] ? w->gain / 2.0 : 1.0;
-                        L.set_u[g] += L.u[c];
-                        L.set_ul[g] += L.ul[c];
-                        L.set_cap[g] += prev_cap(h, prev, c) * share;
-                        L.set_top[g] += top * share;
+                        set_u[g] += u[c];
+                        set_ul[g] += ul[c];
+                        set_cap[g] += prev_cap(h, prev, c) * share;
+                        set_top[g] += top * share;
                 }
         }
         for (size_t i = 0; i < w->nv; i++) {
-                int c = from[i], s;
+                int c = from[i];
                 double cap;
                 bool hot;
                 if (c < 0)
@@ -382,14 +385,11 @@ static int wait_signals(struct ws *w, const struct plan *prev, uint8_t *dem_out)
                 cap = prev_cap(h, prev, c);
                 if (in_set && w->v[i].mode == PLACE_PACK) {
                         unsigned g = h->cores[h->cpu_core[c]].llc;
-                        dem_out[i] = MIN(w->v[i].util, 1.0) >= sat * cap - EPS || L.set_u[g] >= sat * L.set_cap[g] - EPS;
-                        hot = L.set_ul[g] >= hot_share * L.set_top[g] - EPS;
+                        dem_out[i] = MIN(w->v[i].util, 1.0) >= sat * cap - EPS || set_u[g] >= sat * set_cap[g] - EPS;
+                        hot = set_ul[g] >= hot_share * set_top[g] - EPS;
                 } else {
-                        s = w->sib[c];
-                        dem_out[i] = L.u[c] >= sat * cap - EPS ||
-                                     (s >= 0 && L.u[s] > 0.0 && L.u[c] + L.u[s] >= sat * cap * w->gain - EPS);
-                        hot = L.ul[c] >= hot_share * top - EPS ||
-                              (s >= 0 && L.ul[s] > 0.0 && L.ul[c] + L.ul[s] >= hot_share * top * w->gain - EPS);
+                        dem_out[i] = cpu_load_reaches(w, u, c, sat * cap);
+                        hot = cpu_load_reaches(w, ul, c, hot_share * top);
                 }
                 if (hot)
                         w->wait[i] = plan_vcpu_wait(w->pol, &w->v[i], true);
