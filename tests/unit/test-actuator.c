@@ -125,7 +125,19 @@ static void worker_stop(struct worker *w)
         w->stop = true;
         pthread_cond_broadcast(&w->c);
         pthread_mutex_unlock(&w->m);
-        pthread_join(w->th, NULL);
+        assert_int_equal(pthread_join(w->th, NULL), 0);
+        /*
+         * pthread_join() returns when the kernel clears the tid (at mm
+         * release), a little before it releases the task: until then
+         * /proc/self/task/<tid> is still there.  The tests that follow
+         * expect an exited thread to be gone, so wait for that (up to 5 s).
+         */
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/self/task/%d", (int) w->tid);
+        for (int i = 0; i < 5000 && access(path, F_OK) == 0; i++)
+                usleep(1000);
+        if (access(path, F_OK) == 0)
+                fail_msg("thread %d still in /proc/self/task 5 s after pthread_join()", (int) w->tid);
 }
 
 static void affinity_of(pid_t tid, char *buf, size_t size)
