@@ -127,6 +127,7 @@ class DaemonWithGuests(unittest.TestCase):
         # One idle-state series per cpuidle state the host has, named as sysfs names it:
         # two on a haltpoll host, none where the cpuidle driver is "none" (no states).
         self.assertIn("# TYPE vmmpower_cpu_idle_state_seconds_total counter", text)
+        counts = []
         for cpu in (0, 1):
             want = set()
             for st in glob.glob("/sys/devices/system/cpu/cpu%d/cpuidle/state[0-9]*/name" % cpu):
@@ -135,7 +136,8 @@ class DaemonWithGuests(unittest.TestCase):
             got = set(re.findall(r'^vmmpower_cpu_idle_state_seconds_total\{cpu="%d",state="([^"]+)"\} [0-9.]+$' % cpu,
                                  text, re.M))
             self.assertEqual(got, want, "idle-state series of cpu %d" % cpu)
-        log("metrics: idle-state series for %d states on cpu0, as in sysfs" % len(got))
+            counts.append(len(got))
+        log("metrics: idle-state series for %s states on cpus 0, 1, as in sysfs" % counts)
 
     def test_3_plan_covers_every_vcpu(self):
         """The plan places every measured vCPU on an online pCPU, its best placement
