@@ -14,6 +14,10 @@
 #include "evsim.h"
 
 #define DONE_EPS_NS 1e-3
+/* Linux's sysctl_sched_migration_cost (kernel/sched/fair.c): newidle balancing is skipped on
+ * a CPU whose average idle time is below it; avg_idle is capped at twice it (the kernel's
+ * 2 x max_idle_balance_cost, which starts at this value) and starts there. */
+#define MIGRATION_COST_NS 500e3
 
 void wait_hist_add(struct wait_hist *w, double ns)
 {
@@ -66,6 +70,8 @@ struct ev_cpu {
         unsigned *q;         /* runnable vCPUs */
         double last;
         double speed;        /* capacity / 1024 at its level */
+        double idle_since;   /* when its run queue went empty (valid while n == 0) */
+        double avg_idle;     /* the kernel's rq->avg_idle: mean idle time, 1/8 per sample */
         int core, sib;
 };
 
@@ -414,6 +420,13 @@ static int vcpu_wake(struct ev_ws *w, const struct ev_input *in, struct ev_outpu
                 }
         }
         core_advance(w, (unsigned) cpu, t);
+        if (w->c[cpu].n == 0) {
+                /* ttwu_do_activate(): the CPU's idle time so far is a sample of avg_idle */
+                struct ev_cpu *c = &w->c[cpu];
+                c->avg_idle += (t - c->idle_since - c->avg_idle) / 8.0;
+                if (c->avg_idle > 2.0 * MIGRATION_COST_NS)
+                        c->avg_idle = 2.0 * MIGRATION_COST_NS;
+        }
         out->wakeups++;
         v->ep_wait = 0;
         v->ep_lat = 0;
@@ -453,10 +466,62 @@ static void episode_end(struct ev_ws *w, struct ev_output *out, unsigned id, dou
         v->ep_lat = 0;
 }
 
-static void cpu_complete(struct ev_ws *w, struct ev_output *out, unsigned cpu, double t)
+/*
+ * Newidle balancing (the kernel's newidle_balance()/sched_balance_newidle(), run when a
+ * CPU's run queue goes empty): unless the CPU's avg_idle is below the migration cost, it
+ * pulls a runnable vCPU that is waiting on the busiest allowed CPU of its LLC (the one
+ * with most runnable vCPUs, at least 2; the lowest-numbered on a tie) — the vCPU queued
+ * last there, unless pinned.  A pull is a migration.  Returns whether it pulled.
+ */
+static int newidle_pull(struct ev_ws *w, const struct ev_input *in, struct ev_output *out, unsigned cpu, double t,
+                        bool *pulled)
+{
+        const struct em_host *h = w->h;
+        const struct em_group *g = &h->llcs[h->cores[w->c[cpu].core].llc];
+        int src = -1;
+
+        *pulled = false;
+        if (!in->wake_balance || !cpu_allowed(in, (int) cpu) || w->c[cpu].avg_idle < MIGRATION_COST_NS)
+                return 0;
+        for (unsigned k = g->first; k < g->end; k++)
+                for (unsigned th = 0; th < h->cores[k].n_threads; th++) {
+                        int c = h->cores[k].cpu[th];
+                        if (c == (int) cpu || !cpu_allowed(in, c) || w->c[c].n < 2)
+                                continue;
+                        if (src < 0 || w->c[c].n > w->c[src].n || (w->c[c].n == w->c[src].n && c < src))
+                                src = c;
+                }
+        if (src < 0)
+                return 0;
+        struct ev_cpu *s = &w->c[src];
+        for (unsigned j = s->n; j-- > 0;) {
+                unsigned id = s->q[j];
+                if (in->pinned && in->pinned[id])
+                        continue;
+                core_advance(w, (unsigned) src, t);
+                core_advance(w, cpu, t);
+                memmove(&s->q[j], &s->q[j + 1], (s->n - j - 1) * sizeof(*s->q));
+                s->n--;
+                if (core_idle(w, cpu))
+                        core_busy_change(w, (unsigned) w->c[cpu].core, true, t);
+                if (cpu_push(w, cpu, id) < 0)
+                        return -ENOMEM;
+                w->v[id].cpu = (int) cpu;
+                out->migrations++;
+                out->idle_pulls++;
+                core_schedule(w, (unsigned) src);
+                core_schedule(w, cpu);
+                *pulled = true;
+                return 0;
+        }
+        return 0;
+}
+
+static int cpu_complete(struct ev_ws *w, const struct ev_input *in, struct ev_output *out, unsigned cpu, double t)
 {
         struct ev_cpu *c = &w->c[cpu];
-        bool was_busy = !core_idle(w, cpu);
+        bool was_busy = !core_idle(w, cpu), pulled = false;
+        int r;
 
         core_advance(w, cpu, t);
         for (unsigned i = 0; i < c->n;) {
@@ -467,9 +532,18 @@ static void cpu_complete(struct ev_ws *w, struct ev_output *out, unsigned cpu, d
                 } else
                         i++;
         }
-        if (was_busy && core_idle(w, cpu))
-                core_busy_change(w, (unsigned) c->core, false, t);
+        if (c->n == 0) {
+                c->idle_since = t;
+                if (was_busy && core_idle(w, cpu))
+                        core_busy_change(w, (unsigned) c->core, false, t);
+                r = newidle_pull(w, in, out, cpu, t, &pulled);
+                if (r < 0)
+                        return r;
+                if (pulled)
+                        return 0;
+        }
         core_schedule(w, cpu);
+        return 0;
 }
 
 int ev_run(struct ev_ws *w, const struct ev_input *in, struct ev_output *out)
@@ -490,6 +564,8 @@ int ev_run(struct ev_ws *w, const struct ev_input *in, struct ev_output *out)
                 int core = h->cpu_core[i];
                 w->c[i].n = 0;
                 w->c[i].last = 0;
+                w->c[i].idle_since = -1e18;
+                w->c[i].avg_idle = 2.0 * MIGRATION_COST_NS;
                 w->c[i].speed = core >= 0 ? em_capacity(&h->model, in->fdom_level[h->cpu_fdom[i]]) / 1024.0 : 0;
         }
         for (unsigned k = 0; k < h->n_cores; k++)
@@ -531,8 +607,11 @@ int ev_run(struct ev_ws *w, const struct ev_input *in, struct ev_output *out)
                         r = vcpu_wake(w, in, out, id, t, on);
                         if (r < 0)
                                 return r;
-                } else
-                        cpu_complete(w, out, id - w->nv, t);
+                } else {
+                        r = cpu_complete(w, in, out, id - w->nv, t);
+                        if (r < 0)
+                                return r;
+                }
         }
         /* close the window: wait so far of episodes still open */
         for (unsigned i = 0; i < h->n_cpus; i++)

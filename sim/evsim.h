@@ -29,7 +29,10 @@
  * Linux-like: a waking vCPU stays on its previous CPU if that CPU has
  * nothing runnable, else goes to an idle core in the same LLC, else to an
  * idle CPU there, else stays (select_idle_sibling); each move is a
- * migration.  A vCPU marked pinned stays on its home CPU either way.
+ * migration.  With wake_balance a CPU whose run queue goes empty also pulls
+ * a waiting vCPU from the busiest allowed CPU of its LLC (newidle balance),
+ * unless its average idle time is below the migration cost (0.5 ms).  A
+ * vCPU marked pinned stays on its home CPU either way.
  *
  * A sample of wait is one runnable episode of a vCPU (wake-up to the moment
  * it has no work left, or the end of the window).
@@ -79,6 +82,7 @@ struct ev_output {
         double *vcpu_wait_last, *vcpu_wait_avg;
         struct wait_hist *hist;        /* episodes added here when not NULL */
         uint64_t wakeups, deep_wakeups, migrations, events;
+        uint64_t idle_pulls;           /* of the migrations: newidle pulls */
 };
 
 struct ev_ws;

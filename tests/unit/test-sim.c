@@ -384,6 +384,69 @@ static void test_evsim_pinned(void **state)
 }
 
 /*
+ * Newidle balancing in the event simulation: a CPU whose run queue goes
+ * empty pulls a vCPU waiting on a busier CPU of its LLC that the vCPU may
+ * run on (the kernel's newidle balance), unless the CPU's average idle time
+ * is below the migration cost (0.5 ms).  Three vCPUs of 0.6 on two allowed
+ * CPUs of one LLC: with 10 ms bursts the CPUs pull; with 0.05 ms bursts
+ * their idle gaps are far below 0.5 ms and they almost never do; a pinned
+ * vCPU is never pulled, and no CPU outside the allowed ones pulls.
+ */
+static void test_evsim_newidle_pull(void **state)
+{
+        struct sim_host h;
+        struct ev_ws *w = NULL;
+        double demand[3] = { 0.6, 0.6, 0.6 }, wait[3];
+        int home[3];
+        uint8_t pinned[3] = { 1, 1, 1 }, *allowed;
+        uint64_t pulls[4], wakeups[4], migr[4];
+        const double burst[4] = { 10e6, 0.05e6, 10e6, 10e6 };
+
+        _cleanup_free_ uint8_t *lvl = NULL;
+        _cleanup_free_ uint32_t *lat = NULL;
+        evsim_setup(&h, 3, &lvl, &lat, &w);
+        allowed = calloc(h.em->n_cpus, 1);
+        assert_non_null(allowed);
+        /* two cores of LLC 0, thread 0 of each; every vCPU starts on the first */
+        int c0 = h.em->cores[h.em->llcs[0].first].cpu[0], c1 = h.em->cores[h.em->llcs[0].first + 1].cpu[0];
+        for (unsigned i = 0; i < 3; i++)
+                home[i] = c0;
+        for (unsigned f = 0; f < h.em->n_fdoms; f++)
+                lvl[f] = (uint8_t) (h.em->model.n_levels - 1);
+        for (unsigned k = 0; k < 4; k++) {
+                memset(allowed, 0, h.em->n_cpus);
+                allowed[c0] = 1;
+                allowed[c1] = k != 3; /* k = 3: only the home CPU is allowed */
+                struct ev_input in = {
+                        .nv = 3, .demand = demand, .home = home, .fdom_level = lvl, .cpu_max_latency_us = lat,
+                        .wake_balance = true, .allowed = allowed, .pinned = k == 2 ? pinned : NULL,
+                        .burst = { .mean_ns = burst[k], .dist = BURST_EXP }, .seed = 11, .window_id = 1,
+                        .window_ns = 2e9,
+                };
+                struct ev_output out = { .vcpu_wait_ns = wait };
+                assert_int_equal(ev_run(w, &in, &out), 0);
+                pulls[k] = out.idle_pulls;
+                wakeups[k] = out.wakeups;
+                migr[k] = out.migrations;
+                assert_true(out.migrations >= out.idle_pulls);
+        }
+        printf("# evsim: 3 vCPUs of 0.6 on 2 CPUs: newidle pulls / wake-ups: B = 10 ms %llu / %llu, "
+               "B = 0.05 ms %llu / %llu, pinned %llu, one CPU allowed %llu (migrations %llu)\n",
+               (unsigned long long) pulls[0], (unsigned long long) wakeups[0], (unsigned long long) pulls[1],
+               (unsigned long long) wakeups[1], (unsigned long long) pulls[2], (unsigned long long) pulls[3],
+               (unsigned long long) migr[3]);
+        assert_true(pulls[0] > 0);
+        assert_true((double) pulls[1] / (double) wakeups[1] < 0.1 * (double) pulls[0] / (double) wakeups[0]);
+        assert_int_equal(pulls[2], 0);
+        assert_int_equal(pulls[3], 0);
+        assert_int_equal(migr[3], 0);
+        free(allowed);
+        ev_ws_free(w);
+        sim_host_done(&h);
+        (void) state;
+}
+
+/*
  * The planner's wait input leaves out the exit latency (schedstat's run_delay
  * does): a lone vCPU on an idle host pays deep exit latencies, seen in the
  * wait samples, but has no run-queue wait.
@@ -529,6 +592,7 @@ int main(void)
                 cmocka_unit_test(test_bounds_below_policies),
                 cmocka_unit_test(test_same_plan_as_daemon),
                 cmocka_unit_test(test_evsim_pinned),
+                cmocka_unit_test(test_evsim_newidle_pull),
                 cmocka_unit_test(test_evsim_wait_input),
                 cmocka_unit_test(test_evsim_wait_avg),
                 cmocka_unit_test(test_tracker_sees_delivered),
