@@ -87,6 +87,7 @@ struct ev_ws {
         struct ev_cpu *c;
         double *core_idle_since;   /* [n_cores], < 0 when busy */
         struct ev_dom *llc, *pkg, host;
+        unsigned *llc_over;        /* [n_llcs] CPUs with 2 or more runnable vCPUs (newidle: anything to pull?) */
         /* heap */
         unsigned *heap, hn;
         int *pos;
@@ -108,6 +109,7 @@ void ev_ws_free(struct ev_ws *w)
         free(w->core_idle_since);
         free(w->llc);
         free(w->pkg);
+        free(w->llc_over);
         free(w->heap);
         free(w->pos);
         free(w->key);
@@ -128,10 +130,11 @@ int ev_ws_new(const struct em_host *h, unsigned nv, struct ev_ws **ret)
         w->core_idle_since = calloc(h->n_cores, sizeof(double));
         w->llc = calloc(h->n_llcs, sizeof(*w->llc));
         w->pkg = calloc(h->n_pkgs, sizeof(*w->pkg));
+        w->llc_over = calloc(h->n_llcs ? h->n_llcs : 1, sizeof(unsigned));
         w->heap = calloc(w->n_ids, sizeof(unsigned));
         w->pos = calloc(w->n_ids, sizeof(int));
         w->key = calloc(w->n_ids, sizeof(double));
-        if (!w->v || !w->c || !w->core_idle_since || !w->llc || !w->pkg || !w->heap || !w->pos || !w->key) {
+        if (!w->v || !w->c || !w->core_idle_since || !w->llc || !w->pkg || !w->llc_over || !w->heap || !w->pos || !w->key) {
                 ev_ws_free(w);
                 return -ENOMEM;
         }
@@ -304,7 +307,17 @@ static int cpu_push(struct ev_ws *w, unsigned cpu, unsigned v)
                 c->alloc = na;
         }
         c->q[c->n++] = v;
+        if (c->n == 2)
+                w->llc_over[w->h->cores[c->core].llc]++;
         return 0;
+}
+
+/* Bookkeeping after a vCPU left cpu's queue. */
+static void cpu_popped(struct ev_ws *w, unsigned cpu)
+{
+        const struct ev_cpu *c = &w->c[cpu];
+        if (c->n == 1)
+                w->llc_over[w->h->cores[c->core].llc]--;
 }
 
 /* Exit latency paid by a wake-up at t onto the idle core of cpu (ns); *deep set when deep. */
@@ -481,7 +494,8 @@ static int newidle_pull(struct ev_ws *w, const struct ev_input *in, struct ev_ou
         int src = -1;
 
         *pulled = false;
-        if (!in->wake_balance || !cpu_allowed(in, (int) cpu) || w->c[cpu].avg_idle < MIGRATION_COST_NS)
+        if (!in->wake_balance || !cpu_allowed(in, (int) cpu) || w->c[cpu].avg_idle < MIGRATION_COST_NS ||
+            w->llc_over[h->cores[w->c[cpu].core].llc] == 0)
                 return 0;
         for (unsigned k = g->first; k < g->end; k++)
                 for (unsigned th = 0; th < h->cores[k].n_threads; th++) {
@@ -502,6 +516,7 @@ static int newidle_pull(struct ev_ws *w, const struct ev_input *in, struct ev_ou
                 core_advance(w, cpu, t);
                 memmove(&s->q[j], &s->q[j + 1], (s->n - j - 1) * sizeof(*s->q));
                 s->n--;
+                cpu_popped(w, (unsigned) src);
                 if (core_idle(w, cpu))
                         core_busy_change(w, (unsigned) w->c[cpu].core, true, t);
                 if (cpu_push(w, cpu, id) < 0)
@@ -529,6 +544,7 @@ static int cpu_complete(struct ev_ws *w, const struct ev_input *in, struct ev_ou
                 if (v->rem <= DONE_EPS_NS) {
                         episode_end(w, out, c->q[i], t);
                         c->q[i] = c->q[--c->n];
+                        cpu_popped(w, cpu);
                 } else
                         i++;
         }
@@ -570,8 +586,10 @@ int ev_run(struct ev_ws *w, const struct ev_input *in, struct ev_output *out)
         }
         for (unsigned k = 0; k < h->n_cores; k++)
                 w->core_idle_since[k] = -1e18; /* idle "forever": the window starts in steady state */
-        for (unsigned k = 0; k < h->n_llcs; k++)
+        for (unsigned k = 0; k < h->n_llcs; k++) {
                 w->llc[k] = (struct ev_dom) { 0, -1e18 };
+                w->llc_over[k] = 0;
+        }
         for (unsigned k = 0; k < h->n_pkgs; k++)
                 w->pkg[k] = (struct ev_dom) { 0, -1e18 };
         w->host = (struct ev_dom) { 0, -1e18 };
