@@ -19,8 +19,9 @@ runs = {}
 for r in rows:
     runs.setdefault(r['run'], {})[r['policy']] = r
 matrix = {k: v for k, v in runs.items() if k.startswith('pl-')}
-KNOBS = [('default', 'HeadroomPercent 80, LevelHeadroomPercent 95 (defaults)'),
-         ('lh80', 'LevelHeadroomPercent 80'), ('lh100', 'LevelHeadroomPercent 100'), ('hr100', 'HeadroomPercent 100')]
+KNOBS = [('default', 'HeadroomPercent 80, LevelHeadroomPercent 97 (defaults)'),
+         ('lh80', 'LevelHeadroomPercent 80'), ('lh95', 'LevelHeadroomPercent 95'), ('lh100', 'LevelHeadroomPercent 100'),
+         ('hr100', 'HeadroomPercent 100')]
 headroom = {k: v for k, v in runs.items() if k.split(';')[0] in dict(KNOBS)}
 sens = {k: v for k, v in runs.items() if not k.startswith('pl-') and k not in headroom}
 pols = ['vmmpower', 'B0', 'B1', 'B2', 'B3']
@@ -143,8 +144,9 @@ if sens:
 if headroom:
     L.append('## The planner\'s headrooms against wait\n')
     L.append('`HeadroomPercent` (vmmpower.conf(5); default 80) caps how full an active CPU is packed, '
-             '`LevelHeadroomPercent` (default 95) how close to its capacity a frequency domain\'s level runs; 80 is '
-             'how schedutil sets levels (1.25 x utilisation) and was the planner\'s level rule before 95; at 100 a CPU '
+             '`LevelHeadroomPercent` (default 97) how close to its capacity a frequency domain\'s level runs; 80 is '
+             'how schedutil sets levels (1.25 x utilisation) and was the planner\'s level rule before 95, the default '
+             'before 97; at 100 a CPU '
              'short of capacity looks exactly full to the tracker. B = 10 ms, mean over the three days; the default '
              'column is the matrix above. Each cell: vmmpower energy vs B0 / gap closed / wait p99 ms / undelivered.\n')
     L.append('| host | ratio | ' + ' | '.join(d for _, d in KNOBS) + ' | B1 | B3 |')

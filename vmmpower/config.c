@@ -75,7 +75,7 @@ void config_defaults(struct vp_config *c)
         c->planner_enabled = true;
         c->planner_apply = true;
         c->headroom_pct = 80;
-        c->level_headroom_pct = 95;
+        c->level_headroom_pct = 97;
         c->wait_budget_pct = 5;
         c->shrink_dwell_ns = 10 * NSEC_PER_SEC;
         c->max_moves = 16;

@@ -51,7 +51,7 @@ struct vp_config {
         uint32_t active_max_latency_us; /* ActiveMaxLatencyUs, default 0 = no limit */
         char model_file[CONFIG_PATH_MAX];      /* ModelFile, default "" (derived from sysfs) */
         uint32_t headroom_pct;          /* HeadroomPercent, default 80, 10..100 */
-        uint32_t level_headroom_pct;    /* LevelHeadroomPercent, default 95, 10..100 */
+        uint32_t level_headroom_pct;    /* LevelHeadroomPercent, default 97, 10..100 */
         uint32_t wait_budget_pct;       /* WaitBudgetPercent, default 5, 1..100 */
         nsec_t shrink_dwell_ns;         /* ShrinkDwell, default 10s, 0..1h */
         uint32_t max_moves;             /* MaxMovesPerPeriod, default 16, 0 = no cap */

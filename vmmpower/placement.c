@@ -15,7 +15,7 @@
  *     again) and the
  *     CPU it ran on in the previous plan was
  *     saturated (utilisation >= 90% of its capacity at the level it ran at,
- *     or the level headroom if higher: 95% by default,
+ *     or the level headroom if higher: 97% by default,
  *     of SmtGain x that for a core with both threads busy; with pack sets,
  *     the packed vCPU's set, over the set's capacity) or is unknown: a
  *     vCPU that waited on a saturated CPU wanted to run for the time it got
@@ -39,7 +39,7 @@
  *     over the set's CPUs, as the kernel balances it (pack_set_balance: a
  *     common water level, vCPUs larger than it alone on their CPU); then each
  *     frequency domain gets the lowest level at which every CPU's load is
- *     within the level headroom (LevelHeadroomPercent, 95) of its capacity
+ *     within the level headroom (LevelHeadroomPercent, 97) of its capacity
  *     (the most demanding CPU sets it), raised further only if
  *     the model says a higher level costs less energy (race to idle; skipped
  *     when the model's levels rule it out), and every CPU of a set at least
@@ -128,7 +128,7 @@ const char *plan_decision_to_string(enum plan_decision d)
 void plan_policy_defaults(struct plan_policy *p)
 {
         p->headroom_pct = 80;
-        p->level_headroom_pct = 95;
+        p->level_headroom_pct = 97;
         p->wait_budget = 0.05;
         p->shrink_dwell_ns = 10 * NSEC_PER_SEC;
         p->period_ns = NSEC_PER_SEC;

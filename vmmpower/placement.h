@@ -61,7 +61,7 @@ struct plan_hint {
 
 struct plan_policy {
         uint32_t headroom_pct;          /* utilisation of an active CPU <= this % of its capacity (80) */
-        uint32_t level_headroom_pct;    /* a domain's level holds its CPUs' load within this % of capacity (95) */
+        uint32_t level_headroom_pct;    /* a domain's level holds its CPUs' load within this % of capacity (97) */
         double wait_budget;             /* wait_avg above this, or wait_ratio above it on an overloaded CPU
                                          * or above WAIT_SEVERE_FACTOR x it, forces growth at once (0.05) */
         nsec_t shrink_dwell_ns;         /* a saving must be predicted this long before moving (10 s) */
