@@ -55,9 +55,9 @@ sens idle-interval-4ms 's/^ActiveIdleIntervalUs = 1000$/ActiveIdleIntervalUs = 4
 sens no-all-packages-rule 's/^PackageIdleAllPackages = yes$/PackageIdleAllPackages = no/'
 
 # The planner's two headrooms against wait: B = 10 ms, every day, host, ratio.  hr100: HeadroomPercent = 100
-# (packing); lh80: LevelHeadroomPercent = 80 (levels as schedutil sets them: the default before 95); lh100:
-# LevelHeadroomPercent = 100 (a CPU short of capacity looks exactly full).
-for knob in hr100:HeadroomPercent:100 lh80:LevelHeadroomPercent:80 lh100:LevelHeadroomPercent:100; do
+# (packing); lh80: LevelHeadroomPercent = 80 (levels as schedutil sets them: the default before 95); lh95: the
+# default before 97; lh100: LevelHeadroomPercent = 100 (a CPU short of capacity looks exactly full).
+for knob in hr100:HeadroomPercent:100 lh80:LevelHeadroomPercent:80 lh95:LevelHeadroomPercent:95 lh100:LevelHeadroomPercent:100; do
         tag=${knob%%:*}; kv=${knob#*:}
         printf '[Planner]\n%s = %s\n' "${kv%%:*}" "${kv##*:}" >"$out/models/$tag.conf"
         for day in $days; do for hm in $hosts; do for ov in $ratios; do
