@@ -484,18 +484,17 @@ static void episode_end(struct ev_ws *w, struct ev_output *out, unsigned id, dou
  * CPU's run queue goes empty): unless the CPU's avg_idle is below the migration cost, it
  * pulls a runnable vCPU that is waiting on the busiest allowed CPU of its LLC (the one
  * with most runnable vCPUs, at least 2; the lowest-numbered on a tie) — the vCPU queued
- * last there, unless pinned.  A pull is a migration.  Returns whether it pulled.
+ * last there, unless pinned.  A pull is a migration.  1 if it pulled, 0 if not, or -ENOMEM.
  */
-static int newidle_pull(struct ev_ws *w, const struct ev_input *in, struct ev_output *out, unsigned cpu, double t,
-                        bool *pulled)
+static int newidle_pull(struct ev_ws *w, const struct ev_input *in, struct ev_output *out, unsigned cpu, double t)
 {
         const struct em_host *h = w->h;
-        const struct em_group *g = &h->llcs[h->cores[w->c[cpu].core].llc];
+        unsigned llc = h->cores[w->c[cpu].core].llc;
+        const struct em_group *g = &h->llcs[llc];
         int src = -1;
 
-        *pulled = false;
         if (!in->wake_balance || !cpu_allowed(in, (int) cpu) || w->c[cpu].avg_idle < MIGRATION_COST_NS ||
-            w->llc_over[h->cores[w->c[cpu].core].llc] == 0)
+            w->llc_over[llc] == 0)
                 return 0;
         for (unsigned k = g->first; k < g->end; k++)
                 for (unsigned th = 0; th < h->cores[k].n_threads; th++) {
@@ -526,8 +525,7 @@ static int newidle_pull(struct ev_ws *w, const struct ev_input *in, struct ev_ou
                 out->idle_pulls++;
                 core_schedule(w, (unsigned) src);
                 core_schedule(w, cpu);
-                *pulled = true;
-                return 0;
+                return 1;
         }
         return 0;
 }
@@ -535,7 +533,7 @@ static int newidle_pull(struct ev_ws *w, const struct ev_input *in, struct ev_ou
 static int cpu_complete(struct ev_ws *w, const struct ev_input *in, struct ev_output *out, unsigned cpu, double t)
 {
         struct ev_cpu *c = &w->c[cpu];
-        bool was_busy = !core_idle(w, cpu), pulled = false;
+        bool was_busy = !core_idle(w, cpu);
         int r;
 
         core_advance(w, cpu, t);
@@ -552,11 +550,9 @@ static int cpu_complete(struct ev_ws *w, const struct ev_input *in, struct ev_ou
                 c->idle_since = t;
                 if (was_busy && core_idle(w, cpu))
                         core_busy_change(w, (unsigned) c->core, false, t);
-                r = newidle_pull(w, in, out, cpu, t, &pulled);
-                if (r < 0)
-                        return r;
-                if (pulled)
-                        return 0;
+                r = newidle_pull(w, in, out, cpu, t);
+                if (r != 0)
+                        return r < 0 ? r : 0; /* pulled: newidle_pull scheduled this core */
         }
         core_schedule(w, cpu);
         return 0;
