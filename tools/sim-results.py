@@ -23,7 +23,8 @@ KNOBS = [('default', 'HeadroomPercent 80, LevelHeadroomPercent 97 (defaults)'),
          ('lh80', 'LevelHeadroomPercent 80'), ('lh95', 'LevelHeadroomPercent 95'), ('lh100', 'LevelHeadroomPercent 100'),
          ('hr100', 'HeadroomPercent 100')]
 headroom = {k: v for k, v in runs.items() if k.split(';')[0] in dict(KNOBS)}
-sens = {k: v for k, v in runs.items() if not k.startswith('pl-') and k not in headroom}
+oneone = {k: v for k, v in runs.items() if k.startswith('one-hr')}
+sens = {k: v for k, v in runs.items() if not k.startswith('pl-') and k not in headroom and k not in oneone}
 pols = ['vmmpower', 'B0', 'B1', 'B2', 'B3']
 
 L = []
@@ -181,6 +182,42 @@ if headroom:
             vs = [v for k, v in headroom.items() if k.split(';')[0] == tag]
         t = targets(vs)
         L.append('| %s | %d | %d | %d | %d | %d |' % (desc, t[0], t[1], t[2], t[3], t[4]))
+    L.append('')
+# 1:1: the packing headroom swept, the gap target against the wait target
+if oneone:
+    L.append('## 1:1: the gap target against the wait target\n')
+    L.append('At 1:1 B1 gives every vCPU a CPU of its own, so its wait p99 is the idle exit latency (0.3-0.5 ms). '
+             'Packing frees cores but queues a waking vCPU behind a neighbour\'s burst whenever their bursts overlap. '
+             'Here `HeadroomPercent` (how full an active CPU is packed; default 80, floor 10) is swept at 1:1, B = 2 '
+             'and 10 ms, three days, both hosts (6 runs per cell; the 80 row is the matrix above). Each cell: '
+             'vmmpower energy vs B0 / gap closed (fluid bound) / wait p99 ms, then the runs meeting gap >= 70%, '
+             'wait p99 <= 1.5 x B1, and both.\n')
+    L.append('| setting | B = 2 ms | met: gap / wait / both | B = 10 ms | met: gap / wait / both |')
+    L.append('|---|---|---|---|---|')
+    def oneone_runs(hr, b):
+        if hr == 80:
+            return [v for k, v in matrix.items() if k.split(';')[2:4] == ['1:1', '%dms' % b]]
+        return [v for k, v in oneone.items() if k.split(';')[0] == 'one-hr%d' % hr and k.split(';')[4] == '%dms' % b]
+    def oneone_cell(vs, pol='vmmpower'):
+        m = lambda key: statistics.mean(fnum(v[pol][key]) for v in vs)
+        return '%.1f%% / %.1f%% / %.2f ms' % (100 * m('rel_b0'), 100 * m('gap_closed'), m('wait_p99_us') / 1e3)
+    def oneone_met(vs):
+        g = [fnum(v['vmmpower']['gap_closed']) >= 0.7 for v in vs]
+        w = [fnum(v['vmmpower']['wait_p99_us']) <= 1.5 * fnum(v['B1']['wait_p99_us']) for v in vs]
+        return '%d / %d / %d of %d' % (sum(g), sum(w), sum(a and b for a, b in zip(g, w)), len(vs))
+    hrs = sorted({int(k.split(';')[0][6:]) for k in oneone} | {80})
+    for hr in hrs:
+        cells = []
+        for b in (2, 10):
+            vs = oneone_runs(hr, b)
+            cells += [oneone_cell(vs), oneone_met(vs)] if vs else ['-', '-']
+        L.append('| HeadroomPercent %d%s | %s |' % (hr, ' (default)' if hr == 80 else '', ' | '.join(cells)))
+    for pol in ('B1', 'B3'):
+        cells = []
+        for b in (2, 10):
+            vs = oneone_runs(80, b)
+            cells += [oneone_cell(vs, pol), '-']
+        L.append('| %s | %s |' % (pol, ' | '.join(cells)))
     L.append('')
 L.append('Plots (power over the day per policy, SVG) are written next to the CSVs in `BUILD_DIR/sim-results/svg/`.\n')
 with open(dest, 'w') as fh:

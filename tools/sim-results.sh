@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 # Regenerate docs/results.md: vmmpower-sim over the PlanetLab days x both shipped host models x
 # 1:1, 2:1, 4:1 x three burst settings, plus a sensitivity table over the model's assumed parameters and
-# a table of the planner's headrooms against wait.
+# a table of the planner's headrooms against wait, and a sweep of the packing headroom at 1:1.
 #
 #   bash tools/sim-results.sh [BUILD_DIR] [TRACE_DIR]      (defaults: build-sim, ../shared/traces)
 #
@@ -16,7 +16,7 @@ seed=${SEED:-1}
 out=${OUT:-$build/sim-results}
 sim=$build/sim/vmmpower-sim
 # Planner every 1 s of simulated time (the daemon's ControlPeriod) and one burst window per 300 s trace
-# interval: the matrix (118 runs) takes about 19 minutes on 2 CPUs; vmmpower-sim(1) defaults to 60 s steps.
+# interval: the 184 runs take about 32 minutes on 2 CPUs; vmmpower-sim(1) defaults to 60 s steps.
 simopts=${SIMOPTS:---period-ms 1000 --step-s 300}
 
 [ -d "$build" ] || meson setup "$build" "$src"
@@ -63,6 +63,17 @@ for knob in hr100:HeadroomPercent:100 lh80:LevelHeadroomPercent:80 lh95:LevelHea
         for day in $days; do for hm in $hosts; do for ov in $ratios; do
                 topo=${hm%%:*}; model=${hm##*:}
                 echo "$sim --no-progress -c $out/models/$tag.conf -t $traces/$day.csv -T $src/tests/data/topology/$topo -m $src/config/models/$model.model -o $ov -b 10 -s $seed $simopts --label '$tag;$day;$topo;$ov:1;10ms' --csv $out/csv/$tag-$day-$topo-$ov.csv > $out/csv/$tag-$day-$topo-$ov.txt" >>"$cmds"
+        done; done; done
+done
+
+# 1:1, the gap target against the wait target: the packing headroom swept down to its floor (10), B = 2 and
+# 10 ms, every day and host.  At 1:1 B1 gives every vCPU its own CPU; the sweep shows what each step towards
+# that costs in energy and buys in wait.
+for hr in 10 20 40 60; do
+        printf '[Planner]\nHeadroomPercent = %s\n' "$hr" >"$out/models/one-hr$hr.conf"
+        for day in $days; do for hm in $hosts; do for b in 2 10; do
+                topo=${hm%%:*}; model=${hm##*:}
+                echo "$sim --no-progress -c $out/models/one-hr$hr.conf -t $traces/$day.csv -T $src/tests/data/topology/$topo -m $src/config/models/$model.model -o 1 -b $b -s $seed $simopts --label 'one-hr$hr;$day;$topo;1:1;${b}ms' --csv $out/csv/one-hr$hr-$day-$topo-$b.csv > $out/csv/one-hr$hr-$day-$topo-$b.txt" >>"$cmds"
         done; done; done
 done
 
