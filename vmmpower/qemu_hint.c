@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -77,26 +78,53 @@ int qemu_hint_path(const char *pattern, const char *name, char *buf, size_t size
         return 0;
 }
 
+/*
+ * The effective uid of pid, from the "Uid:" line of its status file (real,
+ * effective, saved, fs).  Not the owner of /proc/<pid>: that reads root for
+ * any process that made itself non-dumpable.
+ */
+static int process_euid(const char *procfs_root, pid_t pid, uid_t *ret)
+{
+        char path[PATH_MAX], buf[8192];
+        const char *line;
+        unsigned long real, eff;
+        ssize_t n;
+        int r;
+
+        r = path_printf(path, sizeof(path), "%s/%d/status", procfs_root, (int) pid);
+        if (r < 0)
+                return r;
+        n = read_small_file(path, buf, sizeof(buf));
+        if (n < 0)
+                return n == -ENOENT ? -ESRCH : (int) n;
+        for (line = buf; line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
+                if (strncmp(line, "Uid:\t", 5) == 0)
+                        break;
+        if (!line || sscanf(line + 5, "%lu\t%lu", &real, &eff) != 2 || eff > UINT32_MAX - 1)
+                return -EBADMSG;
+        *ret = (uid_t) eff;
+        return 0;
+}
+
 int qemu_hint_socket(const char *pattern, const char *procfs_root, const struct vm_info *vm, char *buf,
                      size_t size)
 {
-        char path[SUN_PATH_MAX], proc[PATH_MAX];
-        struct stat st, pst;
+        char path[SUN_PATH_MAX];
+        struct stat st;
+        uid_t euid;
         int r;
 
         r = qemu_hint_path(pattern, vm->name, path, sizeof(path));
         if (r < 0)
                 return r;
-        r = path_printf(proc, sizeof(proc), "%s/%d", procfs_root, (int) vm->pid);
+        r = process_euid(procfs_root, vm->pid, &euid);
         if (r < 0)
                 return r;
-        if (stat(proc, &pst) < 0)
-                return errno == ENOENT ? -ESRCH : -errno;
         if (lstat(path, &st) < 0)
                 return -errno;
         if (!S_ISSOCK(st.st_mode))
                 return -ENOTSOCK;
-        if (st.st_uid != pst.st_uid)
+        if (st.st_uid != euid)
                 return -EPERM;
         if (strlen(path) >= size)
                 return -ENAMETOOLONG;

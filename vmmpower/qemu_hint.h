@@ -21,8 +21,10 @@
  * whatever started QEMU chose, so it is only used when it names one file (a
  * portable file name: [A-Za-z0-9._+-], not starting with '.' or '-'), and the
  * socket found there must be a socket owned by the user the QEMU process runs
- * as: another local user who starts a process calling itself "web1" gets no
- * other user's channel.
+ * as (its effective uid): another local user who starts a process calling
+ * itself "web1" gets no other user's channel.  A QEMU that drops privileges
+ * (-run-with user=, -runas) creates its sockets before it does, as root: such
+ * a socket is refused until chowned to the user QEMU runs as.
  */
 
 /* Check a pattern: absolute, printable, at least one %n, only %n/%% escapes.  0 or -EINVAL. */
@@ -37,8 +39,9 @@ int qemu_hint_path(const char *pattern, const char *name, char *buf, size_t size
 
 /*
  * The hint socket of a plain-QEMU VM: qemu_hint_path() for vm->name, checked
- * to be a socket (-ENOTSOCK; -ENOENT if absent) owned by the owner of
- * procfs_root/<vm->pid> (-EPERM otherwise; -ESRCH when the process is gone).
+ * to be a socket (-ENOTSOCK; -ENOENT if absent) owned by the effective uid in
+ * procfs_root/<vm->pid>/status (-EPERM otherwise; -ESRCH when the process is
+ * gone, -EBADMSG if its status has no Uid line).
  * buf must hold sizeof(vm->hint_socket) bytes.
  */
 int qemu_hint_socket(const char *pattern, const char *procfs_root, const struct vm_info *vm, char *buf,

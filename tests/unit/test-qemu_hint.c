@@ -77,6 +77,20 @@ static void make_socket(const char *path)
         close(fd); /* the socket file stays */
 }
 
+static void write_status(const char *proc, int pid, unsigned long euid)
+{
+        char p[200];
+        FILE *f;
+
+        snprintf(p, sizeof(p), "%s/%d/status", proc, pid);
+        f = fopen(p, "we");
+        assert_non_null(f);
+        /* the real, saved and fs uids differ on purpose: the effective one counts */
+        fprintf(f, "Name:\tqemu-system-x86\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t%d\n"
+                   "Uid:\t4321\t%lu\t4322\t4323\nGid:\t0\t0\t0\t0\n", pid, euid);
+        assert_int_equal(fclose(f), 0);
+}
+
 static void test_socket_checks(void **state)
 {
         char dir[] = "/tmp/test-qemu_hint.XXXXXX", proc[64], pattern[128], p[160], buf[108], cmd[128];
@@ -87,12 +101,13 @@ static void test_socket_checks(void **state)
         assert_int_equal(mkdir(proc, 0755), 0);
         snprintf(p, sizeof(p), "%s/4242", proc);
         assert_int_equal(mkdir(p, 0755), 0);
+        write_status(proc, 4242, geteuid());
         snprintf(pattern, sizeof(pattern), "%s/%%n.hint", dir);
         strcpy(vm.name, "web1");
 
         /* not there yet */
         assert_int_equal(qemu_hint_socket(pattern, proc, &vm, buf, sizeof(buf)), -ENOENT);
-        /* a socket of the process's owner */
+        /* a socket of the process's (effective) user */
         snprintf(p, sizeof(p), "%s/web1.hint", dir);
         make_socket(p);
         strcpy(buf, "unchanged");
@@ -116,17 +131,36 @@ static void test_socket_checks(void **state)
         /* a name that is no file name never reaches the file system */
         strcpy(vm.name, "../web1");
         assert_int_equal(qemu_hint_socket(pattern, proc, &vm, buf, sizeof(buf)), -EINVAL);
-        /* another user's process calling itself web1 */
-        if (geteuid() == 0) {
-                strcpy(vm.name, "web1");
-                snprintf(p, sizeof(p), "%s/4242", proc);
-                assert_int_equal(chown(p, 65534, 65534), 0);
-                assert_int_equal(qemu_hint_socket(pattern, proc, &vm, buf, sizeof(buf)), -EPERM);
-        } else
-                fprintf(stderr, "not root: owner mismatch not tested\n");
+        /* another user's process calling itself web1 (its /proc directory's owner does not count) */
+        strcpy(vm.name, "web1");
+        write_status(proc, 4242, geteuid() + 1);
+        strcpy(buf, "unchanged");
+        assert_int_equal(qemu_hint_socket(pattern, proc, &vm, buf, sizeof(buf)), -EPERM);
+        assert_string_equal(buf, "unchanged");
+        /* a status without a Uid line */
+        snprintf(p, sizeof(p), "%s/4242/status", proc);
+        fclose(fopen(p, "w"));
+        assert_int_equal(qemu_hint_socket(pattern, proc, &vm, buf, sizeof(buf)), -EBADMSG);
 
         snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
         assert_int_equal(system(cmd), 0);
+}
+
+/* The real /proc: this process owns a socket of its own user. */
+static void test_real_proc(void **state)
+{
+        char dir[] = "/tmp/test-qemu_hint.XXXXXX", pattern[128], p[160], buf[108];
+        struct vm_info vm = { .pid = getpid(), .libvirt_id = -1 };
+
+        assert_non_null(mkdtemp(dir));
+        snprintf(pattern, sizeof(pattern), "%s/%%n.hint", dir);
+        strcpy(vm.name, "self");
+        snprintf(p, sizeof(p), "%s/self.hint", dir);
+        make_socket(p);
+        assert_int_equal(qemu_hint_socket(pattern, "/proc", &vm, buf, sizeof(buf)), 0);
+        assert_string_equal(buf, p);
+        assert_int_equal(unlink(p), 0);
+        assert_int_equal(rmdir(dir), 0);
 }
 
 int main(void)
@@ -135,6 +169,7 @@ int main(void)
                 cmocka_unit_test(test_pattern_check),
                 cmocka_unit_test(test_path),
                 cmocka_unit_test(test_socket_checks),
+                cmocka_unit_test(test_real_proc),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);
