@@ -40,6 +40,8 @@ struct vp_config {
         unsigned n_qmp_sockets;         /* QMPSocket (repeatable) */
         char qmp_sockets[CONFIG_MAX_QMP][108];
         nsec_t qmp_timeout_ns;          /* QMPTimeout, default 500ms */
+        char qemu_hint_socket[CONFIG_PATH_MAX]; /* HintSocket: plain-QEMU hint channel pattern with %n
+                                                 * (qemu_hint.h); default "" (off) */
         /* [Tracking] */
         nsec_t load_half_life_ns;       /* LoadHalfLife, default 4s */
         /* [Metrics] */

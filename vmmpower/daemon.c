@@ -36,6 +36,7 @@
 #include "event.h"
 #include "log.h"
 #include "plan_input.h"
+#include "qemu_hint.h"
 #include "qmp.h"
 #include "sd_notify.h"
 #include "version.h"
@@ -94,8 +95,37 @@ static int hints_configure(struct daemon *d, nsec_t now)
 }
 
 /*
+ * A plain-QEMU VM (not a libvirt domain) has no channel record: with
+ * [QEMU] HintSocket set, its channel is the pattern filled with the VM's name,
+ * if that is a socket owned by the QEMU process's user (qemu_hint.h).  Returns
+ * info, or tmp: a shallow copy of info with hint_socket set.  Runs every
+ * period for every such VM (a stat of the socket and of /proc/<pid>), relies
+ * on the hint server's own connect backoff, and logs refusals at debug only:
+ * a VM without a channel shows "hints": null in vmmpowerctl vms.
+ */
+static const struct vm_info *qemu_hint_vm(struct daemon *d, const struct vm_info *info, struct vm_info *tmp)
+{
+        int r;
+
+        if (!d->cfg.qemu_hint_socket[0] || info->hint_socket[0] || (info->sources & VM_SOURCE_LIBVIRT))
+                return info;
+        *tmp = *info;
+        r = qemu_hint_socket(d->cfg.qemu_hint_socket, d->cfg.procfs_root, info, tmp->hint_socket,
+                             sizeof(tmp->hint_socket));
+        if (r < 0) {
+                /* -ENOENT: this VM has no channel there, the common case; the others are refusals */
+                if (r != -ENOENT)
+                        log_debug_errno(r, "No hint channel for QEMU VM \"%s\" (pid %d) from HintSocket: %m",
+                                        info->name, (int) info->pid);
+                return info;
+        }
+        return tmp;
+}
+
+/*
  * Hint channels follow the inventory: a connection per VM whose channel
- * socket is known (libvirt live XML), closed when the VM goes, reconnected
+ * socket is known (libvirt live XML, or [QEMU] HintSocket for plain QEMU:
+ * qemu_hint_vm()), closed when the VM goes, reconnected
  * with backoff.  Each VM's policy is the host defaults with its metadata's
  * overrides (vm_info.policy), set every period so that a metadata change or a
  * reload takes effect within one period (a guest learns the new values at its
@@ -109,7 +139,9 @@ static void hints_period(struct daemon *d, nsec_t now)
         for (size_t i = 0; i < tracker_n_vms(d->tracker); i++) {
                 const struct vm_info *info = &tracker_vm(d->tracker, i)->info;
                 struct hint_policy p;
+                struct vm_info with_socket;
 
+                info = qemu_hint_vm(d, info, &with_socket);
                 if (hint_server_update_vm(d->hints, info, now) < 0)
                         continue;
                 /* -ENOENT: no hint channel; the merge cannot fail for a parsed policy. */
