@@ -548,6 +548,18 @@ const char *journal_original(const struct journal *j, enum journal_kind kind, co
         return e && e->live ? e->orig : NULL;
 }
 
+int journal_last_values(const struct journal *j, enum journal_kind kind, const char *key,
+                        const char **ret_before, const char **ret_after)
+{
+        const struct entry *e = lookup(j, kind, key);
+
+        if (!e || !e->live)
+                return 0;
+        *ret_before = e->before;
+        *ret_after = e->after;
+        return 1;
+}
+
 static int write_all(int fd, const char *data, size_t len)
 {
         while (len > 0) {

@@ -79,6 +79,13 @@ int journal_forget(struct journal *j, enum journal_kind kind, const char *key);
 
 /* The original recorded for a key, or NULL. */
 const char *journal_original(const struct journal *j, enum journal_kind kind, const char *key);
+/*
+ * The two values the last record for a key says the knob may hold: "before"
+ * (our write was not made or failed) and "after" (what we wrote, or what the
+ * kernel made of it).  1 and both set if the key has a live record, 0 if not.
+ */
+int journal_last_values(const struct journal *j, enum journal_kind kind, const char *key,
+                        const char **ret_before, const char **ret_after);
 size_t journal_n_entries(const struct journal *j);
 
 struct journal_load_stats {
