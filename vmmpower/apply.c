@@ -379,14 +379,18 @@ static nsec_t apply_knobs(struct applier *a, const struct apply_request *req, ns
                 int32_t lat = req->cpu_latency_us[c];
                 int r;
 
-                if (khz && khz != a->applied_khz[c] && knob_try_now(&a->khz_retry[c], khz, now, &next)) {
+                /* A target that failed and then went back to the applied value is written
+                 * once more: it supersedes a retry the driver may still hold (EBUSY). */
+                if (khz && (khz != a->applied_khz[c] || a->khz_retry[c].failed) &&
+                    knob_try_now(&a->khz_retry[c], khz, now, &next)) {
                         struct power_perf_request pr = { .flags = POWER_PERF_MAX_KHZ, .max_khz = khz };
 
                         r = power_driver_set_perf(a->drv, c, &pr);
                         if (knob_result(a, &a->khz_retry[c], r, true, now, &next))
                                 a->applied_khz[c] = khz;
                 }
-                if (lat != a->applied_lat[c] && knob_try_now(&a->lat_retry[c], lat, now, &next)) {
+                if ((lat != a->applied_lat[c] || a->lat_retry[c].failed) &&
+                    knob_try_now(&a->lat_retry[c], lat, now, &next)) {
                         struct power_idle_constraint ic = { .deepest_state = -1, .latency_us = lat };
                         /* lifting a limit never set (first plan, no limit) is no change */
                         bool is_change = a->applied_lat[c] != LAT_UNKNOWN || lat >= 0;
@@ -437,6 +441,7 @@ static void publish_stats(struct applier *a, nsec_t t0, nsec_t cpu0)
         a->work.driver_busy = ds->busy;
         a->work.driver_foreign = ds->foreign;
         a->work.driver_class_retries = ds->class_retries;
+        a->work.driver_pending_retries = power_driver_pending_retries(a->drv);
         a->work.driver_classes_disabled = 0;
         for (unsigned c = 0; c < _POWER_KNOB_CLASS_MAX; c++)
                 if (power_driver_class_disabled(a->drv, (enum power_knob_class) c))

@@ -92,6 +92,7 @@ struct apply_stats {
         unsigned driver_foreign;        /* knobs found changed by someone else and let go */
         unsigned driver_class_retries;  /* writes let through to a class disabled by EACCES/EPERM/EROFS */
         unsigned driver_classes_disabled; /* bit per enum power_knob_class disabled now */
+        unsigned driver_pending_retries;  /* knobs with an EBUSY retry pending in the driver */
 };
 
 struct applier;

@@ -86,6 +86,7 @@ static int teardown(void **state)
 {
         struct fixture *f = *state;
 
+        power_driver_sysfs_set_io(NULL); /* a failed test may leave its fault injection installed */
         f->stop = 1;
         for (int i = 0; i < 2; i++)
                 pthread_join(f->thr[i], NULL);
@@ -351,6 +352,37 @@ static void test_failed_knob_retried(void **state)
         restore_and_check(f);
 }
 
+/*
+ * A cap that fails with EBUSY (the driver keeps retrying it) and whose plan
+ * then goes back to the value applied before: the applier writes that value
+ * once more, which supersedes the driver's pending retry of the abandoned
+ * one (else the retry would later put a value no plan wants).
+ */
+static void test_failed_knob_reverted(void **state)
+{
+        struct fixture *f = *state;
+        struct applier *a;
+        struct apply_stats st;
+        char buf[64];
+
+        fault_install("policy0/scaling_max_freq", 0);
+        a = start(f);
+        submit_wait(a, request(f, 1, 0, 2000000, -1));
+        __atomic_store_n(&fault_errno, EBUSY, __ATOMIC_SEQ_CST);
+        submit_wait(a, request(f, 1, 0, 1500000, -1));
+        applier_get_stats(a, &st);
+        assert_int_equal(st.driver_pending_retries, 1);
+        submit_wait(a, request(f, 1, 0, 2000000, -1));
+        applier_get_stats(a, &st);
+        assert_int_equal(st.driver_pending_retries, 0);
+        __atomic_store_n(&fault_errno, 0, __ATOMIC_SEQ_CST);
+        knob(f, CPU_REL "/cpufreq/policy0/scaling_max_freq", buf, sizeof(buf));
+        assert_string_equal(buf, "2000000");
+        applier_free(a);
+        power_driver_sysfs_set_io(NULL);
+        restore_and_check(f);
+}
+
 /* A cap for a pCPU without a cpufreq policy is not a "knob change". */
 static void test_unsupported_not_a_change(void **state)
 {
@@ -422,6 +454,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_libvirt_unreachable, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_latest_wins, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_failed_knob_retried, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_failed_knob_reverted, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_unsupported_not_a_change, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_foreign_knob_left, setup, teardown),
         };
