@@ -7,6 +7,7 @@
  */
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <sched.h>
@@ -411,17 +412,34 @@ static void test_foreign_knob_left(void **state)
         struct apply_stats st;
         char buf[64];
 
+        char logpath[400];
+        int saved_stderr, fd;
+
         submit_wait(a, request(f, 1, 0, 2000000, -1));
         sh("echo 3000000 > '%s/" CPU_REL "/cpufreq/policy0/scaling_max_freq'", f->root);
+        /* The daemon's log (stderr) while the knob is found changed, then asked again. */
+        snprintf(logpath, sizeof(logpath), "%s/log", f->tmp);
+        saved_stderr = dup(STDERR_FILENO);
+        fd = open(logpath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        assert_true(saved_stderr >= 0 && fd >= 0);
+        dup2(fd, STDERR_FILENO);
+        close(fd);
         submit_wait(a, request(f, 1, 0, 1500000, -1));
+        submit_wait(a, request(f, 1, 0, 1400000, -1));
+        fflush(stderr);
+        dup2(saved_stderr, STDERR_FILENO);
+        close(saved_stderr);
         knob(f, CPU_REL "/cpufreq/policy0/scaling_max_freq", buf, sizeof(buf));
         assert_string_equal(buf, "3000000");
         knob(f, CPU_REL "/cpufreq/policy1/scaling_max_freq", buf, sizeof(buf));
-        assert_string_equal(buf, "1500000");
+        assert_string_equal(buf, "1400000");
         applier_get_stats(a, &st);
-        assert_int_equal(st.knob_foreign, 1);
-        assert_int_equal(st.driver_foreign, 1);
+        assert_int_equal(st.knob_foreign, 2); /* both targets refused */
+        assert_int_equal(st.driver_foreign, 1); /* one knob let go */
         assert_int_equal(st.knob_errors, 0);
+        /* logged once, at notice, with both values */
+        sh("test \"$(grep -c 'policy0/scaling_max_freq holds \\\"3000000\\\", vmmpower last wrote \\\"2000000\\\": "
+           "changed by someone else' '%s')\" = 1", logpath);
         applier_free(a);
         assert_int_equal(journal_restore_all(f->state, f->root, NULL, NULL), 0);
         knob(f, CPU_REL "/cpufreq/policy0/scaling_max_freq", buf, sizeof(buf));
