@@ -346,20 +346,29 @@ static int apply_payload(struct journal *j, char *payload)
 
 /*
  * A complete record that failed its length/CRC check (or its syntax) in the
- * middle of the file: its values cannot be trusted, so nothing is restored
- * from it, but if its kind and key still read, say which knob lost its
- * record and the original as far as it reads, so that an operator can put
- * it back by hand (the whole file is kept aside: keep_corrupt_copy()).
+ * middle of the file.  Its original cannot be trusted, so no knob gets an
+ * original from it; if its kind and key still read, say which knob it names
+ * and its original as far as it reads, so that an operator can put it back by
+ * hand (the whole file is kept aside: keep_corrupt_copy()).
+ *
+ * For a knob that also has good records (the original is theirs), the
+ * corrupt record may be its last write: the knob may then hold that record's
+ * "after".  It is taken as a value we may have produced (after = its after,
+ * before = the last good after), so restore still recognises the knob as
+ * ours.  A bit flip in that value only makes it match nothing: the knob then
+ * reads as changed by someone else, as without this.  A later good record for
+ * the key supersedes it as usual.
  */
 static void salvage_corrupt(struct journal *j, const char *payload)
 {
-        char buf[2 * JOURNAL_KEY_MAX], *tok[4] = { NULL }, *save = NULL, key[256], orig[256];
+        _cleanup_free_ char *buf = strdup(payload);
+        char *tok[6] = { NULL }, *save = NULL, key[256], orig[256];
         enum journal_kind kind;
+        struct entry *e;
         size_t n = 0;
 
-        if (strlen(payload) >= sizeof(buf))
+        if (!buf)
                 return;
-        strcpy(buf, payload);
         for (char *t = strtok_r(buf, " ", &save); t && n < ELEMENTSOF(tok); t = strtok_r(NULL, " ", &save))
                 tok[n++] = t;
         if (n < 3 || strcmp(tok[0], "K") != 0 || kind_from_string(tok[1], &kind) < 0 || get_field(tok[2]) < 0 ||
@@ -367,7 +376,21 @@ static void salvage_corrupt(struct journal *j, const char *payload)
                 return;
         j->load.corrupt_keys++;
         escape_bytes(tok[2], strlen(tok[2]), key, sizeof(key));
-        if (n == 4 && get_field(tok[3]) == 0)
+        e = lookup(j, kind, tok[2]);
+        if (e && e->live && n == 6 && get_field(tok[5]) == 0 && strlen(tok[5]) < JOURNAL_VALUE_MAX) {
+                char *after = strdup(tok[5]);
+
+                if (after) {
+                        free(e->before);
+                        e->before = e->after;
+                        e->after = after;
+                        log_warning("Journal %s: a corrupt record for %s %s, which has good records: its original "
+                                    "is kept, the value the corrupt record wrote is taken as ours", j->path,
+                                    kind_names[kind], key);
+                        return;
+                }
+        }
+        if (n >= 4 && get_field(tok[3]) == 0)
                 escape_bytes(tok[3], strlen(tok[3]), orig, sizeof(orig));
         else
                 snprintf(orig, sizeof(orig), "(unreadable)");

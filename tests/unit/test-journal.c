@@ -371,9 +371,12 @@ static void test_corrupt_kept_aside(void **state)
         put(root, "k1", "a\n");
         put(root, "k2", "b\n");
         put(root, "k3", "c\n");
+        put(root, "k4", "d\n");
         assert_int_equal(journal_open(sd, &j), 0);
         jwrite(j, root, "k1", "A");
         jwrite(j, root, "k2", "B");
+        jwrite(j, root, "k4", "D");
+        jwrite(j, root, "k4", "E"); /* k4's last write: its record gets a bad CRC below */
         jwrite(j, root, "k3", "C");
         jwrite(j, root, "k1", "AA");
         journal_free(j);
@@ -386,6 +389,10 @@ static void test_corrupt_kept_aside(void **state)
         char *k2 = strstr(data, " k2 b%0A b%0A B");
         assert_non_null(k2);
         k2[strlen(" k2 b%0A b%0A ")] = 'X';
+        /* k4's second record: payload intact, CRC digit changed */
+        char *k4 = strstr(data, " K sysfs k4 d%0A D%0A E");
+        assert_non_null(k4);
+        k4[-1] = k4[-1] == '0' ? '1' : '0';
         assert_int_equal(pwrite(fd, data, (size_t) n, 0), n);
         close(fd);
         sh("cp '%s' '%s'", jp, saved);
@@ -393,9 +400,9 @@ static void test_corrupt_kept_aside(void **state)
 
         assert_int_equal(journal_open(sd, &j), 0);
         journal_get_load_stats(j, &ls);
-        assert_int_equal(ls.corrupt, 1);
-        assert_int_equal(ls.corrupt_keys, 1);
-        assert_int_equal(ls.records, 3);
+        assert_int_equal(ls.corrupt, 2);
+        assert_int_equal(ls.corrupt_keys, 2);
+        assert_int_equal(ls.records, 4);
         assert_non_null(journal_corrupt_file(j));
         snprintf(name, sizeof(name), "%s", journal_corrupt_file(j));
         assert_int_equal(strncmp(name, JOURNAL_CORRUPT_PREFIX, strlen(JOURNAL_CORRUPT_PREFIX)), 0);
@@ -404,15 +411,20 @@ static void test_corrupt_kept_aside(void **state)
         /* every good record's original */
         assert_string_equal(journal_original(j, JOURNAL_KIND_SYSFS, "k1"), "a\n");
         assert_string_equal(journal_original(j, JOURNAL_KIND_SYSFS, "k3"), "c\n");
+        assert_string_equal(journal_original(j, JOURNAL_KIND_SYSFS, "k4"), "d\n");
+        /* k4 holds what its corrupt last record wrote: still recognised as ours and restored */
         assert_int_equal(journal_restore(j, sysfs_io(root), &st), 0);
-        assert_int_equal(st.restored, 2);
-        assert_int_equal(st.corrupt, 1);
+        assert_int_equal(st.restored, 3);
+        assert_int_equal(st.foreign, 0);
+        assert_int_equal(st.corrupt, 2);
         assert_string_equal(st.corrupt_file, name);
         journal_free(j);
         get(root, "k1", buf, sizeof(buf));
         assert_string_equal(buf, "a\n");
         get(root, "k3", buf, sizeof(buf));
         assert_string_equal(buf, "c\n");
+        get(root, "k4", buf, sizeof(buf));
+        assert_string_equal(buf, "d\n");
         /* The journal is done with, the evidence stays. */
         assert_false(exists(jp));
         assert_true(exists(copy));
