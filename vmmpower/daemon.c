@@ -480,6 +480,10 @@ int daemon_restore_journal(const struct vp_config *cfg)
                            "%u gone, %u failed, %u kept for later, %u torn records ignored.",
                            cfg->state_dir, st.restored, st.unchanged, st.foreign, st.gone, st.failed, st.skipped,
                            st.torn);
+        if (st.corrupt_file[0])
+                log_warning("Journal %s: %u corrupt record(s) skipped, every good record restored; the journal as it "
+                            "was is kept as %s/%s for inspection (knobs named by a corrupt record were not restored).",
+                            cfg->state_dir, st.corrupt, cfg->state_dir, st.corrupt_file);
         if (r > 0)
                 log_warning("%d journal entries could not be restored yet and are kept in %s.", r, cfg->state_dir);
         return r;

@@ -11,6 +11,8 @@
 
 #include "apply.h"
 #include "daemon.h"
+#include "journal.h"
+#include "power_driver.h"
 
 static void label_value(struct strbuf *out, const char *s)
 {
@@ -238,6 +240,34 @@ void render_metrics(const struct daemon *d, struct strbuf *out)
                 counter(out, "vmmpower_apply_knob_errors_total", "Frequency cap / idle limit changes that failed.",
                         a.knob_errors);
                 gauge(out, "vmmpower_apply_pins", "vCPUs placed by the current plan.", a.pins_current);
+        }
+        if (d->applier) {
+                /* Knob ownership and write failures (docs/power-driver.md). */
+                struct apply_stats a;
+
+                applier_get_stats(d->applier, &a);
+                counter(out, "vmmpower_apply_knobs_foreign_total",
+                        "Knobs found changed by someone else: left to them, not written again, not restored.",
+                        a.driver_foreign);
+                counter(out, "vmmpower_apply_knob_retries_total",
+                        "Frequency cap / idle limit writes retried after a failure.", a.knob_retries);
+                counter(out, "vmmpower_apply_knob_unsupported_total",
+                        "Frequency caps / idle limits for which the host has no knob.", a.knob_unsupported);
+                counter(out, "vmmpower_apply_knob_class_retries_total",
+                        "Writes let through to a knob class disabled by EACCES/EPERM/EROFS after its backoff.",
+                        a.driver_class_retries);
+                header(out, "vmmpower_apply_knob_class_disabled", "gauge",
+                       "1 while writes of the knob class are denied (retried with backoff).");
+                for (unsigned c = 0; c < _POWER_KNOB_CLASS_MAX; c++)
+                        strbuf_printf(out, "vmmpower_apply_knob_class_disabled{class=\"%s\"} %d\n",
+                                      power_knob_class_to_string((enum power_knob_class) c),
+                                      (a.driver_classes_disabled >> c) & 1 ? 1 : 0);
+        }
+        {
+                int corrupt = journal_count_corrupt_files(d->cfg.state_dir, NULL, 0);
+
+                gauge(out, "vmmpower_journal_corrupt_files",
+                      "Copies of journals with corrupt records kept in the state directory.", MAX(corrupt, 0));
         }
         counter(out, "vmmpower_period_overruns_total", "Control periods missed.", d->counters.overruns);
         gauge(out, "vmmpower_period_cpu_seconds", "Daemon CPU time spent in the last control period.",

@@ -11,6 +11,8 @@
 
 #include "apply.h"
 #include "daemon.h"
+#include "journal.h"
+#include "power_driver.h"
 #include "version.h"
 
 static double pct(double ratio)
@@ -96,6 +98,57 @@ static void render_apply_json(const struct daemon *d, struct strbuf *out)
                       a.driver_busy);
 }
 
+/* Knob classes the power driver has disabled now (EACCES/EPERM/EROFS, retried with backoff), comma-separated. */
+static void disabled_classes(unsigned mask, char *buf, size_t size)
+{
+        size_t n = 0;
+
+        buf[0] = '\0';
+        for (unsigned c = 0; c < _POWER_KNOB_CLASS_MAX; c++)
+                if (mask & (1u << c))
+                        n += (size_t) snprintf(buf + n, n < size ? size - n : 0, "%s%s", n ? "," : "",
+                                               power_knob_class_to_string((enum power_knob_class) c));
+}
+
+/*
+ * Knob ownership and write failures (docs/power-driver.md): knobs left to
+ * someone else, failed and retried caps/limits, classes disabled by a denial,
+ * and copies of corrupt journals kept in the state directory.
+ */
+static void render_knobs(const struct daemon *d, bool json, struct strbuf *out)
+{
+        struct apply_stats a = { 0 };
+        char newest[256] = "", classes[64];
+        int corrupt = journal_count_corrupt_files(d->cfg.state_dir, newest, sizeof(newest));
+
+        if (d->applier)
+                applier_get_stats(d->applier, &a);
+        disabled_classes(a.driver_classes_disabled, classes, sizeof(classes));
+        if (json) {
+                strbuf_printf(out,
+                              ",\"knobs\":{\"foreign\":%u,\"foreign_refused\":%" PRIu64 ",\"changes\":%" PRIu64
+                              ",\"errors\":%" PRIu64 ",\"retries\":%" PRIu64 ",\"unsupported\":%" PRIu64
+                              ",\"gone\":%" PRIu64 ",\"class_retries\":%u,\"classes_disabled\":",
+                              a.driver_foreign, a.knob_foreign, a.knob_changes, a.knob_errors, a.knob_retries,
+                              a.knob_unsupported, a.knob_gone, a.driver_class_retries);
+                strbuf_json_string(out, classes);
+                strbuf_printf(out, "},\"journal\":{\"corrupt_files\":%d,\"newest_corrupt_file\":", MAX(corrupt, 0));
+                strbuf_json_string(out, newest);
+                strbuf_puts(out, "}");
+                return;
+        }
+        if (d->applier)
+                strbuf_printf(out,
+                              "knobs:         %u left to others (changed by someone else), %" PRIu64
+                              " caps/limits applied, %" PRIu64 " failed attempts (%" PRIu64 " retries)%s%s%s\n",
+                              a.driver_foreign, a.knob_changes, a.knob_errors, a.knob_retries,
+                              classes[0] ? ", denied: " : "", classes,
+                              classes[0] ? " (retried with backoff)" : "");
+        if (corrupt > 0)
+                strbuf_printf(out, "journal:       %d corrupt journal file(s) kept in %s, newest %s: inspect, then remove\n",
+                              corrupt, d->cfg.state_dir, newest);
+}
+
 void render_status(const struct daemon *d, bool json, struct strbuf *out)
 {
         const struct tracker_stats *ts = tracker_stats(d->tracker);
@@ -138,6 +191,7 @@ void render_status(const struct daemon *d, bool json, struct strbuf *out)
                               d->counters.qmp_queries, d->counters.qmp_errors);
                 strbuf_puts(out, ",\"apply\":");
                 render_apply_json(d, out);
+                render_knobs(d, true, out);
                 strbuf_printf(out, ",\"hint_wakeups\":%" PRIu64 ",\"hint_replans\":%" PRIu64,
                               d->counters.hint_wakeups, d->counters.hint_replans);
                 strbuf_printf(out,
@@ -175,6 +229,7 @@ void render_status(const struct daemon *d, bool json, struct strbuf *out)
                       " read errors, last period %.1f us CPU\n",
                       tracker_sampler_name(d->tracker), ts->samples, ts->threads_gone, ts->read_errors,
                       (double) d->counters.last_period_cpu_ns / NSEC_PER_USEC);
+        render_knobs(d, false, out);
 }
 
 /* The VM's hint channel: connection, agent (guest bytes: escaped), counters. */
