@@ -909,6 +909,9 @@ static int setup(struct run *run)
         if (r < 0)
                 return fail(run, r, "the base model does not fit this host: %s", strerror(-r));
         m = &run->h->model;
+        if (m->n_levels > 1 && run->t->n_policies == 0)
+                return fail(run, -EOPNOTSUPP, "the base model has %u perf levels but the host has no cpufreq "
+                            "policy to hold them", m->n_levels);
         run->n_cpus = run->t->n_cpus;
         run->specs = calloc(CALIB_MAX_POINTS, sizeof(*run->specs));
         run->cpuidle_index = malloc((size_t) MAX(run->n_cpus, 1u) * m->n_idle * sizeof(int));
@@ -942,6 +945,13 @@ int calibrate_run(const struct calib_config *cfg, struct energy_model *ret, stru
             cfg->settle_ns < 0)
                 return fail(&run, -EINVAL, "invalid configuration");
         start = cfg->ops->now(cfg->ops_userdata);
+        /* The counters must be readable (root only on current kernels) before any knob changes. */
+        {
+                uint64_t uj[CALIB_MAX_ZONES];
+                r = read_counters(&run, uj);
+                if (r < 0)
+                        return r;
+        }
         /* A previous run that died: put the host back before measuring it. */
         r = restore(&run, "before starting");
         if (r < 0)

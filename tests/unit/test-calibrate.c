@@ -487,6 +487,33 @@ static void test_recover_xeon(void **state)
         assert_true(h.wraps >= 20);
         assert_params_within(&planted, &fitted, 5.0);
         assert_string_equal(fitted.name, "fitted");
+        /* the file it writes is one the daemon's parser takes, and reads back as the same model */
+        {
+                char *text = NULL;
+                size_t len = 0;
+                FILE *f = open_memstream(&text, &len);
+                struct energy_model back;
+                struct em_error err = { 0 };
+
+                assert_non_null(f);
+                calib_model_write(&fitted, rep, "synthetic-xeon", f);
+                assert_int_equal(fclose(f), 0);
+                if (energy_model_parse_string(text, "fitted.model", &back, &err) < 0)
+                        fail_msg("%s:%u: %s\n%s", err.file, err.line, err.message, text);
+                char *t1 = NULL, *t2 = NULL;
+                size_t l1 = 0, l2 = 0;
+                FILE *f1 = open_memstream(&t1, &l1), *f2 = open_memstream(&t2, &l2);
+                energy_model_write(&back, f1);
+                energy_model_write(&fitted, f2);
+                fclose(f1);
+                fclose(f2);
+                assert_string_equal(t1, t2);
+                free(t1);
+                free(t2);
+                assert_non_null(strstr(text, "# Not determined by the counters (base model's values): "
+                                             "IdleState C6 PowerMW."));
+                free(text);
+        }
         assert_true(rep->restore.restored > 0);
         assert_restored(&h);
         host_teardown(&h);
@@ -657,6 +684,32 @@ static void test_interrupted(void **state)
         assert_non_null(strstr(rep->error, "interrupted at point"));
         assert_true(rep->restore.restored > 0);
         assert_restored(&h);
+        host_teardown(&h);
+        free(rep);
+}
+
+static void test_unreadable_counters(void **state)
+{
+        struct energy_model planted, fitted;
+        struct calib_report *rep = calloc(1, sizeof(*rep));
+        struct host h;
+        char p[600];
+        int r;
+
+        /* a counter that cannot be read (EACCES for non-root on current kernels; here: gone) */
+        load_model("xeon-spr-2s.model", &planted);
+        host_setup(&h, "xeon-spr-2s", &planted, false, 20000000);
+        snprintf(p, sizeof(p), "%s/class/powercap/intel-rapl:1/energy_uj", h.root);
+        assert_int_equal(unlink(p), 0);
+        snprintf(p, sizeof(p), "%s/class/powercap/intel-rapl:1/energy_uj", h.pristine);
+        assert_int_equal(unlink(p), 0);
+        r = run_sim(&h, &planted, &fitted, rep, NULL);
+        printf("error: %s\n", rep->error);
+        assert_int_equal(r, -ENOENT);
+        assert_non_null(strstr(rep->error, "reading the energy counters failed"));
+        /* refused before touching anything */
+        assert_int_equal(rep->restore.restored, 0);
+        sh("diff -r '%s' '%s'", h.pristine, h.root);
         host_teardown(&h);
         free(rep);
 }
@@ -995,6 +1048,7 @@ int main(void)
                 cmocka_unit_test(test_gauge),
                 cmocka_unit_test(test_failed_knob_write),
                 cmocka_unit_test(test_interrupted),
+                cmocka_unit_test(test_unreadable_counters),
                 cmocka_unit_test(test_real_refuses_with_daemon),
                 cmocka_unit_test(test_real_run),
                 cmocka_unit_test(test_real_sigterm),
