@@ -508,6 +508,10 @@ static void test_recover_xeon(void **state)
                 fclose(f1);
                 fclose(f2);
                 assert_string_equal(t1, t2);
+                /* and it fits the host, as the daemon's load_energy_model() needs */
+                struct em_host *eh = NULL;
+                assert_int_equal(em_host_new(h.topo, &back, &eh), 0);
+                em_host_free(eh);
                 free(t1);
                 free(t2);
                 assert_non_null(strstr(text, "# Not determined by the counters (base model's values): "
