@@ -63,7 +63,10 @@
  * where the awake/asleep split of the domains is most visible); the rank
  * tolerance 1e-9 of a column's norm (coefficients are O(1..100) W per W);
  * a point is "starved" when a load thread ran under 90% of its duty (the
- * fit still uses what ran; the report warns).
+ * fit still uses what ran; the report warns); the first and last points are
+ * both idle, and a difference over 3% between them is reported as drift
+ * (RAPL's idle package power is steady to well under that on a quiet host;
+ * temperature raises leakage over a long run).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -81,6 +84,7 @@
 #define PARTIAL_DUTY_PERMILLE 500
 #define RANK_TOL 1e-9
 #define STARVED_RATIO 0.9
+#define IDLE_DRIFT_WARN_PCT 3.0
 #define MAX_PARAMS (EM_MAX_LEVELS + EM_MAX_IDLE_STATES + 3 * _EM_DOMAIN_MAX)
 
 static const char *const zone_kind_names[_CALIB_ZONE_KIND_MAX] = {
@@ -858,6 +862,9 @@ static int fit(struct run *run, struct energy_model *ret)
                         ss += res * res;
                         mx = MAX(mx, fabs(res));
                 }
+                if (n >= 2 && run->specs[0].pkg_mw > 0)
+                        rep->idle_drift_pct = (run->specs[n - 1].pkg_mw - run->specs[0].pkg_mw) /
+                                              run->specs[0].pkg_mw * 100.0;
                 rep->rms_residual_pct = sqrt(ss / n);
                 rep->max_residual_pct = mx;
         }
@@ -1032,6 +1039,10 @@ void calib_report_print(const struct calib_report *r, FILE *f)
         }
         fprintf(f, "residuals: rms %.2f%%, max %.2f%%; %u value(s) moved to satisfy the model's order rules\n",
                 r->rms_residual_pct, r->max_residual_pct, r->adjusted);
+        fprintf(f, "idle at the end against the start: %+.2f%%\n", r->idle_drift_pct);
+        if (fabs(r->idle_drift_pct) > IDLE_DRIFT_WARN_PCT)
+                fprintf(f, "warning: idle power drifted by more than %.0f%% over the run: the host's background or "
+                        "temperature changed\n", IDLE_DRIFT_WARN_PCT);
         if (r->starved)
                 fprintf(f, "warning: in %u point(s) a load thread ran less than %.0f%% of its duty: other work on "
                         "this host; the active powers are less certain (run it on an idle host)\n",

@@ -139,6 +139,7 @@ struct calib_report {
         unsigned starved;                  /* loaded points whose CPUs ran less than 90% of the asked duty
                                               (other work on the host: the fit uses what ran, but the
                                               active powers rest on less signal) */
+        double idle_drift_pct;             /* idle-end against idle: the host's background changed */
         struct restore_stats restore;
         nsec_t elapsed_ns;
         char error[256];                   /* on failure: what failed, with the knob's path */
