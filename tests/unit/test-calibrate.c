@@ -105,6 +105,31 @@ struct host {
         uint32_t *lat;
 };
 
+/* Temp dirs still to remove: a failed assertion skips host_teardown(); the group teardown removes them. */
+static char leftover[16][256];
+
+static void leftover_set(const char *dir, bool add)
+{
+        for (unsigned i = 0; i < ELEMENTSOF(leftover); i++)
+                if (add ? !leftover[i][0] : strcmp(leftover[i], dir) == 0) {
+                        snprintf(leftover[i], sizeof(leftover[i]), "%s", add ? dir : "");
+                        return;
+                }
+}
+
+static int remove_leftovers(void **state)
+{
+        for (unsigned i = 0; i < ELEMENTSOF(leftover); i++)
+                if (leftover[i][0]) {
+                        char cmd[300];
+                        snprintf(cmd, sizeof(cmd), "rm -rf '%.255s'", leftover[i]);
+                        if (system(cmd) != 0)
+                                return -1;
+                        leftover[i][0] = '\0';
+                }
+        return 0;
+}
+
 static double rnd(struct host *h)
 {
         h->rng ^= h->rng << 13;
@@ -131,6 +156,7 @@ static void host_setup(struct host *h, const char *tree, const struct energy_mod
         memset(h, 0, sizeof(*h));
         strcpy(h->tmp, access("/dev/shm", W_OK) == 0 ? "/dev/shm/test-calibrate.XXXXXX" : "/tmp/test-calibrate.XXXXXX");
         assert_non_null(mkdtemp(h->tmp));
+        leftover_set(h->tmp, true);
         snprintf(h->root, sizeof(h->root), "%s/sys", h->tmp);
         snprintf(h->pristine, sizeof(h->pristine), "%s/pristine", h->tmp);
         snprintf(h->state, sizeof(h->state), "%s/state", h->tmp);
@@ -202,6 +228,7 @@ static void host_teardown(struct host *h)
         free(h->fl);
         power_driver_sysfs_set_io(NULL);
         sh("rm -rf '%s'", h->tmp);
+        leftover_set(h->tmp, false);
 }
 
 static bool read_u32_rel(const struct host *h, const char *rel, uint32_t *v)
@@ -1062,5 +1089,5 @@ int main(void)
         };
         if (getenv("TEST_FILTER"))
                 cmocka_set_test_filter(getenv("TEST_FILTER"));
-        return cmocka_run_group_tests(tests, NULL, NULL);
+        return cmocka_run_group_tests(tests, NULL, remove_leftovers);
 }
