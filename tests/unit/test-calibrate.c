@@ -117,8 +117,15 @@ static void leftover_set(const char *dir, bool add)
                 }
 }
 
+static pid_t running_child; /* a vmmpower-calibrate a failed assertion left running */
+
 static int remove_leftovers(void **state)
 {
+        if (running_child > 0) {
+                kill(running_child, SIGKILL);
+                waitpid(running_child, NULL, 0);
+                running_child = 0;
+        }
         for (unsigned i = 0; i < ELEMENTSOF(leftover); i++)
                 if (leftover[i][0]) {
                         char cmd[300];
@@ -889,6 +896,7 @@ static pid_t spawn(const struct host *h, const char *log, const char *extra)
                 execl("/bin/sh", "sh", "-c", cmd, (char *) NULL);
                 _exit(127);
         }
+        running_child = pid;
         return pid;
 }
 
@@ -900,13 +908,16 @@ static int wait_exit(pid_t pid, nsec_t timeout_ns)
         while (now_ns() < end) {
                 pid_t r = waitpid(pid, &st, WNOHANG);
                 assert_true(r >= 0);
-                if (r == pid)
+                if (r == pid) {
+                        running_child = 0;
                         return st;
+                }
                 struct timespec ts = { 0, 10 * NSEC_PER_MSEC };
                 nanosleep(&ts, NULL);
         }
         kill(pid, SIGKILL);
         waitpid(pid, &st, 0);
+        running_child = 0;
         fail_msg("vmmpower-calibrate did not exit in time");
         return -1;
 }
