@@ -429,14 +429,19 @@ static int run_sim(struct host *h, const struct energy_model *base, struct energ
         return r;
 }
 
-static void assert_restored(const struct host *h)
+static void assert_restored_x(const struct host *h, const char *exclude)
 {
         char path[600];
 
         /* every knob as it was (the counters under class/powercap move, by design) */
-        sh("diff -r -x powercap '%s' '%s'", h->pristine, h->root);
+        sh("diff -r -x powercap %s '%s' '%s'", exclude, h->pristine, h->root);
         snprintf(path, sizeof(path), "%s/journal", h->state);
         assert_int_equal(access(path, F_OK), -1);
+}
+
+static void assert_restored(const struct host *h)
+{
+        assert_restored_x(h, "");
 }
 
 /* A base model: the planted structure with every watt wrong, except the two the counters cannot see (gauge). */
@@ -1050,7 +1055,9 @@ static void test_real_crash_restore(void **state)
                  h.state, h.root);
         write_file(conf, text);
         assert_int_equal(sh_status("'%s/vmmpowerd' --restore -c '%s'", bd, conf), 0);
-        assert_restored(&h);
+        /* A kill in the middle of a fixture write leaves the writer's temp file beside the knob
+         * (power_sysfs_default_write() replaces a regular file by rename; sysfs has none). */
+        assert_restored_x(&h, "-x '*.vp-tmp.*'");
         host_teardown(&h);
 }
 
