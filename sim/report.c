@@ -27,6 +27,9 @@ void sim_print_table(const struct sim_result *r, FILE *f)
         fprintf(f, "%u VMs, %u vCPUs on %u CPUs (%.2f:1), mean demand %.1f%% of a vCPU, %u intervals, %.0f vCPU-hours\n",
                 r->n_vms, r->n_vcpus, r->n_cpus, (double) r->n_vcpus / r->n_cpus, 100 * r->mean_util, r->n_intervals,
                 r->vcpu_hours);
+        if (r->want_vcpus)
+                fprintf(f, "whole VMs: %u vCPUs against a target of %u (%u short; a VM that would go over is passed over)\n",
+                        r->n_vcpus, r->want_vcpus, r->want_vcpus - MIN(r->n_vcpus, r->want_vcpus));
         fprintf(f, "%-9s %9s %7s %7s %8s %9s %9s %9s %7s %9s %9s %7s %9s\n", "policy", "kWh", "vs_B0", "gap",
                 "vs_fluid", "wait_p50", "wait_p99", "wait_p999", "deep%", "migr/vCh", "moves/vCh", "undel%", "cpu_s");
         fprintf(f, "%-9s %9s %7s %7s %8s %9s %9s %9s %7s %9s %9s %7s %9s\n", "", "", "", "closed", "", "us", "us", "us",
