@@ -769,6 +769,49 @@ static void test_tracker_sees_delivered(void **state)
         sim_host_done(&h);
 }
 
+/* The plot: an axis fitted to the data (not from 0), both of two equal policies labelled, the second panel. */
+static void test_svg_plot(void **state)
+{
+        struct sim_result r = { .n_intervals = 96, .interval_ns = 300 * NSEC_PER_SEC, .demand_cpu_s = 1000 };
+        char *text = NULL;
+        size_t len = 0;
+
+        for (int p = 0; p < _SIM_POLICY_MAX; p++) {
+                r.p[p].interval_w = calloc(r.n_intervals, sizeof(double));
+                assert_non_null(r.p[p].interval_w);
+                for (unsigned k = 0; k < r.n_intervals; k++)
+                        r.p[p].interval_w[k] = 200 + 3 * p + (k % 2 ? 4 : 0); /* noise a moving average removes */
+                r.p[p].energy_j = 3.6e6 * (1 + 0.1 * p);
+        }
+        for (unsigned k = 0; k < r.n_intervals; k++)
+                r.p[SIM_B2].interval_w[k] = r.p[SIM_B0].interval_w[k];
+        r.p[SIM_B2].energy_j = r.p[SIM_B0].energy_j;
+        wait_hist_add(&r.p[SIM_B1].hist, 2e6);
+        r.p[SIM_VMM].overload_s = 5;
+        FILE *f = open_memstream(&text, &len);
+        assert_non_null(f);
+        assert_int_equal(sim_write_svg(&r, "t<&>", f), 0);
+        assert_int_equal(fclose(f), 0);
+        assert_non_null(strstr(text, "t&lt;&amp;&gt;"));
+        assert_non_null(strstr(text, "60-minute centred moving average"));
+        assert_null(strstr(text, "text-anchor=\"end\">0</text>"));   /* the axis does not start at 0 */
+        assert_non_null(strstr(text, "text-anchor=\"end\">200</text>")); /* it starts just below the data */
+        assert_non_null(strstr(text, ">B0 1.10 kWh (100.0%)"));
+        assert_non_null(strstr(text, ">B2 1.10 kWh (100.0%)"));
+        /* B0's and B2's labels at least 15 px apart although their lines end at the same value */
+        const char *a = strstr(text, ">B0 1.10"), *b = strstr(text, ">B2 1.10");
+        while (a > text && strncmp(a, " y=\"", 4) != 0)
+                a--;
+        while (b > text && strncmp(b, " y=\"", 4) != 0)
+                b--;
+        assert_true(fabs(atof(a + 4) - atof(b + 4)) >= 15 - 1e-6);
+        assert_non_null(strstr(text, "run-queue wait p99 per wake-up (ms)"));
+        assert_non_null(strstr(text, "undelivered demand (% of the demand)"));
+        assert_non_null(strstr(text, ">0.5</text>")); /* vmmpower's 5 of 1000 CPU-s */
+        free(text);
+        sim_result_free(&r);
+}
+
 static void test_bad_host_and_config(void **state)
 {
         struct sim_host h;
@@ -807,6 +850,7 @@ int main(void)
                 cmocka_unit_test(test_evsim_wait_avg),
                 cmocka_unit_test(test_tracker_sees_delivered),
                 cmocka_unit_test(test_bad_host_and_config),
+                cmocka_unit_test(test_svg_plot),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
