@@ -50,6 +50,8 @@ struct control_server {
         struct daemon *daemon;
         int epoll_fd;
         char path[108];
+        dev_t path_dev;           /* the socket file we renamed to path: only that one is unlinked */
+        ino_t path_ino;
         bool have_group;
         gid_t group_gid;
         unsigned n_clients;
@@ -379,6 +381,7 @@ int control_server_new(struct daemon *d, const char *path, const char *group, in
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
         struct control_server *cs;
         char tmp[sizeof(sa.sun_path)];
+        struct stat st;
         int fd, r;
 
         if (strlen(path) >= sizeof(sa.sun_path))
@@ -426,11 +429,13 @@ int control_server_new(struct daemon *d, const char *path, const char *group, in
         r = io_watch_add(epoll_fd, &cs->watch, fd, EPOLLIN, server_accept);
         if (r < 0)
                 goto fail;
-        if (rename(tmp, path) < 0) {
+        if (lstat(tmp, &st) < 0 || rename(tmp, path) < 0) {
                 r = log_error_errno(errno, "Failed to move %s to %s: %m", tmp, path);
                 io_watch_del(epoll_fd, &cs->watch);
                 goto fail;
         }
+        cs->path_dev = st.st_dev;
+        cs->path_ino = st.st_ino;
         *ret = cs;
         return 0;
 fail:
@@ -442,13 +447,16 @@ fail:
 
 void control_server_free(struct control_server *cs)
 {
+        struct stat st;
+
         if (!cs)
                 return;
         while (cs->clients)
                 client_free(cs->clients);
         io_watch_del(cs->epoll_fd, &cs->watch);
         close(cs->watch.fd);
-        if (cs->path[0])
+        /* Only our own socket file: never one another process put there since. */
+        if (cs->path[0] && lstat(cs->path, &st) == 0 && st.st_dev == cs->path_dev && st.st_ino == cs->path_ino)
                 (void) unlink(cs->path);
         free(cs);
 }
@@ -456,4 +464,33 @@ void control_server_free(struct control_server *cs)
 void control_server_forget_path(struct control_server *cs)
 {
         cs->path[0] = '\0';
+}
+
+int control_socket_live(const char *path, pid_t *ret_pid)
+{
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        struct ucred cred;
+        socklen_t len = sizeof(cred);
+        int fd, r;
+
+        if (strlen(path) >= sizeof(sa.sun_path))
+                return -ENAMETOOLONG;
+        strcpy(sa.sun_path, path);
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return -errno;
+        /* Non-blocking: a listener with a full backlog answers EAGAIN, which is
+         * as live as an accepted connect (its pid is then not known). */
+        if (connect(fd, (struct sockaddr *) &sa, sizeof(sa)) == 0) {
+                if (ret_pid)
+                        *ret_pid = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 ? cred.pid : 0;
+                r = 1;
+        } else if (errno == EAGAIN) {
+                if (ret_pid)
+                        *ret_pid = 0;
+                r = 1;
+        } else
+                r = errno == ECONNREFUSED || errno == ENOENT || errno == ENOTSOCK ? 0 : -errno;
+        close(fd);
+        return r;
 }

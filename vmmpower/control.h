@@ -40,6 +40,12 @@ bool control_peer_allowed(uid_t uid, gid_t gid, const gid_t *groups, size_t n_gr
 int control_server_new(struct daemon *d, const char *path, const char *group, int epoll_fd,
                        struct control_server **ret);
 void control_server_free(struct control_server *cs);
+/*
+ * Does a server listen at path (a running daemon)?  1 with *ret_pid its pid
+ * (SO_PEERCRED; 0 if not known), 0 if nothing does (no file, stale file),
+ * or -errno.  A new daemon never replaces a live socket.
+ */
+int control_socket_live(const char *path, pid_t *ret_pid);
 /* Let free() leave the socket path alone (a new server took it over). */
 void control_server_forget_path(struct control_server *cs);
 /* Drop clients idle longer than CONTROL_CLIENT_TIMEOUT_NS.  Returns how many were freed. */

@@ -34,6 +34,7 @@
 #include "apply.h"
 #include "journal.h"
 #include "event.h"
+#include "instance.h"
 #include "log.h"
 #include "plan_input.h"
 #include "qmp.h"
@@ -318,6 +319,46 @@ static void start_applier(struct daemon *d)
 }
 
 /*
+ * One daemon per state directory (instance.h), and never one that takes a
+ * live control socket over (a daemon with another state directory but the
+ * same ControlSocket).  Returns the lock fd or -errno, logged.
+ */
+static int take_instance_lock(const struct vp_config *cfg)
+{
+        pid_t owner = 0;
+        int fd = instance_lock(cfg->state_dir, &owner);
+
+        if (fd == -EBUSY) {
+                if (owner > 0)
+                        log_error("Another vmmpowerd (pid %d) is running with state directory %s; exiting.",
+                                  (int) owner, cfg->state_dir);
+                else
+                        log_error("Another vmmpowerd is running with state directory %s; exiting.", cfg->state_dir);
+                return -EBUSY;
+        }
+        if (fd < 0)
+                return log_error_errno(fd, "Failed to lock %s/%s: %m", cfg->state_dir, INSTANCE_LOCK_FILE);
+        return fd;
+}
+
+static int check_control_socket_free(const char *path)
+{
+        pid_t owner = 0;
+        int r = control_socket_live(path, &owner);
+
+        if (r < 0)
+                return log_error_errno(r, "Failed to check control socket %s: %m", path);
+        if (r == 0)
+                return 0;
+        if (owner > 0)
+                log_error("Control socket %s is served by another process (pid %d), not replacing it.", path,
+                          (int) owner);
+        else
+                log_error("Control socket %s is served by another process, not replacing it.", path);
+        return -EADDRINUSE;
+}
+
+/*
  * Build what depends on the configuration.  On success the daemon runs with
  * cfg; on failure nothing changed.  starting: first call (no threads yet).
  */
@@ -330,7 +371,7 @@ static int daemon_apply_config(struct daemon *d, const struct vp_config *cfg, bo
         struct control_server *control = NULL;
         struct em_host *em = NULL;
         bool new_tracker, new_control, new_libvirt;
-        int r;
+        int r, lock_fd = -1;
 
         new_tracker = starting || strcmp(old->procfs_root, cfg->procfs_root) != 0 ||
                       old->load_half_life_ns != cfg->load_half_life_ns;
@@ -343,6 +384,13 @@ static int daemon_apply_config(struct daemon *d, const struct vp_config *cfg, bo
 
         if (mkdir(cfg->state_dir, 0755) < 0 && errno != EEXIST)
                 return log_error_errno(errno, "Failed to create %s: %m", cfg->state_dir);
+        /* At start the lock is taken by daemon_init(); a reload that moves the
+         * state directory takes the new one before anything else. */
+        if (!starting && strcmp(old->state_dir, cfg->state_dir) != 0) {
+                lock_fd = take_instance_lock(cfg);
+                if (lock_fd < 0)
+                        return lock_fd;
+        }
 
         r = topology_load(cfg->sysfs_root, &topo);
         if (r < 0) {
@@ -368,7 +416,13 @@ static int daemon_apply_config(struct daemon *d, const struct vp_config *cfg, bo
         }
         if (new_control) {
                 /* The new socket replaces the old one's path (it unlinks and
-                 * binds); the old one keeps its fd until the commit. */
+                 * binds); the old one keeps its fd until the commit.  A path
+                 * that is new to us must not be another daemon's live socket. */
+                if (starting || strcmp(old->control_socket, cfg->control_socket) != 0) {
+                        r = check_control_socket_free(cfg->control_socket);
+                        if (r < 0)
+                                goto fail;
+                }
                 r = control_server_new(d, cfg->control_socket, cfg->control_group, d->epoll_fd, &control);
                 if (r < 0)
                         goto fail;
@@ -405,6 +459,11 @@ static int daemon_apply_config(struct daemon *d, const struct vp_config *cfg, bo
         qmp_cache_clear(d);
         if (new_libvirt)
                 stop_libvirt(d);
+        if (lock_fd >= 0) {
+                instance_unlock(d->instance_fd, d->instance_dir);
+                d->instance_fd = lock_fd;
+                snprintf(d->instance_dir, sizeof(d->instance_dir), "%s", cfg->state_dir);
+        }
         d->cfg = *cfg;
         log_set_max_level(cfg->log_level);
         if (!starting) {
@@ -420,6 +479,8 @@ static int daemon_apply_config(struct daemon *d, const struct vp_config *cfg, bo
         d->scan_requested = true;
         return 0;
 fail:
+        if (lock_fd >= 0)
+                instance_unlock(lock_fd, cfg->state_dir);
         control_server_free(control);
         em_host_free(em);
         tracker_free(tracker);
@@ -945,7 +1006,8 @@ int daemon_init(struct daemon *d, const struct daemon_options *opts)
         sigset_t mask;
         int r;
 
-        *d = (struct daemon) { .epoll_fd = -1, .signal_fd = -1, .timer_fd = -1, .watchdog_fd = -1, .opts = *opts };
+        *d = (struct daemon) { .epoll_fd = -1, .signal_fd = -1, .timer_fd = -1, .watchdog_fd = -1, .instance_fd = -1,
+                               .opts = *opts };
         the_daemon = d;
         snprintf(d->config_path, sizeof(d->config_path), "%s",
                  opts->config_path ? opts->config_path : VMMPOWER_SYSCONFDIR "/vmmpower.conf");
@@ -958,6 +1020,14 @@ int daemon_init(struct daemon *d, const struct daemon_options *opts)
                 return r;
         }
         log_set_max_level(cfg.log_level);
+
+        /* One daemon per state directory, in every mode (--dry-run and --once
+         * too): before the journal, the control socket and the hint channels. */
+        r = take_instance_lock(&cfg);
+        if (r < 0)
+                return r;
+        d->instance_fd = r;
+        snprintf(d->instance_dir, sizeof(d->instance_dir), "%s", cfg.state_dir);
 
         /* A journal left by a previous run that died: put the host back first.
          * Failures are logged and the entries kept; the daemon starts anyway. */
@@ -1102,4 +1172,7 @@ void daemon_done(struct daemon *d)
         if (d->epoll_fd >= 0)
                 close(d->epoll_fd);
         d->timer_fd = d->signal_fd = d->epoll_fd = d->watchdog_fd = -1;
+        /* Last: the next daemon may start once the host is restored and the socket gone. */
+        instance_unlock(d->instance_fd, d->instance_dir);
+        d->instance_fd = -1;
 }

@@ -79,6 +79,8 @@ struct daemon {
         cpuset_t *pin_sets;       /* plan_pin_sets() output, kept across periods */
         size_t pin_sets_alloc;
         bool running;             /* daemon_run() started (threads may be created) */
+        int instance_fd;          /* instance.h: the lock on instance_dir, held for the daemon's life */
+        char instance_dir[CONFIG_PATH_MAX]; /* the state directory locked (cfg.state_dir once running) */
         struct control_server *control;
         struct control_server *retired_control; /* replaced by a reload; freed after the epoll batch */
         bool batch_invalid;       /* a handler freed watches: stop dispatching this batch */

@@ -218,8 +218,9 @@ class DaemonBadInput(unittest.TestCase):
     def setUpClass(cls):
         vmlib.require_root()
 
-    def start(self, sections=None, **kw):
-        d = Daemon(sections, **kw).start()
+    def start(self, sections=None, existing=None, **kw):
+        d = existing or Daemon(sections, **kw)
+        d.start()
         self.addCleanup(d.stop)
         return d
 
@@ -429,6 +430,63 @@ class DaemonBadInput(unittest.TestCase):
             pass
         self.assertIn("STOPPING=1", rest)
         ns.close()
+
+    def _second(self, config, extra=()):
+        """Start a vmmpowerd that must refuse to run: returns (rc, stderr); one still running
+        after 15 s is stopped and the test fails."""
+        p = subprocess.Popen([VMMPOWERD, "--foreground", "--config", config] + list(extra), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, universal_newlines=True)
+        try:
+            _, err = p.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            p.terminate()
+            _, err = p.communicate(timeout=15)
+            self.fail("a second daemon %r started and ran:\n%s" % (list(extra), err))
+        return p.returncode, err
+
+    def test_second_daemon_on_one_config(self):
+        """One daemon per state directory, in every mode: a second one started on the same
+        config (applying, --dry-run, --once) exits non-zero naming the first one's pid, before
+        it touches the journal, the control socket or a hint channel; the first stays
+        reachable on an unchanged socket. A daemon with another state directory but the same
+        ControlSocket does not take the live socket over either; one with its own state
+        directory and socket runs alongside."""
+        a = self.start(args=["--dry-run"])
+        sock_ino = os.stat(a.socket).st_ino
+        for extra in ([], ["--dry-run"], ["--once"]):
+            rc, err = self._second(a.config, extra)
+            self.assertNotEqual(rc, 0, err)
+            self.assertIn("Another vmmpowerd (pid %d) is running" % a.proc.pid, err)
+            # it stopped at the lock: nothing restored, no socket bound, no libvirt (hint channels)
+            self.assertEqual(err.strip().count("\n"), 0, err)
+            self.assertIsNone(a.proc.poll())
+            self.assertEqual(os.stat(a.socket).st_ino, sock_ino, "control socket replaced")
+            rc, out, err = a.ctl("version")
+            self.assertEqual(rc, 0, err)
+        pidfile = os.path.join(a.tmp, "state", "vmmpowerd.pid")
+        with open(pidfile) as f:
+            self.assertEqual(int(f.read()), a.proc.pid)
+        # Another state directory, the same control socket: refused, the socket stays A's.
+        b = Daemon(args=["--dry-run"])
+        with open(b.config) as f:
+            conf = f.read()
+        with open(b.config, "w") as f:
+            f.write(conf.replace(b.socket, a.socket))
+        rc, err = self._second(b.config, ["--dry-run"])
+        self.assertNotEqual(rc, 0, err)
+        self.assertIn("Control socket %s is served by another process (pid %d)" % (a.socket, a.proc.pid), err)
+        self.assertEqual(os.stat(a.socket).st_ino, sock_ino, "control socket replaced")
+        self.assertEqual(a.ctl("version")[0], 0)
+        # Its own state directory and socket: both run.
+        c = self.start(args=["--dry-run"])
+        self.assertEqual(c.ctl("version")[0], 0)
+        self.assertEqual(a.ctl("version")[0], 0)
+        # A stopped daemon removes its socket and lock file; the next one starts.
+        self.assertEqual(a.stop(), 0)
+        self.assertFalse(os.path.exists(a.socket))
+        self.assertFalse(os.path.exists(pidfile))
+        a2 = self.start(existing=a)
+        self.assertEqual(a2.ctl("version")[0], 0)
 
     def test_sigterm_and_once(self):
         d = Daemon()
