@@ -1045,12 +1045,9 @@ int daemon_init(struct daemon *d, const struct daemon_options *opts)
         if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
                 return log_error_errno(errno, "sigprocmask failed: %m");
         signal(SIGPIPE, SIG_IGN);
-        d->signal_fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
-        if (d->signal_fd < 0)
-                return log_error_errno(errno, "signalfd failed: %m");
-        r = io_watch_add(d->epoll_fd, &signal_watch, d->signal_fd, EPOLLIN, signal_event);
-        if (r < 0)
-                return r;
+        /* The signalfd itself is made in daemon_run(), after any daemonizing
+         * fork: epoll does not report signals of a child on a signalfd its
+         * parent created.  Until then the signals stay blocked and pending. */
 
         d->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
         if (d->timer_fd < 0)
@@ -1077,7 +1074,21 @@ int daemon_run(struct daemon *d)
         uint64_t wd_usec;
         int r;
 
-        /* Threads start here, after any daemonizing fork. */
+        /* Threads and the signalfd start here, after any daemonizing fork. */
+        if (d->signal_fd < 0) {
+                sigset_t mask;
+
+                sigemptyset(&mask);
+                sigaddset(&mask, SIGTERM);
+                sigaddset(&mask, SIGINT);
+                sigaddset(&mask, SIGHUP);
+                d->signal_fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+                if (d->signal_fd < 0)
+                        return log_error_errno(errno, "signalfd failed: %m");
+                r = io_watch_add(d->epoll_fd, &signal_watch, d->signal_fd, EPOLLIN, signal_event);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to watch the signalfd: %m");
+        }
         r = start_libvirt(d);
         if (r < 0)
                 log_warning("Continuing without libvirt discovery.");

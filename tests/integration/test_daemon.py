@@ -488,6 +488,29 @@ class DaemonBadInput(unittest.TestCase):
         a2 = self.start(existing=a)
         self.assertEqual(a2.ctl("version")[0], 0)
 
+    def test_daemonized(self):
+        """Without --foreground: the parent exits 0 once start-up is done, the lock file names
+        the daemon (not the parent), a second start fails, and SIGTERM ends it (its signalfd
+        is made after the fork) with socket and lock file removed."""
+        d = Daemon({"Libvirt": {"Enabled": "no"}}, args=["--dry-run"])
+        p = subprocess.run([VMMPOWERD, "--config", d.config, "--dry-run"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, universal_newlines=True, timeout=30)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        pidfile = os.path.join(d.tmp, "state", "vmmpowerd.pid")
+        with open(pidfile) as f:
+            pid = int(f.read())
+        self.addCleanup(lambda: os.path.exists("/proc/%d" % pid) and os.kill(pid, signal.SIGKILL))
+        with open("/proc/%d/comm" % pid) as f:
+            self.assertEqual(f.read().strip(), "vmmpowerd")
+        self.assertEqual(d.ctl("version")[0], 0)
+        rc, err = self._second(d.config, ["--dry-run"])
+        self.assertNotEqual(rc, 0)
+        self.assertIn("Another vmmpowerd (pid %d) is running" % pid, err)
+        os.kill(pid, signal.SIGTERM)
+        d.wait_for(lambda: not os.path.exists("/proc/%d" % pid), 10, "daemon %d to exit on SIGTERM" % pid)
+        self.assertFalse(os.path.exists(d.socket))
+        self.assertFalse(os.path.exists(pidfile))
+
     def test_sigterm_and_once(self):
         d = Daemon()
         d.start()
