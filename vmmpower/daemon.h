@@ -46,6 +46,7 @@ struct daemon_counters {
         uint64_t reloads, reload_errors;
         uint64_t notifies;            /* hook notifications received */
         uint64_t control_requests, control_denied, control_errors;
+        uint64_t control_rejected;    /* connections refused for lack of a client slot */
         uint64_t metrics_write_errors;
         uint64_t plans, plan_errors;
         uint64_t apply_start_errors;  /* the applier could not start (plans stayed advisory) */

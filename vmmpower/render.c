@@ -142,10 +142,12 @@ void render_status(const struct daemon *d, bool json, struct strbuf *out)
                               d->counters.hint_wakeups, d->counters.hint_replans);
                 strbuf_printf(out,
                               ",\"control\":{\"requests\":%" PRIu64 ",\"denied\":%" PRIu64 ",\"errors\":%" PRIu64
+                              ",\"rejected\":%" PRIu64
                               "},\"notifies\":%" PRIu64 ",\"reloads\":%" PRIu64 ",\"reload_errors\":%" PRIu64
                               ",\"last_period_cpu_ns\":%" PRId64 "}\n",
                               d->counters.control_requests, d->counters.control_denied,
-                              d->counters.control_errors, d->counters.notifies, d->counters.reloads,
+                              d->counters.control_errors, d->counters.control_rejected, d->counters.notifies,
+                              d->counters.reloads,
                               d->counters.reload_errors, d->counters.last_period_cpu_ns);
                 return;
         }
