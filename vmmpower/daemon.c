@@ -281,6 +281,16 @@ static bool want_applier(const struct daemon *d, const struct vp_config *cfg, bo
         return !d->opts.dry_run && cfg->planner_enabled && cfg->planner_apply && have_model;
 }
 
+static bool qmp_config_changed(const struct vp_config *a, const struct vp_config *b)
+{
+        if (a->n_qmp_sockets != b->n_qmp_sockets || strcmp(a->procfs_root, b->procfs_root) != 0)
+                return true;
+        for (unsigned i = 0; i < a->n_qmp_sockets && i < CONFIG_MAX_QMP; i++)
+                if (strcmp(a->qmp_sockets[i], b->qmp_sockets[i]) != 0)
+                        return true;
+        return false;
+}
+
 static bool applier_config_changed(const struct vp_config *a, const struct vp_config *b)
 {
         return strcmp(a->state_dir, b->state_dir) != 0 || strcmp(a->sysfs_root, b->sysfs_root) != 0 ||
@@ -456,7 +466,9 @@ static int daemon_apply_config(struct daemon *d, const struct vp_config *cfg, bo
                 d->control = control;
         }
         d->batch_invalid = true; /* watches may be gone: end this epoll batch */
-        qmp_cache_clear(d);
+        /* QMP answers stand across a reload that keeps the sockets (and the procfs they refer to). */
+        if (starting || qmp_config_changed(old, cfg))
+                qmp_cache_clear(d);
         if (new_libvirt)
                 stop_libvirt(d);
         if (lock_fd >= 0) {
@@ -553,39 +565,108 @@ void daemon_request_scan(struct daemon *d)
                 libvirt_src_request_reconcile(d->libvirt);
 }
 
+/* Field 22 of <procfs>/<pid>/stat: tells a QEMU process from a later one with its pid. */
+static int process_starttime(const char *procfs_root, pid_t pid, uint64_t *ret)
+{
+        char path[CONFIG_PATH_MAX + 32], buf[1024], *p, *save = NULL;
+        ssize_t n;
+        int field = 2;
+
+        if (path_printf(path, sizeof(path), "%s/%d/stat", procfs_root, (int) pid) < 0)
+                return -ENAMETOOLONG;
+        n = read_small_file(path, buf, sizeof(buf));
+        if (n < 0)
+                return n == -ENOENT ? -ESRCH : (int) n;
+        p = strrchr(buf, ')'); /* comm may hold spaces and ')' */
+        if (!p)
+                return -EINVAL;
+        for (char *t = strtok_r(p + 1, " ", &save); t; t = strtok_r(NULL, " ", &save))
+                if (++field == 22)
+                        return parse_u64(t, ret) < 0 ? -EINVAL : 0;
+        return -EINVAL;
+}
+
+/* Does the process that gave socket i's last answer still run? */
+static bool qmp_answer_alive(const struct daemon *d, unsigned i)
+{
+        uint64_t st;
+        int r = process_starttime(d->cfg.procfs_root, d->qmp_cache[i].pid, &st);
+
+        if (r == -ESRCH)
+                return false;
+        /* Unreadable: keep it (the tracker drops vCPUs whose threads are gone). */
+        return r < 0 || d->qmp_cache_starttime[i] == 0 || st == d->qmp_cache_starttime[i];
+}
+
 /*
  * QMP discovery.  Every query blocks the loop for up to QMPTimeout, so one
  * pass spends at most half a control period on them (plus the query that
  * crosses the line), starting where the previous pass stopped; sockets not
  * asked this time keep their last answer.  What is published is every
- * socket's last good answer.
+ * socket's last good answer, as long as the QEMU process that gave it runs:
+ * a query that fails (QEMU's monitor serves one client at a time, so anyone
+ * holding it makes ours time out) keeps the VM on its last answer; it is
+ * dropped only when that process is gone.  The first failure of a streak and
+ * the recovery are logged; every failure is counted.
  */
 static void discover_qmp(struct daemon *d, nsec_t now)
 {
         struct vm_info vms[CONFIG_MAX_QMP];
         nsec_t t0 = now_ns(), budget = d->cfg.period_ns / 2;
         unsigned n_sock = MIN(d->cfg.n_qmp_sockets, CONFIG_MAX_QMP);
+        bool asked[CONFIG_MAX_QMP] = { false };
         size_t n = 0;
         int r;
 
         for (unsigned k = 0; k < n_sock && now_ns() - t0 < budget; k++) {
                 unsigned i = (d->qmp_next + k) % n_sock;
+                const char *sock = d->cfg.qmp_sockets[i];
                 struct vm_info vm;
 
                 d->counters.qmp_queries++;
-                r = qmp_query_vm(d->cfg.qmp_sockets[i], d->cfg.qmp_timeout_ns, &vm);
-                vm_info_done(&d->qmp_cache[i]);
-                d->qmp_cache_valid[i] = r == 0;
+                asked[i] = true;
+                r = qmp_query_vm(sock, d->cfg.qmp_timeout_ns, &vm);
                 if (r < 0) {
                         d->counters.qmp_errors++;
-                        log_debug_errno(r, "QMP query of %s failed: %m", d->cfg.qmp_sockets[i]);
-                } else
+                        if (d->qmp_cache_valid[i] && qmp_answer_alive(d, i)) {
+                                d->counters.qmp_kept++;
+                                if (d->qmp_failing[i] == 0)
+                                        log_warning_errno(r, "QMP query of %s failed: %m; keeping VM %s (pid %d) "
+                                                          "on its last answer while its QEMU process runs.",
+                                                          sock, d->qmp_cache[i].name, (int) d->qmp_cache[i].pid);
+                        } else if (d->qmp_failing[i] == 0)
+                                log_full_errno(d->qmp_cache_valid[i] ? LOG_LEVEL_INFO : LOG_LEVEL_NOTICE, r,
+                                               "QMP query of %s failed: %m; will retry every scan.", sock);
+                        d->qmp_failing[i]++;
+                } else {
+                        if (d->qmp_failing[i] > 0)
+                                log_info("QMP socket %s answers again after %u failed queries.", sock,
+                                         d->qmp_failing[i]);
+                        d->qmp_failing[i] = 0;
+                        vm_info_done(&d->qmp_cache[i]);
                         d->qmp_cache[i] = vm;
+                        d->qmp_cache_valid[i] = true;
+                        if (process_starttime(d->cfg.procfs_root, vm.pid, &d->qmp_cache_starttime[i]) < 0)
+                                d->qmp_cache_starttime[i] = 0;
+                }
                 d->qmp_next = (i + 1) % n_sock;
         }
-        for (unsigned i = 0; i < n_sock; i++)
-                if (d->qmp_cache_valid[i])
-                        vms[n++] = d->qmp_cache[i]; /* shallow: the tracker copies */
+        for (unsigned i = 0; i < n_sock; i++) {
+                if (!d->qmp_cache_valid[i])
+                        continue;
+                /* A last answer stands until its process is gone (answered this pass: it runs). */
+                if (d->qmp_failing[i] > 0 || !asked[i]) {
+                        if (!qmp_answer_alive(d, i)) {
+                                log_info("QEMU process %d of QMP socket %s is gone.", (int) d->qmp_cache[i].pid,
+                                         d->cfg.qmp_sockets[i]);
+                                d->counters.qmp_gone++;
+                                vm_info_done(&d->qmp_cache[i]);
+                                d->qmp_cache_valid[i] = false;
+                                continue;
+                        }
+                }
+                vms[n++] = d->qmp_cache[i]; /* shallow: the tracker copies */
+        }
         r = tracker_set_source(d->tracker, VM_SOURCE_QMP, n ? vms : NULL, n, now);
         if (r < 0)
                 log_warning_errno(r, "Failed to apply QMP results: %m");
@@ -596,6 +677,8 @@ static void qmp_cache_clear(struct daemon *d)
         for (unsigned i = 0; i < CONFIG_MAX_QMP; i++) {
                 vm_info_done(&d->qmp_cache[i]);
                 d->qmp_cache_valid[i] = false;
+                d->qmp_cache_starttime[i] = 0;
+                d->qmp_failing[i] = 0;
         }
         d->qmp_next = 0;
 }

@@ -43,6 +43,8 @@ struct daemon_counters {
         uint64_t overruns;            /* timerfd expirations > 1: periods missed */
         uint64_t proc_scans;
         uint64_t qmp_queries, qmp_errors;
+        uint64_t qmp_kept;            /* failed discovery queries whose VM stayed on its last answer */
+        uint64_t qmp_gone;            /* last answers dropped because their QEMU process exited */
         uint64_t reloads, reload_errors;
         uint64_t notifies;            /* hook notifications received */
         uint64_t control_requests, control_denied, control_errors;
@@ -89,6 +91,8 @@ struct daemon {
         struct procscan_stats procscan_stats;
         struct vm_info qmp_cache[CONFIG_MAX_QMP]; /* last good answer per configured QMP socket */
         bool qmp_cache_valid[CONFIG_MAX_QMP];
+        uint64_t qmp_cache_starttime[CONFIG_MAX_QMP]; /* of the answering process (0: unknown) */
+        unsigned qmp_failing[CONFIG_MAX_QMP]; /* failed queries in a row per socket */
         unsigned qmp_next;        /* where the next QMP pass starts */
         struct daemon_counters counters;
         int epoll_fd, signal_fd, timer_fd, watchdog_fd;

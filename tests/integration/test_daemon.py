@@ -511,6 +511,90 @@ class DaemonBadInput(unittest.TestCase):
         self.assertFalse(os.path.exists(d.socket))
         self.assertFalse(os.path.exists(pidfile))
 
+    def test_status_tells_whether_plans_are_applied(self):
+        """`vmmpowerctl status` (text and --json) tells an applier that acts from Apply = no,
+        --dry-run and an applier that failed to start (its journal's state directory held by
+        another process), and shows QMP errors, reloads and hook notifications. The applier
+        works on a copy of a fixture sysfs tree; no VM is tracked (libvirt off, no procfs
+        scan), so nothing on the host is changed."""
+        import fcntl
+        import shutil
+        import tempfile
+        fixture = os.path.join(vmlib.SOURCE_DIR, "tests", "data", "topology", "debian-2cpu-haltpoll", "sys")
+
+        def daemon(extra=None, args=()):
+            tmp = tempfile.mkdtemp(prefix="vmmpt-sysfs-")
+            self.addCleanup(shutil.rmtree, tmp)
+            sysfs = os.path.join(tmp, "sys")
+            shutil.copytree(fixture, sysfs, symlinks=True)
+            conf = {"Daemon": {"SysfsRoot": sysfs}, "QEMU": {"ProcScan": "no", "QMPSocket": os.path.join(tmp, "no.qmp")},
+                    "Libvirt": {"Enabled": "no"}}
+            for sec, kv in (extra or {}).items():
+                conf.setdefault(sec, {}).update(kv)
+            return Daemon(conf, args=list(args))
+
+        def plans_line(d):
+            rc, text, err = d.ctl("status")
+            self.assertEqual(rc, 0, err)
+            lines = [l for l in text.splitlines() if l.startswith("plans:")]
+            self.assertEqual(len(lines), 1, text)
+            return lines[0], text
+
+        # applying
+        d = daemon()
+        self.start(existing=d)
+        d.wait_for(lambda: d.status()["apply"].get("passes", 0) >= 1, 15, "an applier pass")
+        line, text = plans_line(d)
+        self.assertRegex(line, r"^plans: +applied: [1-9]\d* passes")
+        self.assertTrue(d.status()["apply"]["enabled"])
+        # QMP errors (a socket nobody serves), reloads, hook notifications: text and JSON
+        self.assertEqual(d.ctl("notify", "started", "vmmpt-x")[0], 0)
+        self.assertEqual(d.ctl("reload")[0], 0)
+        d.wait_for(lambda: d.status()["qmp"]["errors"] >= 2, 15, "failed QMP queries")
+        st = d.status()
+        rc, text, _ = d.ctl("status")
+        self.assertRegex(text, r"QMP: +1 socket, [1-9]\d* queries, [1-9]\d* errors \(1 failing, 0 kept on their "
+                               r"last answer, 0 gone\)")
+        self.assertIn("reloads:       1 (0 failed), 1 hook notifications", text)
+        self.assertEqual((st["reloads"], st["reload_errors"], st["notifies"]), (1, 0, 1))
+        self.assertEqual(st["qmp"]["failing"], 1)
+        self.assertEqual(st["qmp"]["sockets"], 1)
+        self.assertRegex(text, r"control: +[1-9]\d* requests, 0 denied, 0 refused \(no slot\), 0 errors")
+        d.stop()
+
+        # Apply = no
+        d = daemon({"Planner": {"Apply": "no"}})
+        self.start(existing=d)
+        line, _ = plans_line(d)
+        self.assertIn("advisory, [Planner] Apply = no", line)
+        self.assertEqual(d.status()["apply"]["why"], "Apply=no")
+        d.stop()
+
+        # --dry-run
+        d = daemon(args=["--dry-run"])
+        self.start(existing=d)
+        line, _ = plans_line(d)
+        self.assertIn("advisory, --dry-run", line)
+        self.assertEqual(d.status()["apply"]["why"], "dry run")
+        d.stop()
+
+        # the applier cannot open its journal: the state directory is locked by someone else
+        d = daemon()
+        state = os.path.join(d.tmp, "state")
+        os.makedirs(state)
+        fd = os.open(state, os.O_RDONLY | os.O_DIRECTORY)
+        self.addCleanup(os.close, fd)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        self.start(existing=d)
+        line, text = plans_line(d)
+        self.assertIn("NOT APPLIED: the applier failed to start", line)
+        st = d.status()
+        self.assertEqual((st["apply"]["enabled"], st["apply"]["why"], st["apply"]["start_errors"]),
+                         (False, "failed to start", 1))
+        rc, plan, _ = d.ctl("plan")
+        self.assertIn("NOT APPLIED", plan)
+        log("status with a failed applier: %s" % line)
+
     def test_sigterm_and_once(self):
         d = Daemon()
         d.start()
@@ -521,6 +605,63 @@ class DaemonBadInput(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("VCPU", p.stdout)
         self.assertIn("BUSY%", p.stdout)
+
+
+class DaemonQmpBusy(unittest.TestCase):
+    """A plain QEMU found only through its QMP socket stays tracked while someone else holds
+    its monitor (QEMU serves one QMP client at a time: the daemon's queries time out), the
+    failures are counted and shown, and the VM leaves once its process is gone. The QEMU is
+    paused (-S, no guest, no disk): no CPU load."""
+
+    def test_vm_stays_while_qmp_is_held(self):
+        vmlib.require_root()
+        name = vmlib.full_name("qmpbusy")
+        os.makedirs(vmlib.RUN_DIR, exist_ok=True)
+        qmp = os.path.join(vmlib.RUN_DIR, name + ".qmp")
+        pidfile = os.path.join(vmlib.RUN_DIR, name + ".pid")
+        subprocess.run(["qemu-system-x86_64", "-name", name, "-machine", "pc,accel=tcg", "-S", "-display", "none",
+                        "-nodefaults", "-m", "64", "-smp", "2", "-qmp", "unix:%s,server=on,wait=off" % qmp,
+                        "-daemonize", "-pidfile", pidfile], check=True, timeout=60)
+        with open(pidfile) as f:
+            pid = int(f.read())
+        self.addCleanup(lambda: os.path.exists("/proc/%d" % pid) and os.kill(pid, signal.SIGKILL))
+        d = Daemon({"QEMU": {"QMPSocket": qmp, "ProcScan": "no", "ProcScanInterval": "1s"},
+                    "Libvirt": {"Enabled": "no"}}, args=["--dry-run"]).start()
+        self.addCleanup(d.stop)
+        d.wait_for(lambda: d.vm_by_pid(pid) is not None, 15, "QEMU %d found through QMP" % pid)
+        self.assertEqual(len(d.vm_by_pid(pid)["vcpus"]), 2)
+
+        hold = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        hold.settimeout(10)
+        hold.connect(qmp)
+        self.assertIn(b"QMP", hold.recv(4096))  # we have the monitor; the daemon's connects queue
+        e0 = d.status()["qmp"]["errors"]
+        t0 = time.monotonic()
+        seen = 0
+        while True:
+            st = d.status()
+            self.assertIsNotNone(d.vm_by_pid(pid), "VM dropped after %d failed QMP queries:\n%s" % (
+                st["qmp"]["errors"] - e0, d.log()))
+            seen += 1
+            if st["qmp"]["errors"] >= e0 + 5:
+                break
+            self.assertLess(time.monotonic() - t0, 30, "no failed QMP queries while the monitor is held")
+            time.sleep(0.2)
+        self.assertGreaterEqual(st["qmp"]["kept"], 5)
+        self.assertEqual(st["qmp"]["failing"], 1)
+        rc, text, err = d.ctl("status")
+        self.assertEqual(rc, 0, err)
+        self.assertRegex(text, r"QMP: +1 sockets?, \d+ queries, [1-9]\d* errors \(1 failing, [1-9]\d* kept")
+        self.assertIn("QMP query of %s failed" % qmp, d.log())
+        log("QMP monitor held for %.1fs: %d failed queries, VM present at each of %d polls" % (
+            time.monotonic() - t0, st["qmp"]["errors"] - e0, seen))
+
+        hold.close()
+        d.wait_for(lambda: d.status()["qmp"]["failing"] == 0, 15, "QMP answering again")
+        self.assertIsNotNone(d.vm_by_pid(pid))
+        os.kill(pid, signal.SIGKILL)
+        d.wait_for(lambda: d.vm_by_pid(pid) is None, 10, "the killed QEMU to leave")
+        self.assertEqual(d.vm_by_pid(pid), None)
 
 
 class DaemonKvmHaltPoll(unittest.TestCase):
