@@ -565,7 +565,8 @@ void daemon_request_scan(struct daemon *d)
                 libvirt_src_request_reconcile(d->libvirt);
 }
 
-/* Field 22 of <procfs>/<pid>/stat: tells a QEMU process from a later one with its pid. */
+/* Field 22 of <procfs>/<pid>/stat: tells a QEMU process from a later one with its pid.
+ * -ESRCH when the process is gone or a zombie. */
 static int process_starttime(const char *procfs_root, pid_t pid, uint64_t *ret)
 {
         char path[CONFIG_PATH_MAX + 32], buf[1024], *p, *save = NULL;
@@ -580,9 +581,12 @@ static int process_starttime(const char *procfs_root, pid_t pid, uint64_t *ret)
         p = strrchr(buf, ')'); /* comm may hold spaces and ')' */
         if (!p)
                 return -EINVAL;
-        for (char *t = strtok_r(p + 1, " ", &save); t; t = strtok_r(NULL, " ", &save))
-                if (++field == 22)
+        for (char *t = strtok_r(p + 1, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
+                if (++field == 3 && (strcmp(t, "Z") == 0 || strcmp(t, "X") == 0))
+                        return -ESRCH; /* exited, not reaped yet */
+                if (field == 22)
                         return parse_u64(t, ret) < 0 ? -EINVAL : 0;
+        }
         return -EINVAL;
 }
 
