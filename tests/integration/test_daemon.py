@@ -488,6 +488,35 @@ class DaemonBadInput(unittest.TestCase):
         a2 = self.start(existing=a)
         self.assertEqual(a2.ctl("version")[0], 0)
 
+    def test_reload_moves_the_instance_lock(self):
+        """A reload to a StateDirectory another daemon holds fails and keeps the running one;
+        a reload to a free one moves the lock (the old lock file is removed)."""
+        a = self.start(args=["--dry-run"])
+        b = self.start(args=["--dry-run"])
+        old_lock = os.path.join(a.tmp, "state", "vmmpowerd.pid")
+        with open(a.config) as f:
+            good = f.read()
+        with open(a.config, "w") as f:
+            f.write(good.replace(os.path.join(a.tmp, "state"), os.path.join(b.tmp, "state")))
+        rc, _, err = a.ctl("reload")
+        self.assertEqual(rc, 1, err)
+        self.assertIn("Another vmmpowerd (pid %d) is running" % b.proc.pid, a.log())
+        self.assertTrue(os.path.exists(old_lock))
+        with open(os.path.join(b.tmp, "state", "vmmpowerd.pid")) as f:
+            self.assertEqual(int(f.read()), b.proc.pid)
+        new_state = os.path.join(a.tmp, "state2")
+        with open(a.config, "w") as f:
+            f.write(good.replace(os.path.join(a.tmp, "state"), new_state))
+        rc, _, err = a.ctl("reload")
+        self.assertEqual(rc, 0, err)
+        self.assertFalse(os.path.exists(old_lock))
+        with open(os.path.join(new_state, "vmmpowerd.pid")) as f:
+            self.assertEqual(int(f.read()), a.proc.pid)
+        rc, err = self._second(a.config, ["--dry-run"])
+        self.assertIn("Another vmmpowerd (pid %d) is running with state directory %s" % (a.proc.pid, new_state), err)
+        self.assertEqual(a.stop(), 0)
+        self.assertFalse(os.path.exists(os.path.join(new_state, "vmmpowerd.pid")))
+
     def test_daemonized(self):
         """Without --foreground: the parent exits 0 once start-up is done, the lock file names
         the daemon (not the parent), a second start fails, and SIGTERM ends it (its signalfd

@@ -352,6 +352,41 @@ static void test_denials_rate_limited(void **state)
         fixture_free(f);
 }
 
+/*
+ * A second daemon must not take a live socket over: control_socket_live()
+ * sees the server (and its pid); and a server leaves a path alone at exit
+ * once another socket file was put there.
+ */
+static void test_socket_live_and_not_unlinked(void **state)
+{
+        struct server_fixture *f = fixture_new();
+        char other[160];
+        pid_t owner = -1;
+        struct stat st;
+        int fd;
+
+        assert_int_equal(control_socket_live(f->path, &owner), 1);
+        assert_int_equal(owner, getpid());
+        /* someone else's file now at the path (another daemon's socket, say) */
+        snprintf(other, sizeof(other), "%s/other", f->dir);
+        fd = open(other, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+        assert_true(fd >= 0);
+        close(fd);
+        assert_int_equal(rename(other, f->path), 0);
+        control_server_free(f->cs);
+        f->cs = NULL;
+        assert_int_equal(stat(f->path, &st), 0);
+        assert_int_equal(control_socket_live(f->path, &owner), 0); /* a plain file: nobody serves it */
+        unlink(f->path);
+        assert_int_equal(control_socket_live(f->path, &owner), 0); /* nothing there */
+        /* our own server's path is removed at exit */
+        assert_int_equal(control_server_new(&f->d, f->path, NULL, f->epfd, &f->cs), 0);
+        control_server_free(f->cs);
+        f->cs = NULL;
+        assert_int_equal(stat(f->path, &st), -1);
+        fixture_free(f);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -362,6 +397,7 @@ int main(void)
                 cmocka_unit_test(test_ratelimit),
                 cmocka_unit_test(test_root_not_locked_out),
                 cmocka_unit_test(test_denials_rate_limited),
+                cmocka_unit_test(test_socket_live_and_not_unlinked),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
