@@ -333,17 +333,18 @@ static void start_applier(struct daemon *d)
  * live control socket over (a daemon with another state directory but the
  * same ControlSocket).  Returns the lock fd or -errno, logged.
  */
-static int take_instance_lock(const struct vp_config *cfg)
+static int take_instance_lock(const struct vp_config *cfg, bool starting)
 {
+        const char *then = starting ? "exiting" : "keeping the running configuration";
         pid_t owner = 0;
         int fd = instance_lock(cfg->state_dir, &owner);
 
         if (fd == -EBUSY) {
                 if (owner > 0)
-                        log_error("Another vmmpowerd (pid %d) is running with state directory %s; exiting.",
-                                  (int) owner, cfg->state_dir);
+                        log_error("Another vmmpowerd (pid %d) is running with state directory %s; %s.", (int) owner,
+                                  cfg->state_dir, then);
                 else
-                        log_error("Another vmmpowerd is running with state directory %s; exiting.", cfg->state_dir);
+                        log_error("Another vmmpowerd is running with state directory %s; %s.", cfg->state_dir, then);
                 return -EBUSY;
         }
         if (fd < 0)
@@ -397,7 +398,7 @@ static int daemon_apply_config(struct daemon *d, const struct vp_config *cfg, bo
         /* At start the lock is taken by daemon_init(); a reload that moves the
          * state directory takes the new one before anything else. */
         if (!starting && strcmp(old->state_dir, cfg->state_dir) != 0) {
-                lock_fd = take_instance_lock(cfg);
+                lock_fd = take_instance_lock(cfg, false);
                 if (lock_fd < 0)
                         return lock_fd;
         }
@@ -1110,7 +1111,7 @@ int daemon_init(struct daemon *d, const struct daemon_options *opts)
 
         /* One daemon per state directory, in every mode (--dry-run and --once
          * too): before the journal, the control socket and the hint channels. */
-        r = take_instance_lock(&cfg);
+        r = take_instance_lock(&cfg, true);
         if (r < 0)
                 return r;
         d->instance_fd = r;
