@@ -636,6 +636,36 @@ class DaemonBadInput(unittest.TestCase):
         self.assertIn("BUSY%", p.stdout)
 
 
+class DaemonSecondOnHintChannel(unittest.TestCase):
+    """Issue 16 item 17: two daemons fought for each VM's hint channel (QEMU serves one
+    client per channel). A second daemon on the same config now exits at the instance lock,
+    before libvirt discovery: the first keeps its one connection to the channel. The guest
+    need not boot (the host end connects to QEMU's chardev), so it is destroyed at once."""
+
+    def test_first_keeps_the_hint_channel(self):
+        vmlib.require_root()
+        vmlib.ensure_libvirtd()
+        g = vmlib.define_and_start_domain("hint2", 1, test=self)
+        a = Daemon(args=["--dry-run"]).start()
+        self.addCleanup(a.stop)
+
+        def hints():
+            vm = a.vm_by_pid(g.pid)
+            return vm and vm.get("hints")
+        a.wait_for(lambda: (hints() or {}).get("connected"), 30, "the first daemon on the hint channel")
+        before = hints()
+        p = subprocess.run([VMMPOWERD, "--foreground", "--dry-run", "--config", a.config], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, universal_newlines=True, timeout=30)
+        self.assertNotEqual(p.returncode, 0, p.stderr)
+        self.assertIn("Another vmmpowerd (pid %d) is running" % a.proc.pid, p.stderr)
+        a.wait_periods(2)
+        after = hints()
+        self.assertTrue(after["connected"])
+        self.assertEqual((after["connects"], after["disconnects"]), (before["connects"], before["disconnects"]))
+        log("hint channel of %s: the first daemon stays connected (%d connect, %d disconnects), the second "
+            "exited" % (g.name, after["connects"], after["disconnects"]))
+
+
 class DaemonQmpBusy(unittest.TestCase):
     """A plain QEMU found only through its QMP socket stays tracked while someone else holds
     its monitor (QEMU serves one QMP client at a time: the daemon's queries time out), the
