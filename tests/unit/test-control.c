@@ -125,6 +125,8 @@ static struct server_fixture *fixture_new(void)
 {
         struct server_fixture *f = calloc(1, sizeof(*f));
 
+        if (geteuid() != 0)
+                fail_msg("these tests need root: they fork peers that setuid() to other users");
         assert_non_null(f);
         strcpy(f->dir, "/tmp/vmmpt-control-XXXXXX");
         assert_non_null(mkdtemp(f->dir));
