@@ -286,7 +286,7 @@ static void conn_read(struct hint_conn *c, nsec_t now)
         struct hint_server *hs = c->hs;
         char buf[HINT_READ_CHUNK];
         uint64_t handshakes = c->vm->counters.handshakes;
-        bool was_handshaked = c->vm->handshaked;
+        uint64_t welcomes = handshakes - c->vm->counters.welcomes_suppressed;
         size_t want = sizeof(buf);
         ssize_t k;
         int n;
@@ -343,8 +343,8 @@ static void conn_read(struct hint_conn *c, nsec_t now)
         n = hint_vm_feed(c->vm, buf, (size_t) k, now, &hs->scratch);
         if (c->vm->counters.handshakes != handshakes)
                 c->backoff_ns = HINT_RECONNECT_MIN_NS; /* a live guest: reconnect fast next time */
-        if (!was_handshaked && c->vm->handshaked)
-                grants_forget(c); /* a new handshake (agent restart, reconnect): tell it all again */
+        if (c->vm->counters.handshakes - c->vm->counters.welcomes_suppressed != welcomes)
+                grants_forget(c); /* a WELCOME went out (new connection, restarted agent): all GRANTs again */
         conn_queue(c, &hs->scratch);
         if (hs->scratch.alloc > 4 * HINT_READ_CHUNK * 8) {
                 strbuf_free(&hs->scratch); /* a pathological batch: do not keep the memory */

@@ -150,7 +150,10 @@ const struct hint_vm *hint_server_hint_vm(const struct hint_server *hs, pid_t pi
  * What the host gives vCPU vcpu of VM pid now (0..1024; HINT_GRANT_NONE: not
  * known, nothing is sent).  Stored; hint_server_send_grants() sends the
  * changed ones to each handshaked guest, at most every HINT_GRANT_INTERVAL_NS,
- * and all of them again after a new handshake.  -ENOENT / -ERANGE.
+ * and all of them again after each WELCOME (a new connection, or a restarted
+ * agent on the same one: the host cannot tell, so every answered HELLO
+ * counts; WELCOMEs are at most every HINT_WELCOME_INTERVAL_NS).
+ * -ENOENT / -ERANGE.
  */
 #define HINT_GRANT_NONE UINT16_MAX
 int hint_server_set_grant(struct hint_server *hs, pid_t pid, uint32_t vcpu, uint32_t level);

@@ -784,6 +784,23 @@ static void test_grant_and_limit(void **state)
         assert_true(peer_read(peer, buf, sizeof(buf)) > 0);
         assert_string_equal(buf, "GRANT 0 500\nGRANT 1 1024\n");
 
+        /* a restarted agent on the same connection: its HELLO is answered (WELCOME, LIMITs)
+         * and every GRANT is sent again; a HELLO that is not answered changes nothing */
+        fake_now += HINT_WELCOME_INTERVAL_NS;
+        peer_write(peer, "HELLO 1 vcpus=2\n");
+        drain(f->epfd);
+        assert_true(peer_read(peer, buf, sizeof(buf)) > 0);
+        assert_non_null(strstr(buf, "WELCOME 1 "));
+        peer_write(peer, "HELLO 1 vcpus=2\n"); /* within the WELCOME interval: not answered */
+        drain(f->epfd);
+        assert_int_equal(status_of(f, PID_A).counters.welcomes_suppressed, 1);
+        fake_now += HINT_GRANT_INTERVAL_NS;
+        hint_server_send_grants(f->hs, fake_now);
+        drain(f->epfd);
+        assert_true(peer_read(peer, buf, sizeof(buf)) > 0);
+        assert_string_equal(buf, "GRANT 0 500\nGRANT 1 1024\n");
+        assert_int_equal(status_of(f, PID_A).io.grants_sent, 5);
+
         /* a policy change that moves the LIMITs is sent at once */
         hint_policy_init(&p);
         p.max_level = 640;
