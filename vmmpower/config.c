@@ -83,6 +83,7 @@ void config_defaults(struct vp_config *c)
         c->max_moves = 16;
         c->hints_enabled = true;
         hint_policy_init(&c->hint_defaults);
+        c->hint_host_read_bytes_per_sec = HINT_HOST_READ_BYTES_PER_SEC_DEFAULT;
 }
 
 /* ---- value types ------------------------------------------------------- */
@@ -167,6 +168,10 @@ static const struct key_def keys[] = {
         { "Hints", "Burst", VT_UINT, NUM(hint_defaults.burst), 1, 100000, "a number 1..100000" },
         { "Hints", "HalfLife", VT_DURATION, NUM(hint_defaults.half_life_ns), NSEC_PER_MSEC, 3600 * NSEC_PER_SEC,
           "a duration like 2s, 1ms..1h" },
+        { "Hints", "BoostWindow", VT_DURATION, NUM(hint_defaults.boost_window_ns), NSEC_PER_SEC, 3600 * NSEC_PER_SEC,
+          "a duration like 10s, 1s..1h" },
+        { "Hints", "HostReadBytesPerSecond", VT_UINT, NUM(hint_host_read_bytes_per_sec), 0, 1 << 30,
+          "a number of bytes 0..1073741824 (0: no host-wide budget)" },
 };
 
 static const char *const sections[] = { "Daemon", "Libvirt", "QEMU", "Tracking", "Metrics", "Planner", "Hints" };

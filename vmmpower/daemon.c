@@ -89,6 +89,7 @@ static int hints_configure(struct daemon *d, nsec_t now)
                 r = hint_server_new(d->epoll_fd, p, hint_wakeup, d, &d->hints);
         if (r < 0)
                 return log_error_errno(r, "Failed to set up the guest hint server: %m");
+        hint_server_set_host_read_budget(d->hints, d->cfg.hint_host_read_bytes_per_sec);
         log_debug("Guest hint defaults: trust %s, max level %u, boost cap %u ms, %u hints/s, burst %u, "
                   "half-life %lld ms.", hint_trust_to_string(p->trust), p->max_level, p->boost_cap_ms,
                   p->rate_per_sec, p->burst, (long long) (p->half_life_ns / NSEC_PER_MSEC));
@@ -156,8 +157,15 @@ static void hints_period(struct daemon *d, nsec_t now)
         d->batch_invalid = true;
 }
 
-/* Hints the planner may act on (trust=full, live): a level as a utilisation
- * floor, a boost as "top level for its domain".  Returns the count. */
+/*
+ * Hints the planner may act on (trust=full, live).  A level is the
+ * performance the guest wants while the vCPU runs: a floor for its domain's
+ * level, never demand (an idle guest's agent sends its lowest step, 128: that
+ * must cost nothing), fading with its weight toward no floor (a dead agent
+ * asks for less and less).  A boost asks for the VM's max_level: the top
+ * level and a shallow idle limit only when max_level is 1024, otherwise a
+ * floor at max_level (0: nothing).  Returns the count.
+ */
 static size_t collect_plan_hints(struct daemon *d, nsec_t now)
 {
         struct hint_effective eff[64];
@@ -170,7 +178,12 @@ static size_t collect_plan_hints(struct daemon *d, nsec_t now)
                 int k = hint_server_vm_state(d->hints, vm->info.pid, now, eff, ELEMENTSOF(eff));
 
                 for (int j = 0; j < k; j++) {
-                        if (!eff[j].may_actuate || (eff[j].weight == 0 && !eff[j].boosted))
+                        uint32_t floor = eff[j].level;
+                        bool boost = eff[j].boosted && eff[j].boost_level >= HINT_LEVEL_MAX;
+
+                        if (eff[j].boosted)
+                                floor = MAX(floor, eff[j].boost_level);
+                        if (!eff[j].may_actuate || (floor == 0 && !boost))
                                 continue;
                         if (n >= d->plan_hints_alloc) {
                                 size_t na = d->plan_hints_alloc ? 2 * d->plan_hints_alloc : 64;
@@ -182,12 +195,39 @@ static size_t collect_plan_hints(struct daemon *d, nsec_t now)
                         }
                         d->plan_hints[n++] = (struct plan_hint) {
                                 .key = ((uint64_t) vm->info.pid << 16) | (uint64_t) j,
-                                .util_floor = eff[j].weight ? (double) eff[j].level / HINT_LEVEL_MAX : 0.0,
-                                .boost = eff[j].boosted,
+                                .perf_floor = (double) floor / HINT_LEVEL_MAX,
+                                .boost = boost,
                         };
                 }
         }
         return n;
+}
+
+/*
+ * Close the hint loop: tell every guest what each of its vCPUs is given, the
+ * capacity of its domain's level in the applied plan (0..1024, 1024 = the top
+ * level; the guest's cpufreq module makes it the vCPU's current frequency).
+ * A plan that is not applied grants nothing.  The hint server sends only
+ * changes, at most every HINT_GRANT_INTERVAL_NS per VM, and everything again
+ * after a new handshake.
+ */
+static void hints_grant(struct daemon *d, const struct plan *p, nsec_t now)
+{
+        const struct em_host *h = d->em;
+
+        if (!d->hints || !d->applier || !h || !p)
+                return;
+        for (unsigned i = 0; i < p->n_vcpus; i++) {
+                int c = p->vcpu_cpu[i];
+                uint32_t level;
+
+                if (c < 0 || (unsigned) c >= p->n_cpus || (unsigned) c >= h->n_cpus)
+                        continue;
+                level = em_capacity(&h->model, p->fdom_level[h->cpu_fdom[c]]) * HINT_LEVEL_MAX / EM_CAPACITY_SCALE;
+                (void) hint_server_set_grant(d->hints, (pid_t) (p->vcpu_key[i] >> 16),
+                                             (uint32_t) (p->vcpu_key[i] & 0xffff), MIN(level, (uint32_t) HINT_LEVEL_MAX));
+        }
+        hint_server_send_grants(d->hints, now);
 }
 
 int daemon_load_config(const struct daemon_options *opts, struct vp_config *c, struct config_error *err)
@@ -988,6 +1028,7 @@ static void plan_period(struct daemon *d, nsec_t now)
         }
         if (d->applier && d->apply_scratch)
                 submit_plan(d, &pol, next, n);
+        hints_grant(d, next, now);
         plan_free(d->plan);
         d->plan = next;
         {

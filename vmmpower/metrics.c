@@ -175,6 +175,9 @@ void render_metrics(const struct daemon *d, struct strbuf *out)
                         { "vmmpower_hint_rejected_total", "counter", "Lines rejected (syntax, range, vCPU, trust...)." },
                         { "vmmpower_hint_actuations_total", "counter", "Hints that got a token and may actuate." },
                         { "vmmpower_hint_rate_limited_total", "counter", "State-changing hints over the token bucket." },
+                        { "vmmpower_hint_boost_denied_total", "counter", "Boosts (or parts) over the VM's boost budget." },
+                        { "vmmpower_hint_stale_total", "counter", "Handshakes marked stale after a silence." },
+                        { "vmmpower_hint_grants_total", "counter", "GRANT lines sent to the guest." },
                 };
                 for (size_t f = 0; f < ELEMENTSOF(fam); f++) {
                         header(out, fam[f].name, fam[f].type, fam[f].help);
@@ -196,7 +199,10 @@ void render_metrics(const struct daemon *d, struct strbuf *out)
                                                 v += st.counters.rejected[r];
                                         break;
                                 case 5: v = st.counters.actuations; break;
-                                default: v = st.counters.rate_limited; break;
+                                case 6: v = st.counters.rate_limited; break;
+                                case 7: v = st.counters.boost_denied; break;
+                                case 8: v = st.counters.stale; break;
+                                default: v = st.io.grants_sent; break;
                                 }
                                 strbuf_printf(out, "%s{vm=\"", fam[f].name);
                                 label_value(out, vm->info.name);
@@ -225,6 +231,14 @@ void render_metrics(const struct daemon *d, struct strbuf *out)
                 d->counters.hint_wakeups);
         counter(out, "vmmpower_hint_replans_total", "Plans redone at once because of such hints.",
                 d->counters.hint_replans);
+        if (d->hints) {
+                struct hint_io_stats io;
+
+                hint_server_totals(d->hints, NULL, &io);
+                counter(out, "vmmpower_hint_host_throttles_total",
+                        "Hint channel reads stopped by the host-wide read budget ([Hints] HostReadBytesPerSecond).",
+                        io.host_throttles);
+        }
         if (d->applier) {
                 struct apply_stats a;
 

@@ -317,10 +317,14 @@ static void json_vm_hints(const struct daemon *d, const struct vm_load *vm, stru
                       ",\"trust\":\"%s\",\"lines\":%" PRIu64 ",\"accepted\":%" PRIu64 ",\"clamped\":%" PRIu64
                       ",\"rejected\":%" PRIu64 ",\"resyncs\":%" PRIu64 ",\"actuations\":%" PRIu64
                       ",\"rate_limited\":%" PRIu64 ",\"connects\":%" PRIu64 ",\"disconnects\":%" PRIu64
-                      ",\"read_throttles\":%" PRIu64 "}",
+                      ",\"read_throttles\":%" PRIu64 ",\"host_throttles\":%" PRIu64 ",\"stale\":%s"
+                      ",\"stale_total\":%" PRIu64 ",\"boost_denied\":%" PRIu64 ",\"welcomes_suppressed\":%" PRIu64
+                      ",\"grants_sent\":%" PRIu64 ",\"limits_sent\":%" PRIu64 "}",
                       hint_trust_to_string(st.policy.trust), st.counters.lines, st.counters.accepted,
                       st.counters.clamped, rejected, st.counters.resyncs, st.counters.actuations,
-                      st.counters.rate_limited, st.io.connects, st.io.disconnects, st.io.read_throttles);
+                      st.counters.rate_limited, st.io.connects, st.io.disconnects, st.io.read_throttles,
+                      st.io.host_throttles, st.stale ? "true" : "false", st.counters.stale, st.counters.boost_denied,
+                      st.counters.welcomes_suppressed, st.io.grants_sent, st.io.limits_sent);
 }
 
 /* The VM's policy: where it came from, the placement mode and the effective hint policy. */
@@ -435,9 +439,9 @@ void render_vms(const struct daemon *d, bool json, struct strbuf *out)
                                 if (v->index >= 0 && v->index < n_eff)
                                         strbuf_printf(out,
                                                       ",\"hint\":{\"level\":%u,\"weight\":%u,\"util\":%u,"
-                                                      "\"boosted\":%s,\"may_actuate\":%s}}",
+                                                      "\"boosted\":%s,\"boost_level\":%u,\"may_actuate\":%s}}",
                                                       eff[v->index].level, eff[v->index].weight, eff[v->index].util,
-                                                      eff[v->index].boosted ? "true" : "false",
+                                                      eff[v->index].boosted ? "true" : "false", eff[v->index].boost_level,
                                                       eff[v->index].may_actuate ? "true" : "false");
                                 else
                                         strbuf_puts(out, ",\"hint\":null}");
@@ -600,9 +604,11 @@ void render_plan(const struct daemon *d, bool json, struct strbuf *out)
                         pid_t pid = (pid_t) (p->vcpu_key[i] >> 16);
                         strbuf_printf(out, "%s{\"vm\":", i ? "," : "");
                         strbuf_json_string(out, plan_vm_name(d, pid));
-                        strbuf_printf(out, ",\"pid\":%d,\"vcpu\":%u,\"util\":%.4f,\"cpu\":%d,\"alone\":%s}", (int) pid,
-                                      (unsigned) (p->vcpu_key[i] & 0xffff), d->plan_in[i].util, p->vcpu_cpu[i],
-                                      p->vcpu_alone[i] ? "true" : "false");
+                        strbuf_printf(out, ",\"pid\":%d,\"vcpu\":%u,\"util\":%.4f,\"wait\":%.4f,\"wait_avg\":%.4f,"
+                                      "\"demand\":%.4f,\"cpu\":%d,\"alone\":%s}", (int) pid,
+                                      (unsigned) (p->vcpu_key[i] & 0xffff), d->plan_in[i].util,
+                                      d->plan_in[i].wait_ratio, d->plan_in[i].wait_avg, p->vcpu_demand[i],
+                                      p->vcpu_cpu[i], p->vcpu_alone[i] ? "true" : "false");
                 }
                 strbuf_puts(out, "]}\n");
                 return;

@@ -445,6 +445,13 @@ static void test_values(void **state)
                 { "[Hints]\nHalfLife = 1ms\n", 1 },
                 { "[Hints]\nHalfLife = 999us\n", 0 },
                 { "[Hints]\nHalfLife = 60min\n", 1 },
+                { "[Hints]\nBoostWindow = 1s\n", 1 },
+                { "[Hints]\nBoostWindow = 999ms\n", 0 },
+                { "[Hints]\nBoostWindow = 60min\n", 1 },
+                { "[Hints]\nBoostWindow = 61min\n", 0 },
+                { "[Hints]\nHostReadBytesPerSecond = 0\n", 1 },
+                { "[Hints]\nHostReadBytesPerSecond = 1073741824\n", 1 },
+                { "[Hints]\nHostReadBytesPerSecond = 1073741825\n", 0 },
                 { "[hints]\nTrust = full\n", 0 },
         };
 
@@ -613,7 +620,7 @@ static void test_docs_cover_keys(void **state)
                         fail_msg("shipped vmmpower.conf lacks '#%s'", line);
                 n_keys++;
         }
-        assert_int_equal(n_keys, 33); /* 34 keys, QMPSocket skipped */
+        assert_int_equal(n_keys, 35); /* 36 keys, QMPSocket skipped */
         free(man);
         free(shipped);
         free(dump);
