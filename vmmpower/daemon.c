@@ -18,6 +18,7 @@
  *   3. output: metrics textfile, watchdog ping.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -102,8 +103,9 @@ static int hints_configure(struct daemon *d, nsec_t now)
  * if that is a socket owned by the QEMU process's user (qemu_hint.h).  Returns
  * info, or tmp: a shallow copy of info with hint_socket set.  Runs every
  * period for every such VM (a stat of the socket and of /proc/<pid>), relies
- * on the hint server's own connect backoff, and logs refusals at debug only:
- * a VM without a channel shows "hints": null in vmmpowerctl vms.
+ * on the hint server's own connect backoff; refusals are counted
+ * (vmmpower_qemu_hint_refused_total) and warned about once a minute.
+ * A VM without a channel shows "hints": null in vmmpowerctl vms.
  */
 static const struct vm_info *qemu_hint_vm(struct daemon *d, const struct vm_info *info, struct vm_info *tmp)
 {
@@ -115,10 +117,23 @@ static const struct vm_info *qemu_hint_vm(struct daemon *d, const struct vm_info
         r = qemu_hint_socket(d->cfg.qemu_hint_socket, d->cfg.procfs_root, info, tmp->hint_socket,
                              sizeof(tmp->hint_socket));
         if (r < 0) {
-                /* -ENOENT: this VM has no channel there, the common case; the others are refusals */
-                if (r != -ENOENT)
-                        log_debug_errno(r, "No hint channel for QEMU VM \"%s\" (pid %d) from HintSocket: %m",
-                                        info->name, (int) info->pid);
+                /* -ENOENT: this VM has no channel there, the common case; the
+                 * others are refusals: counted, and a warning at most once a
+                 * minute (the same refusal repeats every period). */
+                if (r != -ENOENT && r != -ESRCH) {
+                        nsec_t now = now_ns();
+
+                        d->counters.qemu_hint_refused++;
+                        if (!d->qemu_hint_warned_ns || now - d->qemu_hint_warned_ns >= 60 * NSEC_PER_SEC) {
+                                d->qemu_hint_warned_ns = now;
+                                log_warning_errno(r, "Not connecting to the hint socket of QEMU VM \"%s\" (pid %d) "
+                                                  "from [QEMU] HintSocket: %m (%" PRIu64 " refusals so far; "
+                                                  "warned once a minute)",
+                                                  info->name, (int) info->pid, d->counters.qemu_hint_refused);
+                        } else
+                                log_debug_errno(r, "No hint channel for QEMU VM \"%s\" (pid %d) from HintSocket: %m",
+                                                info->name, (int) info->pid);
+                }
                 return info;
         }
         return tmp;

@@ -54,6 +54,7 @@ struct daemon_counters {
         uint64_t apply_start_errors;  /* the applier could not start (plans stayed advisory) */
         uint64_t hint_wakeups;        /* reads whose hints took a token (may actuate) */
         uint64_t hint_replans;        /* plans redone at once because of such hints */
+        uint64_t qemu_hint_refused;   /* [QEMU] HintSocket paths refused (not a socket, owner, name), per period */
         nsec_t last_plan_cpu_ns;      /* thread CPU time of the last plan_compute() */
         nsec_t last_period_cpu_ns;    /* thread CPU time of the last control period */
         nsec_t last_period_wall_ns;
@@ -104,6 +105,7 @@ struct daemon {
         bool libvirt_snapshot_seen;
         bool hint_replan;         /* hints took a token: plan again after this epoll batch */
         nsec_t last_hint_replan_ns;
+        nsec_t qemu_hint_warned_ns;  /* last warning about a refused HintSocket path (one a minute) */
         bool quit;
         int exit_status;
 };

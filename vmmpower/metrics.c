@@ -231,6 +231,9 @@ void render_metrics(const struct daemon *d, struct strbuf *out)
                 d->counters.hint_wakeups);
         counter(out, "vmmpower_hint_replans_total", "Plans redone at once because of such hints.",
                 d->counters.hint_replans);
+        counter(out, "vmmpower_qemu_hint_refused_total",
+                "Periods a plain-QEMU VM's [QEMU] HintSocket path was refused (not a socket, not owned by QEMU's user, bad name).",
+                d->counters.qemu_hint_refused);
         if (d->hints) {
                 struct hint_io_stats io;
 

@@ -140,6 +140,14 @@ class HintsPlainQemu(unittest.TestCase):
             log("socket chowned to 65534: channel gone after %.1fs" % waited)
             self.d.wait_periods(2)
             self.assertIsNone(self.hints())
+            rc, out, _ = self.d.ctl("metrics")
+            refused = [float(l.split()[1]) for l in out.splitlines()
+                       if l.startswith("vmmpower_qemu_hint_refused_total ")]
+            log("vmmpower_qemu_hint_refused_total %s" % refused)
+            self.assertEqual(rc, 0)
+            self.assertEqual(len(refused), 1, out)
+            self.assertGreater(refused[0], 0)
+            self.assertIn("Not connecting to the hint socket of QEMU VM", self.d.log())
         finally:
             os.chown(path, st.st_uid, st.st_gid)
         waited = self.d.wait_for(lambda: (self.hints() or {}).get("handshaked"), 30, "handshake again")
