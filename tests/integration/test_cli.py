@@ -20,7 +20,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import vmlib  # noqa: E402
-from daemonlib import Daemon, VMMPOWERCTL, BUILD_DIR  # noqa: E402
+from daemonlib import Daemon, VMMPOWERCTL  # noqa: E402
 
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
 HOOK = os.path.join(vmlib.SOURCE_DIR, "config", "vmmpower-libvirt-hook")
@@ -37,6 +37,23 @@ def ctl(*args, env=None, prefix=(), timeout=30):
     p = subprocess.run(list(prefix) + [VMMPOWERCTL] + list(args), stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, universal_newlines=True, timeout=timeout, env=e)
     return p.returncode, p.stdout, p.stderr
+
+
+def default_config_dir():
+    """Where vmmpowerctl reads its default configuration (from its --help)."""
+    _, out, _ = ctl("--help")
+    for line in out.splitlines():
+        if "(default " in line and "vmmpower.conf" in line:
+            return os.path.dirname(line.split("(default ", 1)[1].split()[0])
+    raise AssertionError("no default configuration in vmmpowerctl --help:\n" + out)
+
+
+def in_private_etc(etc, argv):
+    """argv in a mount namespace where etc (a temp dir) is bind-mounted over the parent of the
+    default configuration directory: the host's files are never touched."""
+    parent = os.path.dirname(default_config_dir())
+    return ["unshare", "-m", "--propagation", "private", "sh", "-c",
+            'mount --bind "$1" "$2" && shift 2 && exec "$@"', "sh", etc, parent] + list(argv)
 
 
 class FakeServer:
@@ -171,7 +188,7 @@ class Offline(unittest.TestCase):
         # --config FILE: its ControlSocket.
         rc, out, err = ctl("--config", conf, "version")
         self.assertEqual((rc, out), (0, "a\n"), err)
-        # $VMMPOWER_CONFIG as --config (the way the hook test points vmmpowerctl at a file).
+        # $VMMPOWER_CONFIG as --config.
         rc, out, err = ctl("version", env={"VMMPOWER_CONFIG": conf})
         self.assertEqual((rc, out), (0, "a\n"), err)
         # A drop-in in conf.d/ beside the file overrides it, as for vmmpowerd.
@@ -195,6 +212,34 @@ class Offline(unittest.TestCase):
         self.assertEqual(rc, 2)
         self.assertIn("nosuch.conf", err)
         self.assertEqual(len(a.requests), 2)
+
+    def test_default_configuration(self):
+        """Without options, ControlSocket of the default configuration and its conf.d/; an
+        invalid default configuration is a warning with FILE:LINE and the built-in socket."""
+        a, b = self.server("a"), self.server("b")
+        etc = os.path.join(self.tmp, "etc")
+        confdir = os.path.join(etc, os.path.basename(default_config_dir()))
+        os.makedirs(os.path.join(confdir, "conf.d"))
+        conf = os.path.join(confdir, "vmmpower.conf")
+        with open(conf, "w") as f:
+            f.write("[Daemon]\nControlSocket = %s\n" % a.path)
+        p = subprocess.run(in_private_etc(etc, [VMMPOWERCTL, "version"]), stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, universal_newlines=True, timeout=30)
+        self.assertEqual((p.returncode, p.stdout, p.stderr), (0, "a\n", ""))
+        with open(os.path.join(confdir, "conf.d", "50-x.conf"), "w") as f:
+            f.write("[Daemon]\nControlSocket = %s\n" % b.path)
+        p = subprocess.run(in_private_etc(etc, [VMMPOWERCTL, "version"]), stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, universal_newlines=True, timeout=30)
+        self.assertEqual((p.returncode, p.stdout, p.stderr), (0, "b\n", ""))
+        with open(os.path.join(confdir, "conf.d", "60-bad.conf"), "w") as f:
+            f.write("# comment\n[Daemon]\nControlPeriod = soon\n")
+        p = subprocess.run(in_private_etc(etc, [VMMPOWERCTL, "version"]), stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, universal_newlines=True, timeout=30)
+        self.assertIn("warning: %s:3: " % os.path.join(default_config_dir(), "conf.d", "60-bad.conf"),
+                      p.stderr)
+        self.assertIn("using the default control socket /run/vmmpower/control.sock", p.stderr)
+        # Not sent to either configured socket (a host daemon may or may not be on the default one).
+        self.assertEqual((len(a.requests), len(b.requests)), (1, 1))
 
     def test_unit_reloads_through_vmmpowerctl(self):
         with open(UNIT) as f:
@@ -251,17 +296,23 @@ class WithDaemon(unittest.TestCase):
         self.assertTrue(raw(b"metrics\n").startswith(b"OK\n# HELP"))
 
     def test_hook_reaches_daemon_on_configured_socket(self):
-        """The libvirt hook, run as libvirtd runs it (empty environment), with the built
-        vmmpowerctl first in PATH: the notification reaches the daemon whose socket is only
-        named in the configuration."""
+        """The libvirt hook, run as libvirtd runs it (empty environment, no options), with the
+        built vmmpowerctl first in PATH and the daemon's configuration as the default one (in a
+        private mount namespace): the notification reaches the daemon whose socket is only
+        named in that configuration."""
         d = self.d
-        bindir = tempfile.mkdtemp(prefix="vmmpt-%d-cli-bin-" % os.getpid())
-        self.addCleanup(shutil.rmtree, bindir, True)
+        tmp = tempfile.mkdtemp(prefix="vmmpt-%d-cli-" % os.getpid())
+        self.addCleanup(shutil.rmtree, tmp, True)
+        bindir, etc = os.path.join(tmp, "bin"), os.path.join(tmp, "etc")
+        confdir = os.path.join(etc, os.path.basename(default_config_dir()))
+        os.makedirs(bindir)
+        os.makedirs(confdir)
         os.symlink(VMMPOWERCTL, os.path.join(bindir, "vmmpowerctl"))
+        shutil.copy(d.config, os.path.join(confdir, "vmmpower.conf"))
         before = self._notifies()
         t0 = time.monotonic()
-        p = subprocess.run(["env", "-i", "PATH=%s:/usr/bin:/bin" % bindir, "VMMPOWER_CONFIG=%s" % d.config,
-                            HOOK, "vmmpt-%d-cli-dom" % os.getpid(), "started", "begin", "-"],
+        p = subprocess.run(in_private_etc(etc, ["env", "-i", "PATH=%s:/usr/bin:/bin" % bindir, HOOK,
+                                                "vmmpt-%d-cli-dom" % os.getpid(), "started", "begin", "-"]),
                            input="<domain/>", stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            universal_newlines=True, timeout=10)
         ms = (time.monotonic() - t0) * 1000
