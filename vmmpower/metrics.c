@@ -284,6 +284,8 @@ void render_metrics(const struct daemon *d, struct strbuf *out)
         counter(out, "vmmpower_control_requests_total", "Control socket requests.", d->counters.control_requests);
         counter(out, "vmmpower_control_denied_total", "Control requests denied by peer credentials.",
                 d->counters.control_denied);
+        counter(out, "vmmpower_control_rejected_total", "Control connections refused for lack of a client slot.",
+                d->counters.control_rejected);
         counter(out, "vmmpower_reload_errors_total", "Reloads rejected (bad configuration).",
                 d->counters.reload_errors);
         counter(out, "vmmpower_metrics_write_errors_total", "Failed writes of the metrics textfile.",

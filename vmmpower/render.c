@@ -68,6 +68,27 @@ static unsigned total_vcpus(const struct daemon *d)
         return n;
 }
 
+/*
+ * Why plans are not applied (NULL: they are), short for JSON ("why") and
+ * long for the text status: an applier that failed to start must not read
+ * like Apply = no, nor like one that applies.
+ */
+static const char *advisory_reason(const struct daemon *d, bool text)
+{
+        if (d->applier)
+                return NULL;
+        if (d->opts.dry_run)
+                return text ? "advisory, --dry-run: nothing on the host is changed" : "dry run";
+        if (!d->em)
+                return text ? "off, [Planner] Enabled = no: no plans" : "planner off";
+        if (!d->cfg.planner_apply)
+                return text ? "advisory, [Planner] Apply = no: plans are shown, not applied" : "Apply=no";
+        if (d->counters.apply_start_errors > 0)
+                return text ? "NOT APPLIED: the applier failed to start (see the log); plans stay advisory"
+                            : "failed to start";
+        return text ? "advisory: the applier has not started yet" : "not started";
+}
+
 /* The applier's state as a JSON object ("enabled":false when plans are advisory). */
 static void render_apply_json(const struct daemon *d, struct strbuf *out)
 {
@@ -75,9 +96,7 @@ static void render_apply_json(const struct daemon *d, struct strbuf *out)
 
         if (!d->applier) {
                 strbuf_printf(out, "{\"enabled\":false,\"why\":\"%s\",\"start_errors\":%" PRIu64 "}",
-                              d->opts.dry_run ? "dry run" : !d->em ? "planner off"
-                                                         : !d->cfg.planner_apply ? "Apply=no" : "not started",
-                              d->counters.apply_start_errors);
+                              advisory_reason(d, false), d->counters.apply_start_errors);
                 return;
         }
         applier_get_stats(d->applier, &a);
@@ -149,6 +168,46 @@ static void render_knobs(const struct daemon *d, bool json, struct strbuf *out)
                               corrupt, d->cfg.state_dir, newest);
 }
 
+/* Configured QMP sockets whose last query failed. */
+static unsigned qmp_failing(const struct daemon *d)
+{
+        unsigned n = 0;
+
+        for (unsigned i = 0; i < d->cfg.n_qmp_sockets && i < CONFIG_MAX_QMP; i++)
+                n += d->qmp_failing[i] > 0;
+        return n;
+}
+
+/* Text status: whether plans are applied, QMP, control socket, reloads and hook notifications. */
+static void render_status_more(const struct daemon *d, struct strbuf *out)
+{
+        const char *why = advisory_reason(d, true);
+
+        if (why)
+                strbuf_printf(out, "plans:         %s\n", why);
+        else {
+                struct apply_stats a;
+
+                applier_get_stats(d->applier, &a);
+                strbuf_printf(out,
+                              "plans:         applied: %" PRIu64 " passes, %" PRIu64 " pins, %" PRIu64
+                              " pin errors, %" PRIu64 " knob changes, %" PRIu64 " knob errors\n",
+                              a.passes, a.pins, a.pin_errors, a.knob_changes, a.knob_errors);
+        }
+        strbuf_printf(out,
+                      "QMP:           %u socket%s, %" PRIu64 " queries, %" PRIu64 " errors (%u failing, %" PRIu64
+                      " kept on their last answer, %" PRIu64 " gone)\n",
+                      d->cfg.n_qmp_sockets, d->cfg.n_qmp_sockets == 1 ? "" : "s", d->counters.qmp_queries,
+                      d->counters.qmp_errors, qmp_failing(d), d->counters.qmp_kept, d->counters.qmp_gone);
+        strbuf_printf(out,
+                      "control:       %" PRIu64 " requests, %" PRIu64 " denied, %" PRIu64 " refused (no slot), %" PRIu64
+                      " errors\n",
+                      d->counters.control_requests, d->counters.control_denied, d->counters.control_rejected,
+                      d->counters.control_errors);
+        strbuf_printf(out, "reloads:       %" PRIu64 " (%" PRIu64 " failed), %" PRIu64 " hook notifications\n",
+                      d->counters.reloads, d->counters.reload_errors, d->counters.notifies);
+}
+
 void render_status(const struct daemon *d, bool json, struct strbuf *out)
 {
         const struct tracker_stats *ts = tracker_stats(d->tracker);
@@ -186,9 +245,11 @@ void render_status(const struct daemon *d, bool json, struct strbuf *out)
                               ts->open_errors, ts->vms_added, ts->vms_removed, ts->last_sample_cpu_ns);
                 strbuf_printf(out,
                               ",\"procscan\":{\"scans\":%llu,\"vanished\":%llu,\"errors\":%llu}"
-                              ",\"qmp\":{\"queries\":%" PRIu64 ",\"errors\":%" PRIu64 "}",
+                              ",\"qmp\":{\"sockets\":%u,\"queries\":%" PRIu64 ",\"errors\":%" PRIu64
+                              ",\"kept\":%" PRIu64 ",\"gone\":%" PRIu64 ",\"failing\":%u}",
                               d->procscan_stats.scans, d->procscan_stats.vanished, d->procscan_stats.errors,
-                              d->counters.qmp_queries, d->counters.qmp_errors);
+                              d->cfg.n_qmp_sockets, d->counters.qmp_queries, d->counters.qmp_errors,
+                              d->counters.qmp_kept, d->counters.qmp_gone, qmp_failing(d));
                 strbuf_puts(out, ",\"apply\":");
                 render_apply_json(d, out);
                 render_knobs(d, true, out);
@@ -196,10 +257,12 @@ void render_status(const struct daemon *d, bool json, struct strbuf *out)
                               d->counters.hint_wakeups, d->counters.hint_replans);
                 strbuf_printf(out,
                               ",\"control\":{\"requests\":%" PRIu64 ",\"denied\":%" PRIu64 ",\"errors\":%" PRIu64
+                              ",\"rejected\":%" PRIu64
                               "},\"notifies\":%" PRIu64 ",\"reloads\":%" PRIu64 ",\"reload_errors\":%" PRIu64
                               ",\"last_period_cpu_ns\":%" PRId64 "}\n",
                               d->counters.control_requests, d->counters.control_denied,
-                              d->counters.control_errors, d->counters.notifies, d->counters.reloads,
+                              d->counters.control_errors, d->counters.control_rejected, d->counters.notifies,
+                              d->counters.reloads,
                               d->counters.reload_errors, d->counters.last_period_cpu_ns);
                 return;
         }
@@ -229,6 +292,7 @@ void render_status(const struct daemon *d, bool json, struct strbuf *out)
                       " read errors, last period %.1f us CPU\n",
                       tracker_sampler_name(d->tracker), ts->samples, ts->threads_gone, ts->read_errors,
                       (double) d->counters.last_period_cpu_ns / NSEC_PER_USEC);
+        render_status_more(d, out);
         render_knobs(d, false, out);
 }
 
@@ -545,7 +609,8 @@ void render_plan(const struct daemon *d, bool json, struct strbuf *out)
         }
         strbuf_printf(out, "plan (%s): %s, %u of %u pCPUs active, %u moves (%u deferred)\n",
                       d->applier ? "applied" : d->opts.dry_run ? "dry run: shown, not applied"
-                                                               : "advisory: shown, not applied",
+                      : d->counters.apply_start_errors > 0 ? "NOT APPLIED: the applier failed to start"
+                                                           : "advisory: shown, not applied",
                       plan_decision_to_string(p->why.decision), p->why.n_active, cpuset_count(&d->topo->online),
                       p->why.moves, p->why.moves_deferred);
         strbuf_printf(out, "modelled power: plan %.0f mW, spread %.0f mW, previous placement %.0f mW, best %.0f mW\n",

@@ -203,6 +203,9 @@ static int request(const char *socket_path, const char *line, struct strbuf *rep
                 if (n < 0) {
                         if (errno == EINTR)
                                 continue;
+                        /* A refusal ("ERR EBUSY", "ERR EPERM") may be followed by a reset. */
+                        if (errno == ECONNRESET && reply->len > 0)
+                                break;
                         fprintf(stderr, "vmmpowerctl: read failed: %s\n", strerror(errno));
                         close(fd);
                         return EXIT_CONNECT;
