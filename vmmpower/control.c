@@ -193,6 +193,10 @@ int control_execute(struct daemon *d, const struct control_request *req, struct 
 {
         const char *cmd = req->argv[0];
 
+        /* Text only (or no body): --json is refused rather than ignored. */
+        if (req->json && (strcmp(cmd, "top") == 0 || strcmp(cmd, "metrics") == 0 || strcmp(cmd, "notify") == 0 ||
+                          strcmp(cmd, "reload") == 0))
+                return -EOPNOTSUPP;
         if (strcmp(cmd, "status") == 0 && req->argc == 1)
                 render_status(d, req->json, body);
         else if (strcmp(cmd, "vms") == 0 && req->argc == 1)
@@ -279,6 +283,20 @@ static void client_reply_error(struct control_client *c, int err, const char *ms
         client_flush(c);
 }
 
+/* "FILE:LINE: message; running configuration kept", one line of printable ASCII. */
+static void reload_error_message(const struct config_error *err, char *buf, size_t size)
+{
+        if (!err->file[0])
+                snprintf(buf, size, "reload failed, running configuration kept (see the daemon's log)");
+        else if (err->line > 0)
+                snprintf(buf, size, "%s:%u: %s; running configuration kept", err->file, err->line, err->message);
+        else
+                snprintf(buf, size, "%s: %s; running configuration kept", err->file, err->message);
+        for (char *p = buf; *p; p++)
+                if ((unsigned char) *p < 0x20 || (unsigned char) *p >= 0x7f)
+                        *p = '?';
+}
+
 static void client_handle_line(struct control_client *c)
 {
         struct daemon *d = c->server->daemon;
@@ -306,12 +324,17 @@ static void client_handle_line(struct control_client *c)
         strbuf_init(&body);
         r = control_execute(d, &req, &body);
         if (r < 0 || body.oom) {
+                char msg[CONFIG_PATH_MAX + 384];
+
                 d->counters.control_errors++;
                 strbuf_free(&body);
-                { client_reply_error(c, r < 0 ? r : -ENOMEM,
-                                          strcmp(req.argv[0], "reload") == 0
-                                                  ? "reload failed, running configuration kept (see the daemon's log)"
-                                                  : r == -EINVAL ? "wrong arguments" : "command failed"); return; }
+                if (strcmp(req.argv[0], "reload") == 0)
+                        reload_error_message(&d->reload_error, msg, sizeof(msg));
+                else
+                        snprintf(msg, sizeof(msg), "%s", r == -EINVAL        ? "wrong arguments"
+                                 : r == -EOPNOTSUPP ? "--json is not supported by this command"
+                                                    : "command failed");
+                { client_reply_error(c, r < 0 ? r : -ENOMEM, msg); return; }
         }
         strbuf_puts(&c->out, "OK\n");
         strbuf_append(&c->out, body.data ? body.data : "", body.len);

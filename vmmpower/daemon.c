@@ -639,6 +639,7 @@ int daemon_reload(struct daemon *d)
                 r = daemon_apply_config(d, &cfg, false);
         else
                 log_config_error(&err);
+        d->reload_error = err; /* file "" unless the configuration itself was at fault */
         if (r == 0)
                 (void) hints_configure(d, now_ns()); /* logged; keeps the previous hint state */
         if (r < 0) {

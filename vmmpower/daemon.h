@@ -64,6 +64,7 @@ struct daemon {
         struct daemon_options opts;
         struct vp_config cfg;
         char config_path[CONFIG_PATH_MAX];
+        struct config_error reload_error; /* of the last failed reload, for its control reply; file "" if none */
         struct topology *topo;
         struct tracker *tracker;
         struct pcpu_stat *pcpu;
