@@ -286,7 +286,7 @@ int sim_binpack_bound_mw(const struct em_host *h, const double *demand, unsigned
                 for (unsigned c = 0; c < h->n_cpus; c++)
                         if (work[c] > 0)
                                 lvl[h->cpu_fdom[c]] = (uint8_t) L;
-                struct em_load l = { work, zero, lat, lvl };
+                struct em_load l = { .cpu_work = work, .cpu_vcpus = zero, .cpu_max_latency_us = lat, .fdom_level = lvl };
                 double p = em_host_power(h, &l, NULL);
                 if (p < best)
                         best = p;
@@ -603,7 +603,7 @@ static void evaluate(struct run *R, struct pstate *p)
                 over += o;
         }
         record_ran(R, p);
-        struct em_load l = { p->cpu_work, p->cpu_vcpus, p->lat, p->level };
+        struct em_load l = { .cpu_work = p->cpu_work, .cpu_vcpus = p->cpu_vcpus, .cpu_max_latency_us = p->lat, .fdom_level = p->level };
         p->power_mw = em_host_power(h, &l, NULL);
         p->overload = over;
         p->dirty = false;

@@ -988,7 +988,7 @@ static double finalize(struct ws *w, struct em_breakdown *b)
 {
         const struct em_host *h = w->h;
         const struct energy_model *m = &h->model;
-        struct em_load l = { w->ework, w->active, w->lat, w->level };
+        struct em_load l = { .cpu_work = w->ework, .cpu_vcpus = w->active, .cpu_max_latency_us = w->lat, .fdom_level = w->level };
         unsigned top = m->n_levels - 1;
 
         pack_set_balance(w);
@@ -1252,7 +1252,7 @@ double plan_power(const struct em_host *h, const struct plan *p, struct em_break
         if (!act)
                 return -1.0;
         plan_counts(h, p, act);
-        l = (struct em_load) { p->cpu_work, act, p->cpu_max_latency_us, p->fdom_level };
+        l = (struct em_load) { .cpu_work = p->cpu_work, .cpu_vcpus = act, .cpu_max_latency_us = p->cpu_max_latency_us, .fdom_level = p->fdom_level };
         return em_host_power(h, &l, b);
 }
 
@@ -1279,7 +1279,7 @@ static int probe_init(const struct em_host *h, const struct plan *p, struct prob
 static double probe_power(const struct em_host *h, const struct plan *p, const struct probe *pr,
                           uint32_t *lat_scratch, uint8_t *lvl_scratch)
 {
-        struct em_load l = { pr->work, pr->act, lat_scratch, lvl_scratch };
+        struct em_load l = { .cpu_work = pr->work, .cpu_vcpus = pr->act, .cpu_max_latency_us = lat_scratch, .fdom_level = lvl_scratch };
         for (unsigned c = 0; c < h->n_cpus; c++)
                 lat_scratch[c] = pr->act[c] ? p->cpu_max_latency_us[c] == EM_LATENCY_ANY
                                                       ? EM_LATENCY_ANY : p->cpu_max_latency_us[c]

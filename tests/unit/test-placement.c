@@ -138,7 +138,7 @@ static double packed_power(const struct em_host *h, const struct plan_policy *po
         int *at = calloc(nv ? nv : 1, sizeof(int));
         double *fx = calloc(h->n_cpus, sizeof(double));
         int *cpus = calloc(h->n_cpus, sizeof(int));
-        struct em_load l = { bal, cnt, lat, lvl };
+        struct em_load l = { .cpu_work = bal, .cpu_vcpus = cnt, .cpu_max_latency_us = lat, .fdom_level = lvl };
 
         assert_true(work && bal && cnt && lvl && lat && at && fx && cpus);
         for (unsigned c = 0; c < h->n_cpus; c++)

@@ -228,7 +228,7 @@ static void test_bounds_below_policies(void **state)
                                 work[cpu] += dem[i];
                                 nv[cpu]++;
                         }
-                        struct em_load l = { work, nv, lat, lvl };
+                        struct em_load l = { .cpu_work = work, .cpu_vcpus = nv, .cpu_max_latency_us = lat, .fdom_level = lvl };
                         double p = em_host_power(e, &l, NULL), fl = sim_fluid_bound_mw(e, dem, n);
                         if (fl > p + 1e-6)
                                 fail_msg("%s load %u: fluid %.1f mW > model %.1f mW", hi ? "genoa" : "spr", it, fl, p);
