@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * vmmpower-sim: replay VM utilisation traces on a modelled host and compare
- * vmmpower's planner with baselines and lower bounds (vmmpower-sim(1),
+ * vmmpower's planner with baselines, a lower bound and a reference (vmmpower-sim(1),
  * docs/simulator.md).
  */
 #include <errno.h>
@@ -19,7 +19,7 @@ static void help(void)
 {
         printf("Usage: vmmpower-sim --trace FILE --topology DIR|synth:PxC [OPTIONS]\n\n"
                "Replay VM utilisation traces on a modelled host; compare vmmpower's planner with\n"
-               "baselines B0..B3 and the fluid and bin-packing lower bounds.\n\n"
+               "baselines B0..B3, the fluid lower bound and the bin-packing reference.\n\n"
                "  -t, --trace=FILE          PlanetLab trace or generic CSV (docs/simulator.md)\n"
                "  -T, --topology=DIR        topology fixture / sysfs root, or synth:PxC\n"
                "  -m, --model=FILE          energy model file (default: derived from the topology)\n"

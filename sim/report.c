@@ -27,13 +27,13 @@ void sim_print_table(const struct sim_result *r, FILE *f)
         fprintf(f, "%u VMs, %u vCPUs on %u CPUs (%.2f:1), mean demand %.1f%% of a vCPU, %u intervals, %.0f vCPU-hours\n",
                 r->n_vms, r->n_vcpus, r->n_cpus, (double) r->n_vcpus / r->n_cpus, 100 * r->mean_util, r->n_intervals,
                 r->vcpu_hours);
-        fprintf(f, "%-9s %9s %7s %7s %8s %9s %9s %9s %7s %9s %9s %7s %9s\n", "policy", "kWh", "vs_B0", "gap",
+        fprintf(f, "%-11s %9s %7s %7s %8s %9s %9s %9s %7s %9s %9s %7s %9s\n", "policy", "kWh", "vs_B0", "gap",
                 "vs_fluid", "wait_p50", "wait_p99", "wait_p999", "deep%", "migr/vCh", "moves/vCh", "undel%", "cpu_s");
-        fprintf(f, "%-9s %9s %7s %7s %8s %9s %9s %9s %7s %9s %9s %7s %9s\n", "", "", "", "closed", "", "us", "us", "us",
+        fprintf(f, "%-11s %9s %7s %7s %8s %9s %9s %9s %7s %9s %9s %7s %9s\n", "", "", "", "closed", "", "us", "us", "us",
                 "wakes", "all", "placement", "demand", "decide");
         for (int p = 0; p < _SIM_POLICY_MAX; p++) {
                 const struct sim_policy_result *x = &r->p[p];
-                fprintf(f, "%-9s %9.3f %6.1f%% %6.1f%% %+7.1f%%", sim_policy_name(p), kwh(r, p),
+                fprintf(f, "%-11s %9.3f %6.1f%% %6.1f%% %+7.1f%%", sim_policy_name(p), kwh(r, p),
                         100.0 * x->energy_j / r->p[SIM_B0].energy_j, 100.0 * gap_closed(r, p),
                         100.0 * (x->energy_j / r->p[SIM_FLUID].energy_j - 1));
                 if (runs(p))

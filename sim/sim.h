@@ -28,7 +28,7 @@ enum sim_policy {
         SIM_B3,         /* spread, powersave/EPP-style frequency */
         _SIM_RUN_MAX,   /* the policies above run the burst simulation */
         SIM_FLUID = _SIM_RUN_MAX, /* core-level fluid lower bound */
-        SIM_BINPACK,    /* integer bin-packing version */
+        SIM_BINPACK_REF, /* bin-packing reference: first-fit decreasing, no wake-ups; not a bound */
         _SIM_POLICY_MAX,
 };
 const char *sim_policy_name(enum sim_policy p);
@@ -93,9 +93,9 @@ void sim_host_done(struct sim_host *h);
 int sim_run(const struct sim_host *host, const struct sim_trace *trace, const struct sim_config *cfg,
             struct sim_result *ret);
 
-/* Lower bounds of one load (docs/simulator.md "Bounds"); demand[nv]. */
+/* The lower bound of one load and the bin-packing reference (docs/simulator.md §5); demand[nv]. */
 double sim_fluid_bound_mw(const struct em_host *h, const double *demand, unsigned nv);
-int sim_binpack_bound_mw(const struct em_host *h, const double *demand, unsigned nv, double *ret_mw);
+int sim_binpack_reference_mw(const struct em_host *h, const double *demand, unsigned nv, double *ret_mw);
 
 /*
  * One planning step exactly as the daemon's plan_period(): vCPU j of the VM
