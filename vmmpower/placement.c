@@ -983,6 +983,8 @@ static void pack_set_levels(struct ws *w)
         }
 }
 
+#define PLAN_MAX_PKGS_CAPPED 64
+
 /* Levels, idle limits and power of the current state. */
 static double finalize(struct ws *w, struct em_breakdown *b)
 {
@@ -1054,6 +1056,22 @@ static double finalize(struct ws *w, struct em_breakdown *b)
         }
         if (!w->pol->pin_single_cpu)
                 pack_set_levels(w);
+        /*
+         * The turbo table and the package power limit: a level a package cannot run at with
+         * this load is not offered; its domains get the level it is forced to, which is also
+         * what em_host_power() charges (docs/energy-model.md §2).
+         */
+        if (h->has_limits && h->n_pkgs <= PLAN_MAX_PKGS_CAPPED) {
+                int caps[PLAN_MAX_PKGS_CAPPED];
+                if (em_host_level_caps(h, &l, caps) > 0)
+                        for (unsigned f = 0; f < h->n_fdoms; f++) {
+                                if (w->fdom_start[f] == w->fdom_start[f + 1])
+                                        continue;
+                                int cap = caps[h->cores[w->fdom_cores[w->fdom_start[f]]].pkg];
+                                if (cap >= 0 && w->level[f] > (unsigned) cap)
+                                        w->level[f] = (uint8_t) cap;
+                        }
+        }
         return em_host_power(h, &l, b);
 }
 

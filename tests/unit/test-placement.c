@@ -71,14 +71,41 @@ static void policy(struct plan_policy *p)
 }
 
 /*
+ * Whether lvl is the highest level CPU c's package can run at with the plan's load (the top
+ * level, or the level the turbo table or the power limit holds it to when c's domain asks for
+ * the top).
+ */
+static bool highest_reachable(const struct em_host *h, const struct plan *p, const unsigned *cnt, int c,
+                              unsigned lvl)
+{
+        unsigned top = h->model.n_levels - 1;
+        int caps[64];
+        if (lvl == top)
+                return true;
+        if (!h->has_limits || h->n_pkgs > 64)
+                return false;
+        _cleanup_free_ uint8_t *act = calloc(h->n_cpus, 1), *lv = malloc(h->n_fdoms);
+        assert_true(act && lv);
+        for (unsigned i = 0; i < h->n_cpus; i++)
+                act[i] = (uint8_t) MIN(cnt[i], 255u);
+        memcpy(lv, p->fdom_level, h->n_fdoms);
+        lv[h->cpu_fdom[c]] = (uint8_t) top;
+        struct em_load l = { .cpu_work = p->cpu_work, .cpu_vcpus = act, .cpu_max_latency_us = p->cpu_max_latency_us,
+                             .fdom_level = lv };
+        em_host_level_caps(h, &l, caps);
+        int cap = caps[h->cores[h->cpu_core[c]].pkg];
+        return cap >= 0 && (unsigned) cap <= lvl;
+}
+
+/*
  * Every active CPU within the level headroom at its domain's level, unless it holds a
- * single vCPU at the top level.  cpu_work is balanced within pack sets: a CPU
+ * single vCPU at the highest level its package can run at (the top level, or the
+ * level the turbo table or the power limit holds it to).  cpu_work is balanced within pack sets: a CPU
  * of a large vCPU (vcpu_alone) carries that vCPU alone, the others' load is
  * spread over the set.
  */
 static void assert_feasible(const struct em_host *h, const struct plan *p, const struct plan_policy *pol)
 {
-        unsigned top = h->model.n_levels - 1;
         _cleanup_free_ unsigned *cnt = calloc(h->n_cpus, sizeof(unsigned));
         _cleanup_free_ unsigned *large = calloc(h->n_cpus, sizeof(unsigned));
         assert_non_null(cnt);
@@ -95,7 +122,7 @@ static void assert_feasible(const struct em_host *h, const struct plan *p, const
                         continue;
                 lvl = p->fdom_level[h->cpu_fdom[c]];
                 hc = pol->level_headroom_pct / 100.0 * h->model.levels[lvl].capacity / EM_CAPACITY_SCALE;
-                if (p->cpu_work[c] > hc + 1e-9 && !(lvl == top && n <= 1))
+                if (p->cpu_work[c] > hc + 1e-9 && !(n <= 1 && highest_reachable(h, p, cnt, (int) c, lvl)))
                         fail_msg("cpu %u work %.3f over headroom %.3f at level %u (%u vCPUs)", c, p->cpu_work[c], hc,
                                  lvl, n);
         }
@@ -353,7 +380,7 @@ static void test_pin_sets(void **state)
         _cleanup_free_ cpuset_t *pack = NULL;
 
         (void) state;
-        load_host("xeon-spr-2s", "xeon-spr-2s", &f);
+        load_host("xeon-spr-2s", "xeon-spr-2s-v0", &f);
         policy(&pol);
         for (unsigned i = 0; i < 8; i++)
                 v[i] = (struct plan_vcpu) { .key = i + 1, .vm = 1 + i / 2, .util = 0.35, .cur_cpu = -1 };
@@ -420,7 +447,7 @@ static void test_pack_set_balance(void **state)
         double mw_sets = 0.0, mw_single = 0.0;
 
         (void) state;
-        load_host("xeon-spr-2s", "xeon-spr-2s", &f);
+        load_host("xeon-spr-2s", "xeon-spr-2s-v0", &f);
         const struct energy_model *m = &f.h->model;
         double gain = m->smt_gain_permille / 1000.0;
         policy(&pol);
@@ -584,6 +611,53 @@ static void test_level_headroom(void **state)
                 assert_int_equal(plan_compute(f.h, &pol, &v, 1, NULL, 0, NULL, 0, &p), -EINVAL);
                 assert_null(p);
         }
+        free_host(&f);
+}
+
+/*
+ * The turbo table and the power limit are seen by the planner: no plan offers a frequency domain
+ * a level its package cannot run at with the plan's load (em_host_level_caps() of the plan is
+ * empty), and the plan's modelled power is the model's for those levels.  Xeon fixture
+ * (8 cores per package), 3.8 GHz for at most 2 busy cores, 3.2 GHz for at most 4; 12 vCPUs of
+ * 0.8 (each needs 3.2 GHz alone on a core).
+ */
+static void test_plan_sees_limits(void **state)
+{
+        struct host_fixture f;
+        struct energy_model m;
+        struct em_host *h = NULL;
+        struct plan_vcpu v[12];
+        struct plan_policy pol;
+        struct plan *p = NULL;
+        int caps[2];
+
+        load_host("xeon-spr-2s", "xeon-spr-2s-v0", &f);
+        m = f.h->model;
+        m.levels[m.n_levels - 1].max_active_cores = 2;
+        m.levels[m.n_levels - 2].max_active_cores = 4;
+        assert_int_equal(em_host_new(f.t, &m, &h), 0);
+        for (unsigned i = 0; i < 12; i++)
+                v[i] = (struct plan_vcpu) { .key = i + 1, .vm = i + 1, .util = 0.8, .cur_cpu = -1 };
+        policy(&pol);
+        assert_int_equal(plan_compute(h, &pol, v, 12, NULL, 0, NULL, 0, &p), 0);
+        unsigned top_used = 0;
+        for (unsigned fd = 0; fd < h->n_fdoms; fd++)
+                top_used = MAX(top_used, p->fdom_level[fd]);
+        _cleanup_free_ uint8_t *act = calloc(h->n_cpus, 1);
+        assert_non_null(act);
+        for (unsigned i = 0; i < p->n_vcpus; i++)
+                if (p->vcpu_cpu[i] >= 0)
+                        act[p->vcpu_cpu[i]]++;
+        struct em_load l = { .cpu_work = p->cpu_work, .cpu_vcpus = act, .cpu_max_latency_us = p->cpu_max_latency_us,
+                             .fdom_level = p->fdom_level };
+        unsigned capped = em_host_level_caps(h, &l, caps);
+        print_message("# plan with a turbo table: highest level %u kHz, packages capped at its levels: %u\n",
+                      m.levels[top_used].freq_khz, capped);
+        if (capped != 0)
+                fail_msg("the plan offers a level its package cannot run at (caps %d %d)", caps[0], caps[1]);
+        assert_true(top_used < m.n_levels - 2); /* 6 busy cores a package: at most 2.8 GHz */
+        plan_free(p);
+        em_host_free(h);
         free_host(&f);
 }
 
@@ -1502,6 +1576,7 @@ int main(void)
                 cmocka_unit_test(test_half_host_genoa),
                 cmocka_unit_test(test_worked_example),
                 cmocka_unit_test(test_level_headroom),
+                cmocka_unit_test(test_plan_sees_limits),
                 cmocka_unit_test(test_load_scale_round_trip),
                 cmocka_unit_test(test_pin_sets),
                 cmocka_unit_test(test_pack_set_balance),
