@@ -1400,6 +1400,11 @@ double em_host_power(const struct em_host *h, const struct em_load *l, struct em
         return host_power(h, l, b, NULL);
 }
 
+double em_host_power_caps(const struct em_host *h, const struct em_load *l, struct em_breakdown *b, int *cap_out)
+{
+        return host_power(h, l, b, cap_out);
+}
+
 unsigned em_host_level_caps(const struct em_host *h, const struct em_load *l, int *cap_out)
 {
         struct em_breakdown b;

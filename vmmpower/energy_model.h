@@ -181,6 +181,8 @@ double em_host_power(const struct em_host *h, const struct em_load *l, struct em
  * packages are capped.
  */
 unsigned em_host_level_caps(const struct em_host *h, const struct em_load *l, int *cap_out);
+/* em_host_power() and the caps of em_host_level_caps() in one evaluation (cap_out may be NULL). */
+double em_host_power_caps(const struct em_host *h, const struct em_load *l, struct em_breakdown *b, int *cap_out);
 
 /* Power of one core (active + idle + wake terms, no domain terms) with its level forced: used to choose levels. */
 double em_core_power_at(const struct em_host *h, const struct em_load *l, unsigned core, unsigned level);

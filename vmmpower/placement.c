@@ -1063,7 +1063,9 @@ static double finalize(struct ws *w, struct em_breakdown *b)
          */
         if (h->has_limits && h->n_pkgs <= PLAN_MAX_PKGS_CAPPED) {
                 int caps[PLAN_MAX_PKGS_CAPPED];
-                if (em_host_level_caps(h, &l, caps) > 0)
+                struct em_breakdown cb;
+                double mw = em_host_power_caps(h, &l, &cb, caps);
+                if (cb.capped_pkgs > 0)
                         for (unsigned f = 0; f < h->n_fdoms; f++) {
                                 if (w->fdom_start[f] == w->fdom_start[f + 1])
                                         continue;
@@ -1071,6 +1073,9 @@ static double finalize(struct ws *w, struct em_breakdown *b)
                                 if (cap >= 0 && w->level[f] > (unsigned) cap)
                                         w->level[f] = (uint8_t) cap;
                         }
+                if (b)
+                        *b = cb;
+                return mw;
         }
         return em_host_power(h, &l, b);
 }
