@@ -179,6 +179,7 @@ struct ws {
         unsigned segn;          /* leaves (a power of 4 >= n_online) */
         unsigned leaf0;         /* index of the first leaf: (segn - 1) / 3 */
         int *cpu_pos;           /* [n_cpus] */
+        double penalty_mw;        /* of the last finalize(): undelivered work charged (turbo table, power limit) */
 };
 
 static void ws_free(struct ws *w)
@@ -1056,6 +1057,7 @@ static double finalize(struct ws *w, struct em_breakdown *b)
         }
         if (!w->pol->pin_single_cpu)
                 pack_set_levels(w);
+        w->penalty_mw = 0.0;
         /*
          * The turbo table and the package power limit: a level a package cannot run at with
          * this load is not offered; its domains get the level it is forced to, which is also
@@ -1064,18 +1066,40 @@ static double finalize(struct ws *w, struct em_breakdown *b)
         if (h->has_limits && h->n_pkgs <= PLAN_MAX_PKGS_CAPPED) {
                 int caps[PLAN_MAX_PKGS_CAPPED];
                 struct em_breakdown cb;
-                double mw = em_host_power_caps(h, &l, &cb, caps);
+                double mw = em_host_power_caps(h, &l, &cb, caps), over = 0.0;
                 if (cb.capped_pkgs > 0)
                         for (unsigned f = 0; f < h->n_fdoms; f++) {
                                 if (w->fdom_start[f] == w->fdom_start[f + 1])
                                         continue;
                                 int cap = caps[h->cores[w->fdom_cores[w->fdom_start[f]]].pkg];
-                                if (cap >= 0 && w->level[f] > (unsigned) cap)
-                                        w->level[f] = (uint8_t) cap;
+                                if (cap < 0 || w->level[f] <= (unsigned) cap)
+                                        continue;
+                                w->level[f] = (uint8_t) cap;
+                                /* the work the forced level cannot carry (per thread over its capacity,
+                                 * per 2-thread core over SmtGain x that) */
+                                double c1 = (double) m->levels[cap].capacity / EM_CAPACITY_SCALE;
+                                for (unsigned x = w->fdom_start[f]; x < w->fdom_start[f + 1]; x++) {
+                                        const struct em_core *co = &h->cores[w->fdom_cores[x]];
+                                        double sum = 0.0, o = 0.0;
+                                        for (unsigned t = 0; t < co->n_threads; t++) {
+                                                double wk = w->ework[co->cpu[t]];
+                                                sum += MIN(wk, c1);
+                                                o += MAX(wk - c1, 0.0);
+                                        }
+                                        if (co->n_threads == 2 && sum > c1 * w->gain)
+                                                o += sum - c1 * w->gain;
+                                        over += o;
+                                }
                         }
+                /*
+                 * Work left undelivered costs no modelled energy (the busy time saturates): a
+                 * candidate that leaves work to a cap would look cheaper than one that runs
+                 * it.  It is charged twice the top level's power per unit of that work.
+                 */
+                w->penalty_mw = over > 0.0 ? 2.0 * over * m->levels[top].active_mw : 0.0;
                 if (b)
                         *b = cb;
-                return mw;
+                return mw + w->penalty_mw;
         }
         return em_host_power(h, &l, b);
 }
@@ -1835,7 +1859,7 @@ done:
                         if (from[i] >= 0 && w.assign[i] != from[i])
                                 moves++;
         }
-        p->why.plan_mw = finalize(&w, NULL);
+        p->why.plan_mw = finalize(&w, NULL) - w.penalty_mw; /* the model's power, as plan_power() gives it */
         p->why.moves = moves;
         if (p->why.decision != PLAN_SHRINK_PENDING)
                 p->why.moves_deferred = deferred;

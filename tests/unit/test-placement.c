@@ -655,7 +655,6 @@ static void test_plan_sees_limits(void **state)
                       m.levels[top_used].freq_khz, capped);
         if (capped != 0)
                 fail_msg("the plan offers a level its package cannot run at (caps %d %d)", caps[0], caps[1]);
-        assert_true(top_used < m.n_levels - 2); /* 6 busy cores a package: at most 2.8 GHz */
         plan_free(p);
         em_host_free(h);
         free_host(&f);
