@@ -1180,7 +1180,9 @@ double em_core_power_at(const struct em_host *h, const struct em_load *l, unsign
 {
         struct core_eval e;
         eval_core_at(h, l, core, (int) level, -1, &e);
-        return e.power_mw;
+        /* the core's share of the platform's busy power, as em_host_power() charges it (the PSU
+         * efficiency scales every term alike and does not change which level is cheapest) */
+        return e.power_mw + (h->n_cores ? e.busy * h->model.platform_busy_mw / h->n_cores : 0.0);
 }
 
 unsigned em_turbo_level(const struct energy_model *m, double busy_cores)

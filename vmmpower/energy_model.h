@@ -184,7 +184,8 @@ unsigned em_host_level_caps(const struct em_host *h, const struct em_load *l, in
 /* em_host_power() and the caps of em_host_level_caps() in one evaluation (cap_out may be NULL). */
 double em_host_power_caps(const struct em_host *h, const struct em_load *l, struct em_breakdown *b, int *cap_out);
 
-/* Power of one core (active + idle + wake terms, no domain terms) with its level forced: used to choose levels. */
+/* Power of one core (active + idle + wake terms and its share of PlatformBusyPowerMW, no domain terms) with its
+ * level forced: used to choose levels. */
 double em_core_power_at(const struct em_host *h, const struct em_load *l, unsigned core, unsigned level);
 /* Busy fraction of a 2-thread core whose threads need d0, d1 of a thread alone, SMT gain g. */
 double smt_core_busy(double d0, double d1, double g);

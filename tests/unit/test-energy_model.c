@@ -614,6 +614,9 @@ static void test_power_platform(void **state)
         assert_close(bp.platform_mw, 50000 + 20000 * share);
         assert_close(bp.active_mw + bp.idle_mw + bp.domain_mw + bp.wake_mw + bp.platform_mw + bp.psu_loss_mw,
                      bp.total_mw);
+        /* the per-core power the planner picks levels with carries the core's share of the busy
+         * platform power (the PSU scales every level alike) */
+        assert_close(em_core_power_at(hp, &l, 0, 1) - em_core_power_at(h, &l, 0, 1), 20000 * share / 32);
         /* all idle: the constant platform power only */
         load_init(&b);
         assert_close(em_host_power(hp, &l, NULL), (em_host_power(h, &l, NULL) + 50000) / 0.9);
