@@ -320,8 +320,12 @@ static void cpu_popped(struct ev_ws *w, unsigned cpu)
                 w->llc_over[w->h->cores[c->core].llc]--;
 }
 
-/* Exit latency paid by a wake-up at t onto the idle core of cpu (ns); *deep set when deep. */
-static double wake_latency(struct ev_ws *w, const struct ev_input *in, unsigned cpu, double t, bool *deep)
+/*
+ * Exit latency paid by a wake-up at t onto the idle core of cpu (ns); *deep set when deep;
+ * *energy_uj += the wake-up energy of the state and of the domains it woke from.
+ */
+static double wake_latency(struct ev_ws *w, const struct ev_input *in, unsigned cpu, double t, bool *deep,
+                           double *energy_uj)
 {
         const struct em_host *h = w->h;
         const struct energy_model *m = &h->model;
@@ -338,6 +342,7 @@ static double wake_latency(struct ev_ws *w, const struct ev_input *in, unsigned 
         if (s < 0)
                 return 0;
         lat = m->idle[s].exit_latency_us;
+        *energy_uj += m->idle[s].wake_energy_uj;
         if (s == w->deep_state && m->n_idle > 1)
                 *deep = true;
         if (s != w->deep_state)
@@ -356,6 +361,7 @@ static double wake_latency(struct ev_ws *w, const struct ev_input *in, unsigned 
                 if (st->busy_cores == 0 && (t - st->idle_since) / 1000.0 >= dom->target_residency_us) {
                         if (dom->exit_latency_us > lat)
                                 lat = dom->exit_latency_us;
+                        *energy_uj += dom->wake_energy_uj;
                         *deep = true;
                 }
         }
@@ -444,7 +450,7 @@ static int vcpu_wake(struct ev_ws *w, const struct ev_input *in, struct ev_outpu
         v->ep_wait = 0;
         v->ep_lat = 0;
         if (core_idle(w, (unsigned) cpu)) {
-                v->ep_wait = v->ep_lat = wake_latency(w, in, (unsigned) cpu, t, &deep);
+                v->ep_wait = v->ep_lat = wake_latency(w, in, (unsigned) cpu, t, &deep, &out->wake_energy_uj);
                 if (deep)
                         out->deep_wakeups++;
                 core_busy_change(w, (unsigned) w->c[cpu].core, true, t);

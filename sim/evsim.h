@@ -83,6 +83,8 @@ struct ev_output {
         struct wait_hist *hist;        /* episodes added here when not NULL */
         uint64_t wakeups, deep_wakeups, migrations, events;
         uint64_t idle_pulls;           /* of the migrations: newidle pulls */
+        double wake_energy_uj;         /* Σ over wake-ups onto an idle core: WakeEnergyUJ of the core state
+                                        * (and of each domain) it woke from */
 };
 
 struct ev_ws;

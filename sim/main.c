@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * vmmpower-sim: replay VM utilisation traces on a modelled host and compare
- * vmmpower's planner with baselines and lower bounds (vmmpower-sim(1),
+ * vmmpower's planner with baselines, a lower bound and a reference (vmmpower-sim(1),
  * docs/simulator.md).
  */
 #include <errno.h>
@@ -19,7 +19,7 @@ static void help(void)
 {
         printf("Usage: vmmpower-sim --trace FILE --topology DIR|synth:PxC [OPTIONS]\n\n"
                "Replay VM utilisation traces on a modelled host; compare vmmpower's planner with\n"
-               "baselines B0..B3 and the fluid and bin-packing lower bounds.\n\n"
+               "baselines B0..B3, the fluid lower bound and the bin-packing reference.\n\n"
                "  -t, --trace=PATH          the trace: a file, or for bitbrains a directory of per-VM files\n"
                "      --trace-format=F      vmmpower (default; its header line is required), planetlab or\n"
                "                            bitbrains (GWA-T-12); anything else is refused (docs/simulator.md)\n"
@@ -48,6 +48,10 @@ static void help(void)
                "      --label=TEXT          run label in the CSV (default: trace,host,oversub,burst)\n"
                "      --svg=FILE            power over the day per policy\n"
                "      --progress / --no-progress  progress on stderr (default: when stderr is a terminal)\n"
+               "      --power-curve         no simulation: print the model's power at SPECpower_ssj2008's\n"
+               "                            load levels (active idle, 10..100%%) on the host (no --trace)\n"
+               "      --measured=FILE       with --power-curve: a measured curve (\"LOAD_PCT WATTS\" lines)\n"
+               "                            printed beside it with the error per level\n"
                "  -h, --help                this help\n"
                "  -V, --version             version\n");
 }
@@ -65,6 +69,79 @@ static int parse_pos_double(const char *s, double *ret)
         return 0;
 }
 
+static void print_err(const struct sim_error *err)
+{
+        if (err->line)
+                fprintf(stderr, "%s:%u: %s\n", err->file, err->line, err->message);
+        else
+                fprintf(stderr, "%s: %s\n", err->file, err->message);
+}
+
+/* --power-curve: the model at SPECpower's load levels, beside a measured curve when given. */
+static int power_curve(const char *topo, const char *model, const char *measured)
+{
+        static const double std_pct[11] = { 0, 10, 20, 30, 40, 50, 60, 70, 80, 90, 100 };
+        struct sim_error err = { 0 };
+        struct sim_host host = { 0 };
+        struct sim_measured ms = { 0 };
+        struct sim_curve_point pt[SIM_MEASURED_MAX];
+        double load[SIM_MEASURED_MAX], worst = 0;
+        unsigned n = 11;
+        int r;
+
+        if (measured && sim_measured_load(measured, &ms, &err) < 0) {
+                print_err(&err);
+                return 1;
+        }
+        r = sim_host_load(topo, model, &host, &err);
+        if (r < 0) {
+                print_err(&err);
+                return 1;
+        }
+        if (measured)
+                n = ms.n;
+        for (unsigned i = 0; i < n; i++)
+                load[i] = (measured ? ms.load_pct[i] : std_pct[i]) / 100.0;
+        r = sim_power_curve(host.em, load, n, pt);
+        if (r < 0) {
+                fprintf(stderr, "vmmpower-sim: %s\n", strerror(-r));
+                sim_host_done(&host);
+                return 1;
+        }
+        const struct energy_model *m = &host.em->model;
+        printf("# host %s (%u packages, %u cores, %u CPUs), model %s; load = share of the full-load throughput "
+               "(%.1f CPUs at the top level), uniform on every thread, least-power level\n",
+               host.topo_name, host.em->n_pkgs, host.em->n_cores, host.em->n_online, host.model_name,
+               pt[n - 1].load > 0 ? pt[n - 1].throughput / pt[n - 1].load : 0.0);
+        printf("%5s %9s %9s %7s %11s %9s %9s %9s %8s %9s %6s\n", "load%", "model_W", "measured", "error", "level_MHz",
+               "active_W", "idle_W", "domain_W", "wake_W", "platf+psu", "capped");
+        for (unsigned i = 0; i < n; i++) {
+                const struct sim_curve_point *p = &pt[i];
+                char meas[16] = "-", e[16] = "-";
+                if (measured) {
+                        double x = p->mw / 1000.0 / ms.watts[i] - 1;
+                        snprintf(meas, sizeof(meas), "%.1f", ms.watts[i]);
+                        snprintf(e, sizeof(e), "%+.1f%%", 100 * x);
+                        if (fabs(x) > worst)
+                                worst = fabs(x);
+                }
+                char lv[24] = "-";
+                if (p->level >= 0 && p->level_hi != p->level)
+                        snprintf(lv, sizeof(lv), "%u/%u", m->levels[p->level].freq_khz / 1000,
+                                 m->levels[p->level_hi].freq_khz / 1000);
+                else if (p->level >= 0)
+                        snprintf(lv, sizeof(lv), "%u", m->levels[p->level].freq_khz / 1000);
+                printf("%5.0f %9.1f %9s %7s %11s %9.1f %9.1f %9.1f %8.1f %9.1f %6u\n", 100 * p->load, p->mw / 1000.0,
+                       meas, e, lv, p->b.active_mw / 1000.0,
+                       p->b.idle_mw / 1000.0, p->b.domain_mw / 1000.0, p->b.wake_mw / 1000.0,
+                       (p->b.platform_mw + p->b.psu_loss_mw) / 1000.0, p->b.capped_pkgs);
+        }
+        if (measured)
+                printf("# worst error %.1f%% over %u levels\n", 100 * worst, n);
+        sim_host_done(&host);
+        return 0;
+}
+
 static int bad(const char *opt, const char *val)
 {
         fprintf(stderr, "vmmpower-sim: invalid %s: \"%s\"\n", opt, val);
@@ -74,7 +151,7 @@ static int bad(const char *opt, const char *val)
 int main(int argc, char **argv)
 {
         enum { O_VMS = 256, O_DIST, O_PERIOD, O_STEP, O_WINDOW, O_INTERVALS, O_FIRST, O_NORESIM, O_CSV, O_LABEL, O_SVG,
-               O_PROGRESS, O_NOPROGRESS, O_FORMAT, O_RESAMPLE, O_SPLIT };
+               O_PROGRESS, O_NOPROGRESS, O_FORMAT, O_RESAMPLE, O_SPLIT, O_CURVE, O_MEASURED };
         static const struct option opts[] = {
                 { "trace", required_argument, NULL, 't' },
                 { "trace-format", required_argument, NULL, O_FORMAT },
@@ -99,11 +176,15 @@ int main(int argc, char **argv)
                 { "svg", required_argument, NULL, O_SVG },
                 { "progress", no_argument, NULL, O_PROGRESS },
                 { "no-progress", no_argument, NULL, O_NOPROGRESS },
+                { "power-curve", no_argument, NULL, O_CURVE },
+                { "measured", required_argument, NULL, O_MEASURED },
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, 'V' },
                 {}
         };
         const char *trace_path = NULL, *topo = NULL, *model = NULL, *config = NULL, *csv = NULL, *svg = NULL;
+        const char *measured = NULL;
+        bool curve = false;
         char label[512] = "";
         struct sim_config cfg;
         enum sim_trace_format fmt = SIM_TRACE_VMMPOWER;
@@ -202,10 +283,20 @@ int main(int argc, char **argv)
                 case O_SVG: svg = optarg; break;
                 case O_PROGRESS: cfg.progress = true; break;
                 case O_NOPROGRESS: cfg.progress = false; break;
+                case O_CURVE: curve = true; break;
+                case O_MEASURED: measured = optarg; break;
                 case 'h': help(); return 0;
                 case 'V': printf("vmmpower-sim %s\n", VMMPOWER_VERSION); return 0;
                 default: return 2;
                 }
+        }
+        if (curve || measured) {
+                if (optind < argc || !curve || !topo || trace_path) {
+                        fprintf(stderr, "vmmpower-sim: --power-curve needs --topology, takes no --trace, and "
+                                        "--measured needs --power-curve (see --help)\n");
+                        return 2;
+                }
+                return power_curve(topo, model, measured);
         }
         if (optind < argc || !trace_path || !topo) {
                 fprintf(stderr, "vmmpower-sim: --trace and --topology are required (see --help)\n");

@@ -31,13 +31,13 @@ void sim_print_table(const struct sim_result *r, FILE *f)
         if (r->want_vcpus)
                 fprintf(f, "whole VMs: %u vCPUs against a target of %u (%u short; a VM that would go over is passed over)\n",
                         r->n_vcpus, r->want_vcpus, r->want_vcpus - MIN(r->n_vcpus, r->want_vcpus));
-        fprintf(f, "%-9s %9s %7s %7s %8s %9s %9s %9s %7s %9s %9s %7s %9s\n", "policy", "kWh", "vs_B0", "gap",
+        fprintf(f, "%-11s %9s %7s %7s %8s %9s %9s %9s %7s %9s %9s %7s %9s\n", "policy", "kWh", "vs_B0", "gap",
                 "vs_fluid", "wait_p50", "wait_p99", "wait_p999", "deep%", "migr/vCh", "moves/vCh", "undel%", "cpu_s");
-        fprintf(f, "%-9s %9s %7s %7s %8s %9s %9s %9s %7s %9s %9s %7s %9s\n", "", "", "", "closed", "", "us", "us", "us",
+        fprintf(f, "%-11s %9s %7s %7s %8s %9s %9s %9s %7s %9s %9s %7s %9s\n", "", "", "", "closed", "", "us", "us", "us",
                 "wakes", "all", "placement", "demand", "decide");
         for (int p = 0; p < _SIM_POLICY_MAX; p++) {
                 const struct sim_policy_result *x = &r->p[p];
-                fprintf(f, "%-9s %9.3f %6.1f%% %6.1f%% %+7.1f%%", sim_policy_name(p), kwh(r, p),
+                fprintf(f, "%-11s %9.3f %6.1f%% %6.1f%% %+7.1f%%", sim_policy_name(p), kwh(r, p),
                         100.0 * x->energy_j / r->p[SIM_B0].energy_j, 100.0 * gap_closed(r, p),
                         100.0 * (x->energy_j / r->p[SIM_FLUID].energy_j - 1));
                 if (runs(p))
@@ -97,7 +97,7 @@ static const char *const dashes[_SIM_POLICY_MAX] = { "", "7,4", "2,3", "", "10,3
 static const double widths[_SIM_POLICY_MAX] = { 2.5, 1.6, 1.8, 5.0, 1.6, 1.4, 1.4 };
 static const double opacity[_SIM_POLICY_MAX] = { 1, 1, 1, 0.45, 1, 1, 1 };
 /* Draw order: wide pale lines first. */
-static const int draw_order[_SIM_POLICY_MAX] = { SIM_B2, SIM_FLUID, SIM_BINPACK, SIM_B1, SIM_B3, SIM_B0, SIM_VMM };
+static const int draw_order[_SIM_POLICY_MAX] = { SIM_B2, SIM_FLUID, SIM_BINPACK_REF, SIM_B1, SIM_B3, SIM_B0, SIM_VMM };
 
 #define SVG_SMOOTH_S 3600.0 /* centred moving average of the power plot */
 

@@ -24,7 +24,8 @@
  * When the planner moves vCPUs, the cores it touched are
  * simulated again at once (a fresh window) so that its wait input reflects
  * the new placement, as the daemon's next period would.
- * The two bounds are computed per trace interval from the demand alone.
+ * The fluid bound and the bin-packing reference are computed per trace interval
+ * from the demand alone.
  */
 #include <errno.h>
 #include <math.h>
@@ -46,7 +47,7 @@
 #define B3_EPP_MARGIN 1.0         /* HWP with EPP balance_power: no margin over the busiest CPU's util */
 #define RESIM_WINDOW_ID_BASE (1ULL << 40)
 
-static const char *const policy_names[_SIM_POLICY_MAX] = { "vmmpower", "B0", "B1", "B2", "B3", "fluid", "binpack" };
+static const char *const policy_names[_SIM_POLICY_MAX] = { "vmmpower", "B0", "B1", "B2", "B3", "fluid", "binpack-ref" };
 static const char *const policy_desc[_SIM_POLICY_MAX] = {
         "vmmpower planner (plan_compute + sim power driver)",
         "Linux default: spread, performance governor, all idle states",
@@ -54,7 +55,7 @@ static const char *const policy_desc[_SIM_POLICY_MAX] = {
         "intel-lpmd-like threshold packer",
         "spread, powersave/EPP-style frequency",
         "fluid lower bound (cores at the most efficient level)",
-        "integer bin-packing bound",
+        "bin-packing reference (first-fit decreasing, no wake-ups; not a bound)",
 };
 
 const char *sim_policy_name(enum sim_policy p)
@@ -169,6 +170,10 @@ double sim_fluid_bound_mw(const struct em_host *h, const double *demand, unsigne
 {
         const struct energy_model *m = &h->model;
         double W = 0, p_deep = m->idle[m->n_idle - 1].power_mw, base, best = INFINITY;
+        /* busy core-time also costs its share of the platform's busy power (PlatformBusyPowerMW) */
+        double plat_busy = h->n_cores ? (double) m->platform_busy_mw / h->n_cores : 0.0;
+        /* the platform's constant power and the PSU's loss on the whole: wall = (dc + platform) / efficiency */
+        double wall = 1000.0 / m->psu_efficiency_permille;
         /* a core's throughput: one thread's capacity, SmtGain x that with two threads */
         double threads = h->n_online > h->n_cores ? m->smt_gain_permille / 1000.0 : 1.0;
 
@@ -188,10 +193,10 @@ double sim_fluid_bound_mw(const struct em_host *h, const double *demand, unsigne
         if (W > N * cap_top)
                 W = N * cap_top;
         if (W <= 0)
-                return base + domain_floor_mw(h, 0.0);
+                return (base + domain_floor_mw(h, 0.0) + m->platform_mw) * wall;
         for (unsigned a = 0; a < m->n_levels; a++) {
                 double ca = threads * m->levels[a].capacity / 1024.0;
-                double ka = (double) m->levels[a].active_mw - p_deep;
+                double ka = (double) m->levels[a].active_mw - p_deep + plat_busy;
                 if (W <= N * ca + 1e-12) {
                         double T = W / ca, cost = T * ka + domain_floor_mw(h, T);
                         if (cost < best)
@@ -199,7 +204,7 @@ double sim_fluid_bound_mw(const struct em_host *h, const double *demand, unsigne
                 }
                 for (unsigned b = a + 1; b < m->n_levels; b++) {
                         double cb = threads * m->levels[b].capacity / 1024.0;
-                        double kb = (double) m->levels[b].active_mw - p_deep;
+                        double kb = (double) m->levels[b].active_mw - p_deep + plat_busy;
                         /* all N of core-time: x at a, N - x at b, x ca + (N - x) cb = W */
                         if (cb <= ca || W > N * cb + 1e-12 || W < N * ca)
                                 continue;
@@ -209,7 +214,7 @@ double sim_fluid_bound_mw(const struct em_host *h, const double *demand, unsigne
                                 best = cost;
                 }
         }
-        return base + best;
+        return (base + best + m->platform_mw) * wall;
 }
 
 struct ffd_item {
@@ -225,7 +230,7 @@ static int cmp_item(const void *a, const void *b)
         return x->i < y->i ? -1 : (x->i > y->i);
 }
 
-int sim_binpack_bound_mw(const struct em_host *h, const double *demand, unsigned nv, double *ret_mw)
+int sim_binpack_reference_mw(const struct em_host *h, const double *demand, unsigned nv, double *ret_mw)
 {
         const struct energy_model *m = &h->model;
         _cleanup_free_ struct ffd_item *it = calloc(nv ? nv : 1, sizeof(*it));
@@ -233,7 +238,7 @@ int sim_binpack_bound_mw(const struct em_host *h, const double *demand, unsigned
         _cleanup_free_ uint8_t *zero = calloc(h->n_cpus, 1);
         _cleanup_free_ uint32_t *lat = calloc(h->n_cpus, sizeof(uint32_t));
         _cleanup_free_ uint8_t *lvl = calloc(h->n_fdoms, 1);
-        double best = INFINITY, g = m->smt_gain_permille / 1000.0;
+        double best = INFINITY, best_capped = INFINITY, g = m->smt_gain_permille / 1000.0;
 
         if (!it || !work || !zero || !lat || !lvl)
                 return -ENOMEM;
@@ -287,12 +292,20 @@ int sim_binpack_bound_mw(const struct em_host *h, const double *demand, unsigned
                 for (unsigned c = 0; c < h->n_cpus; c++)
                         if (work[c] > 0)
                                 lvl[h->cpu_fdom[c]] = (uint8_t) L;
-                struct em_load l = { work, zero, lat, lvl };
-                double p = em_host_power(h, &l, NULL);
+                struct em_load l = { .cpu_work = work, .cpu_vcpus = zero, .cpu_max_latency_us = lat, .fdom_level = lvl };
+                struct em_breakdown br;
+                double p = em_host_power(h, &l, &br);
+                /* a level the turbo table or the power limit does not let the packing run at is
+                 * not a packing at that level (its work would not all run) */
+                if (br.capped_pkgs > 0 && br.capped_level < L) {
+                        if (p < best_capped)
+                                best_capped = p;
+                        continue;
+                }
                 if (p < best)
                         best = p;
         }
-        *ret_mw = best;
+        *ret_mw = isfinite(best) ? best : best_capped;
         return 0;
 }
 
@@ -315,6 +328,8 @@ struct pstate {
         struct power_driver *drv;
         struct ev_ws *ev;
         struct plan *plan;
+        uint8_t *eff_level;         /* [n_fdoms] level after the turbo table and power limit (evaluate) */
+        double wake_mw;             /* wake-up power counted in the last full window (episodes x WakeEnergyUJ) */
         double power_mw, overload;  /* cached for the current state */
         bool dirty, lp;
 };
@@ -349,6 +364,7 @@ static void pstate_free(struct pstate *p)
 {
         free(p->home);
         free(p->level);
+        free(p->eff_level);
         free(p->lat);
         free(p->want_level);
         free(p->want_lat);
@@ -374,6 +390,7 @@ static int pstate_init(struct run *R, struct pstate *p, enum sim_policy id)
         p->id = id;
         p->home = malloc(R->nv * sizeof(int) + 1);
         p->level = calloc(h->n_fdoms, 1);
+        p->eff_level = calloc(h->n_fdoms, 1);
         p->want_level = calloc(h->n_fdoms, 1);
         p->lat = calloc(h->n_cpus, sizeof(uint32_t));
         p->want_lat = calloc(h->n_cpus, sizeof(uint32_t));
@@ -385,14 +402,14 @@ static int pstate_init(struct run *R, struct pstate *p, enum sim_policy id)
         p->wait_avg = calloc(R->nv + 1, sizeof(double));
         p->cpu_deliv = calloc(h->n_cpus, sizeof(double));
         p->ran = calloc(R->nv + 1, sizeof(double));
-        if (!p->home || !p->level || !p->want_level || !p->lat || !p->want_lat || !p->cpu_work || !p->cpu_vcpus ||
+        if (!p->home || !p->level || !p->eff_level || !p->want_level || !p->lat || !p->want_lat || !p->cpu_work || !p->cpu_vcpus ||
             !p->allowed || !p->wait_ns || !p->wait_last || !p->wait_avg || !p->cpu_deliv || !p->ran)
                 return -ENOMEM;
         for (unsigned i = 0; i < R->nv; i++)
                 p->home[i] = -1;
         /* the sim driver starts every CPU at level 1000 permille (top) with no idle limit */
         for (unsigned f = 0; f < h->n_fdoms; f++)
-                p->level[f] = p->want_level[f] = (uint8_t) (h->model.n_levels - 1);
+                p->level[f] = p->want_level[f] = p->eff_level[f] = (uint8_t) (h->model.n_levels - 1);
         for (unsigned c = 0; c < h->n_cpus; c++) {
                 p->cpu_deliv[c] = 1.0;
                 p->lat[c] = p->want_lat[c] = EM_LATENCY_ANY;
@@ -578,6 +595,25 @@ static void evaluate(struct run *R, struct pstate *p)
                         if (p->cpu_vcpus[c] < 255)
                                 p->cpu_vcpus[c]++;
                 }
+        struct em_load l = { .cpu_work = p->cpu_work, .cpu_vcpus = p->cpu_vcpus, .cpu_max_latency_us = p->lat,
+                             .fdom_level = p->level, .wake_given = true, .wake_mw = p->wake_mw };
+        /* The turbo table and the package power limit cap a package's level (the model's
+         * em_host_level_caps()): the capped level is what runs, in the power, in the work
+         * delivered and in the next burst windows (eff_level). */
+        int caps[64];
+        bool capped = h->has_limits && h->n_pkgs <= 64 && em_host_level_caps(h, &l, caps) > 0;
+        for (unsigned f = 0; f < h->n_fdoms; f++)
+                p->eff_level[f] = p->level[f];
+        if (capped)
+                for (unsigned k = 0; k < h->n_cores; k++) {
+                        const struct em_core *co = &h->cores[k];
+                        int c = caps[co->pkg];
+                        for (unsigned t = 0; t < co->n_threads && c >= 0; t++) {
+                                unsigned f = h->cpu_fdom[co->cpu[t]];
+                                if (p->eff_level[f] > c)
+                                        p->eff_level[f] = (uint8_t) c;
+                        }
+                }
         /* Work the placement cannot deliver: per CPU over its level's capacity, per
          * 2-thread core over SmtGain x that (the evsim's speed rule).  cpu_deliv: the
          * share of each CPU's work that ran (every vCPU on it scaled alike). */
@@ -585,7 +621,7 @@ static void evaluate(struct run *R, struct pstate *p)
                 const struct em_core *co = &h->cores[k];
                 unsigned lv = 0;
                 for (unsigned t = 0; t < co->n_threads; t++) /* the core runs at its threads' highest level */
-                        lv = MAX(lv, (unsigned) p->level[h->cpu_fdom[co->cpu[t]]]);
+                        lv = MAX(lv, (unsigned) p->eff_level[h->cpu_fdom[co->cpu[t]]]);
                 double cap = em_capacity(&h->model, lv) / 1024.0;
                 double sum = 0, o = 0, core_f = 1.0;
                 for (unsigned t = 0; t < co->n_threads; t++) {
@@ -604,7 +640,6 @@ static void evaluate(struct run *R, struct pstate *p)
                 over += o;
         }
         record_ran(R, p);
-        struct em_load l = { p->cpu_work, p->cpu_vcpus, p->lat, p->level };
         p->power_mw = em_host_power(h, &l, NULL);
         p->overload = over;
         p->dirty = false;
@@ -797,7 +832,7 @@ static int window(struct run *R, struct pstate *p, uint64_t window_id, const uin
                 .nv = R->nv,
                 .demand = R->demand,
                 .home = p->home,
-                .fdom_level = p->level,
+                .fdom_level = p->eff_level,
                 .cpu_max_latency_us = p->lat,
                 .wake_balance = p->id == SIM_B0 || p->id == SIM_B2 || p->id == SIM_B3 ||
                                 (p->id == SIM_VMM && !R->cfg->policy.pin_single_cpu),
@@ -821,6 +856,12 @@ static int window(struct run *R, struct pstate *p, uint64_t window_id, const uin
         if (r < 0)
                 return r;
         R->res->events += out.events;
+        if (!core_mask) {
+                /* a full window: its wake-ups, each charged the energy of the state it woke from,
+                 * are the wake-up power until the next one */
+                p->wake_mw = out.wake_energy_uj * 1e6 / wl;
+                p->dirty = true;
+        }
         if (observe) {
                 pr->wakeups += out.wakeups;
                 pr->deep_wakeups += out.deep_wakeups;
@@ -1174,13 +1215,13 @@ int sim_run(const struct sim_host *host, const struct sim_trace *tr, const struc
                 }
                 /* bounds: from the demand alone */
                 bound_mw[0] = sim_fluid_bound_mw(h, R.demand, R.nv);
-                r = sim_binpack_bound_mw(h, R.demand, R.nv, &bound_mw[1]);
+                r = sim_binpack_reference_mw(h, R.demand, R.nv, &bound_mw[1]);
                 if (r < 0)
                         goto out;
                 res->p[SIM_FLUID].interval_w[k] = bound_mw[0] / 1000.0;
-                res->p[SIM_BINPACK].interval_w[k] = bound_mw[1] / 1000.0;
+                res->p[SIM_BINPACK_REF].interval_w[k] = bound_mw[1] / 1000.0;
                 res->p[SIM_FLUID].energy_j += bound_mw[0] / 1000.0 * (double) tr->interval_ns / 1e9;
-                res->p[SIM_BINPACK].energy_j += bound_mw[1] / 1000.0 * (double) tr->interval_ns / 1e9;
+                res->p[SIM_BINPACK_REF].energy_j += bound_mw[1] / 1000.0 * (double) tr->interval_ns / 1e9;
                 for (int p = 0; p < _SIM_RUN_MAX; p++)
                         R.ps[p].dirty = true;
 

@@ -28,7 +28,7 @@ enum sim_policy {
         SIM_B3,         /* spread, powersave/EPP-style frequency */
         _SIM_RUN_MAX,   /* the policies above run the burst simulation */
         SIM_FLUID = _SIM_RUN_MAX, /* core-level fluid lower bound */
-        SIM_BINPACK,    /* integer bin-packing version */
+        SIM_BINPACK_REF, /* bin-packing reference: first-fit decreasing, no wake-ups; not a bound */
         _SIM_POLICY_MAX,
 };
 const char *sim_policy_name(enum sim_policy p);
@@ -96,9 +96,9 @@ void sim_host_done(struct sim_host *h);
 int sim_run(const struct sim_host *host, const struct sim_trace *trace, const struct sim_config *cfg,
             struct sim_result *ret);
 
-/* Lower bounds of one load (docs/simulator.md "Bounds"); demand[nv]. */
+/* The lower bound of one load and the bin-packing reference (docs/simulator.md §5); demand[nv]. */
 double sim_fluid_bound_mw(const struct em_host *h, const double *demand, unsigned nv);
-int sim_binpack_bound_mw(const struct em_host *h, const double *demand, unsigned nv, double *ret_mw);
+int sim_binpack_reference_mw(const struct em_host *h, const double *demand, unsigned nv, double *ret_mw);
 
 /*
  * One planning step exactly as the daemon's plan_period(): vCPU j of the VM
@@ -113,6 +113,28 @@ struct sim_vcpu_sample {
 };
 int sim_plan_step(const struct em_host *h, const struct plan_policy *pol, const struct sim_vcpu_sample *s,
                   size_t n, const struct plan *prev, nsec_t now, struct plan **ret);
+
+/*
+ * The model's power at SPECpower_ssj2008's load levels (curve.c; docs/energy-model.md §7): load[i]
+ * in 0..1 of the host's full-load throughput, uniform over every thread, at the level, or time mix
+ * of two levels (the same for every frequency domain), that carries it at the least power; ret[n].
+ */
+struct sim_curve_point {
+        double load, throughput;   /* share of the full-load throughput; CPUs at the top level */
+        double mw;                 /* em_host_power() (wall power when the model has platform and PSU terms) */
+        int level, level_hi;       /* the levels of the time mix chosen (equal: one level) */
+        double mix;                /* share of the time at level_hi */
+        struct em_breakdown b;
+};
+int sim_power_curve(const struct em_host *h, const double *load, unsigned n, struct sim_curve_point *ret);
+
+#define SIM_MEASURED_MAX 32
+struct sim_measured {
+        unsigned n;
+        double load_pct[SIM_MEASURED_MAX], watts[SIM_MEASURED_MAX];
+};
+/* A measured curve file: "LOAD_PCT WATTS" lines, '#' comments (tests/data/specpower/). */
+int sim_measured_load(const char *path, struct sim_measured *ret, struct sim_error *err);
 
 /* Output (report.c). */
 void sim_print_table(const struct sim_result *r, FILE *f);

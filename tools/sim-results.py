@@ -17,7 +17,8 @@ def fnum(x):
 
 runs = {}
 for r in rows:
-    runs.setdefault(r['run'], {})[r['policy']] = r
+    # 'binpack' is the bin-packing reference's name in CSVs written before issue 18
+    runs.setdefault(r['run'], {})['binpack-ref' if r['policy'] == 'binpack' else r['policy']] = r
 matrix = {k: v for k, v in runs.items() if k.startswith('pl-')}
 KNOBS = [('default', 'HeadroomPercent 80, LevelHeadroomPercent 97 (defaults)'),
          ('lh80', 'LevelHeadroomPercent 80'), ('lh95', 'LevelHeadroomPercent 95'), ('lh100', 'LevelHeadroomPercent 100'),
@@ -43,9 +44,10 @@ L.append('Columns: energy relative to B0; **gap** = share of the B0 -> fluid-bou
          'no modelled energy, so a policy with undelivered work looks cheaper than it is.\n')
 
 def gap_binpack(v):
-    """Share of the B0 -> bin-packing-bound gap closed by vmmpower in one run (the integer ideal:
-    whole vCPUs first-fit into cores filled to 100%, docs/simulator.md)."""
-    b0, bp = fnum(v['B0']['energy_kwh']), fnum(v['binpack']['energy_kwh'])
+    """Share of the B0 -> bin-packing-reference gap closed by vmmpower in one run (whole vCPUs
+    first-fit into cores filled to 100%, docs/simulator.md).  Information only: the reference is
+    not a bound (the planner can use less energy than it) and no target is counted against it."""
+    b0, bp = fnum(v['B0']['energy_kwh']), fnum(v['binpack-ref']['energy_kwh'])
     return (b0 - fnum(v['vmmpower']['energy_kwh'])) / (b0 - bp) if b0 > bp else float('nan')
 
 def agg(pol, key, fn=statistics.mean, sel=None):
@@ -57,7 +59,7 @@ def agg(pol, key, fn=statistics.mean, sel=None):
 L.append('## Headline (mean over all %d runs)\n' % len(matrix))
 L.append('| policy | energy vs B0 | gap closed | vs fluid | wait p99 (ms) | deep wakes | moves/vCPU-h | migr/vCPU-h | undelivered |')
 L.append('|---|---|---|---|---|---|---|---|---|')
-for p in pols + ['binpack', 'fluid']:
+for p in pols + ['binpack-ref', 'fluid']:
     w = agg(p, 'wait_p99_us')
     L.append('| %s | %.1f%% | %.1f%% | %+.1f%% | %s | %s | %s | %s | %s |' % (
         p, 100 * agg(p, 'rel_b0'), 100 * agg(p, 'gap_closed'), 100 * agg(p, 'vs_fluid'),
@@ -69,25 +71,24 @@ for p in pols + ['binpack', 'fluid']:
 L.append('')
 # targets
 def meets(v):
-    """Which of the issue's targets one run (policy -> row) meets: gap >= 70% (fluid bound), the same against
-    the bin-packing bound, within 10% of the fluid bound, wait p99 <= 1.5 x B1's, <= 60 planner moves per
-    vCPU-hour, <= 60 migrations per vCPU-hour counting the kernel's."""
+    """Which of the issue's targets one run (policy -> row) meets: gap >= 70% (fluid bound, the only bound),
+    within 10% of the fluid bound, wait p99 <= 1.5 x B1's, <= 60 planner moves per vCPU-hour, <= 60
+    migrations per vCPU-hour counting the kernel's.  None is read against the bin-packing reference."""
     vm = v['vmmpower']
-    return (fnum(vm['gap_closed']) >= 0.7, gap_binpack(v) >= 0.7, fnum(vm['vs_fluid']) <= 0.10,
+    return (fnum(vm['gap_closed']) >= 0.7, fnum(vm['vs_fluid']) <= 0.10,
             fnum(vm['wait_p99_us']) <= 1.5 * fnum(v['B1']['wait_p99_us']),
             fnum(vm['moves_per_vcpu_hour']) <= 60, fnum(vm['migrations_per_vcpu_hour']) <= 60)
 
 def targets(vs):
     """Runs of vs meeting each target of meets()."""
-    return tuple(sum(col) for col in zip(*(meets(v) for v in vs))) or (0,) * 6
+    return tuple(sum(col) for col in zip(*(meets(v) for v in vs))) or (0,) * 5
 
 n = len(matrix)
-g70, g70bp, f10, w15, m60, m60all = targets(matrix.values())
+g70, f10, w15, m60, m60all = targets(matrix.values())
 L.append('## Targets (runs meeting each, of %d)\n' % n)
 L.append('| target | runs met |')
 L.append('|---|---|')
 L.append('| >= 70%% of the B0 -> bound gap closed | %d |' % g70)
-L.append('| ... with the bin-packing bound (the integer ideal) as the bound | %d |' % g70bp)
 L.append('| within 10%% of the fluid bound | %d |' % f10)
 L.append('| wait p99 <= 1.5 x B1 | %d |' % w15)
 L.append('| <= 1 migration per vCPU per minute (60/h): planner moves | %d |' % m60)
@@ -95,7 +96,7 @@ L.append('| ... counting the kernel\'s wake-up and newidle migrations inside the
 L.append('')
 # per (host, ratio, burst): mean over days
 L.append('## By host, oversubscription and burst (mean over the three days)\n')
-L.append('| host | ratio | B | vmm vs B0 | B1 | B2 | B3 | binpack | vmm gap | vmm gap to binpack | vmm vs fluid | wait p99 ms vmm / B0 / B1 / B3 | vmm moves/h | undelivered vmm / B1 / B3 |')
+L.append('| host | ratio | B | vmm vs B0 | B1 | B2 | B3 | binpack ref | vmm gap | vmm gap to binpack ref (not a bound) | vmm vs fluid | wait p99 ms vmm / B0 / B1 / B3 | vmm moves/h | undelivered vmm / B1 / B3 |')
 L.append('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|')
 keys = sorted({tuple(k.split(';')[1:]) for k in matrix}, key=lambda t: (t[0], float(t[1][:-2]), float(t[2][:-2])))
 for key in keys:
@@ -103,7 +104,7 @@ for key in keys:
     gbp = statistics.mean([gap_binpack(v) for k, v in matrix.items() if sel(k)])
     L.append('| %s | %s | %s | %.1f%% | %.1f%% | %.1f%% | %.1f%% | %.1f%% | %.1f%% | %.1f%% | %+.1f%% | %.1f / %.1f / %.1f / %.1f | %.1f | %.2f%% / %.2f%% / %.2f%% |' % (
         key[0], key[1], key[2], 100 * agg('vmmpower', 'rel_b0', sel=sel), 100 * agg('B1', 'rel_b0', sel=sel),
-        100 * agg('B2', 'rel_b0', sel=sel), 100 * agg('B3', 'rel_b0', sel=sel), 100 * agg('binpack', 'rel_b0', sel=sel),
+        100 * agg('B2', 'rel_b0', sel=sel), 100 * agg('B3', 'rel_b0', sel=sel), 100 * agg('binpack-ref', 'rel_b0', sel=sel),
         100 * agg('vmmpower', 'gap_closed', sel=sel), 100 * gbp, 100 * agg('vmmpower', 'vs_fluid', sel=sel),
         agg('vmmpower', 'wait_p99_us', sel=sel) / 1e3, agg('B0', 'wait_p99_us', sel=sel) / 1e3,
         agg('B1', 'wait_p99_us', sel=sel) / 1e3, agg('B3', 'wait_p99_us', sel=sel) / 1e3,
@@ -115,7 +116,7 @@ L.append('## Every run\n')
 L.append('| run | policy | kWh | vs B0 | gap | vs fluid | wait p50 / p99 / p99.9 ms | deep | moves/h | migr/h | undelivered | decide s |')
 L.append('|---|---|---|---|---|---|---|---|---|---|---|---|')
 for k in sorted(matrix):
-    for p in pols + ['binpack', 'fluid']:
+    for p in pols + ['binpack-ref', 'fluid']:
         r = matrix[k].get(p)
         if not r:
             continue
@@ -133,13 +134,13 @@ L.append('')
 if sens:
     L.append('## Sensitivity to the model\'s assumed parameters\n')
     L.append('pl-20110303, xeon-spr-2s, 2:1, B = 10 ms; one parameter of `config/models/xeon-spr-2s.model` changed per row.\n')
-    L.append('| variant | vmm vs B0 | B1 vs B0 | B3 vs B0 | binpack vs B0 | vmm gap closed | vmm vs fluid | vmm wait p99 ms | B1 wait p99 ms |')
+    L.append('| variant | vmm vs B0 | B1 vs B0 | B3 vs B0 | binpack ref vs B0 | vmm gap closed | vmm vs fluid | vmm wait p99 ms | B1 wait p99 ms |')
     L.append('|---|---|---|---|---|---|---|---|---|')
     for k in sorted(sens, key=lambda x: (x != 'base', x)):
         v = sens[k]
         L.append('| %s | %.1f%% | %.1f%% | %.1f%% | %.1f%% | %.1f%% | %+.1f%% | %.1f | %.1f |' % (
             k, 100 * fnum(v['vmmpower']['rel_b0']), 100 * fnum(v['B1']['rel_b0']), 100 * fnum(v['B3']['rel_b0']),
-            100 * fnum(v['binpack']['rel_b0']), 100 * fnum(v['vmmpower']['gap_closed']), 100 * fnum(v['vmmpower']['vs_fluid']),
+            100 * fnum(v['binpack-ref']['rel_b0']), 100 * fnum(v['vmmpower']['gap_closed']), 100 * fnum(v['vmmpower']['vs_fluid']),
             fnum(v['vmmpower']['wait_p99_us']) / 1e3, fnum(v['B1']['wait_p99_us']) / 1e3))
     L.append('')
 # headroom
@@ -173,16 +174,16 @@ if headroom:
     # the targets at each setting: which one buys which
     L.append('Targets met at each setting, runs of the %d at B = 10 ms (three days, both hosts, three ratios):\n'
              % sum(1 for k in matrix if k.split(';')[3] == '10ms'))
-    L.append('| setting | gap >= 70% (fluid bound) | gap >= 70% (bin-packing bound) | within 10% of fluid | '
+    L.append('| setting | gap >= 70% (fluid bound) | within 10% of fluid | '
              'wait p99 <= 1.5 x B1 | <= 60 planner moves/vCPU-h |')
-    L.append('|---|---|---|---|---|---|')
+    L.append('|---|---|---|---|---|')
     for tag, desc in KNOBS:
         if tag == 'default':
             vs = [v for k, v in matrix.items() if k.split(';')[3] == '10ms']
         else:
             vs = [v for k, v in headroom.items() if k.split(';')[0] == tag]
         t = targets(vs)
-        L.append('| %s | %d | %d | %d | %d | %d |' % (desc, t[0], t[1], t[2], t[3], t[4]))
+        L.append('| %s | %d | %d | %d | %d |' % (desc, t[0], t[1], t[2], t[3]))
     L.append('')
 # 1:1: the packing headroom swept, the gap target against the wait target
 if oneone:
@@ -204,7 +205,7 @@ if oneone:
         return '%.1f%% / %.1f%% / %.2f ms' % (100 * m('rel_b0'), 100 * m('gap_closed'), m('wait_p99_us') / 1e3)
     def oneone_met(vs):
         m = [meets(v) for v in vs]
-        return '%d / %d / %d of %d' % (sum(t[0] for t in m), sum(t[3] for t in m), sum(t[0] and t[3] for t in m), len(vs))
+        return '%d / %d / %d of %d' % (sum(t[0] for t in m), sum(t[2] for t in m), sum(t[0] and t[2] for t in m), len(vs))
     hrs = sorted({int(k.split(';')[0][6:]) for k in oneone} | {80})
     for hr in hrs:
         cells = []

@@ -663,7 +663,7 @@ out:
 static double spec_power(const struct run *run, const struct spec *s, double *work, uint8_t *vcpus, uint32_t *lat,
                          uint8_t *fl)
 {
-        struct em_load load = { work, vcpus, lat, fl };
+        struct em_load load = { .cpu_work = work, .cpu_vcpus = vcpus, .cpu_max_latency_us = lat, .fdom_level = fl };
 
         spec_load(run, s, work, vcpus, lat, fl);
         return em_host_power(run->h, &load, NULL);

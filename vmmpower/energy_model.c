@@ -133,6 +133,13 @@ int energy_model_validate(const struct energy_model *m, struct em_error *err)
                                             i + 1, l->active_mw, p->active_mw);
                 }
         }
+        for (unsigned i = 1; i < m->n_levels; i++) {
+                uint32_t a = m->levels[i - 1].max_active_cores, b = m->levels[i].max_active_cores;
+                /* 0 = any number: a faster level cannot allow more busy cores than a slower one */
+                if (b == 0 ? a != 0 : a != 0 && b > a)
+                        return verr(err, 0, "PerfLevel %u: MaxActiveCores must not increase with the level (%u after %u; "
+                                    "0 = any, only on the slowest levels)", i + 1, b, a);
+        }
         if (m->levels[m->n_levels - 1].capacity != EM_CAPACITY_SCALE)
                 return verr(err, 0, "the last PerfLevel must have Capacity %d (it is %u)", EM_CAPACITY_SCALE,
                             m->levels[m->n_levels - 1].capacity);
@@ -173,6 +180,8 @@ int energy_model_validate(const struct energy_model *m, struct em_error *err)
         }
         if (m->smt_gain_permille < 1000 || m->smt_gain_permille > 2000)
                 return verr(err, 0, "SmtGain must be within 1.0..2.0");
+        if (m->psu_efficiency_permille < 500 || m->psu_efficiency_permille > 1000)
+                return verr(err, 0, "PsuEfficiency must be within 0.5..1.0");
         if (m->package_idle_all_packages && !m->domain[EM_DOMAIN_PACKAGE].present)
                 return verr(err, 0, "PackageIdleAllPackages = yes needs an [IdleDomain] with Scope = package");
         return 0;
@@ -190,9 +199,10 @@ struct key {
 
 enum {
         K_NAME, K_FREQ_SCOPE, K_SMT_GAIN, K_MIGRATION, K_ACTIVE_INTERVAL, K_PKG_ALL,
-        K_L_FREQ, K_L_CAP, K_L_POWER,
-        K_I_NAME, K_I_LAT, K_I_RES, K_I_POWER,
-        K_D_SCOPE, K_D_AWAKE, K_D_QUIET, K_D_ASLEEP, K_D_LAT, K_D_RES,
+        K_PKG_LIMIT, K_PLATFORM, K_PLATFORM_BUSY, K_PSU_EFF,
+        K_L_FREQ, K_L_CAP, K_L_POWER, K_L_MAX_ACTIVE,
+        K_I_NAME, K_I_LAT, K_I_RES, K_I_POWER, K_I_WAKE,
+        K_D_SCOPE, K_D_AWAKE, K_D_QUIET, K_D_ASLEEP, K_D_LAT, K_D_RES, K_D_WAKE,
         _K_MAX,
 };
 
@@ -203,19 +213,26 @@ static const struct key keys[_K_MAX] = {
         [K_MIGRATION] = { SEC_MODEL, "MigrationCostUJ", false },
         [K_ACTIVE_INTERVAL] = { SEC_MODEL, "ActiveIdleIntervalUs", false },
         [K_PKG_ALL] = { SEC_MODEL, "PackageIdleAllPackages", false },
+        [K_PKG_LIMIT] = { SEC_MODEL, "PackagePowerLimitMW", false },
+        [K_PLATFORM] = { SEC_MODEL, "PlatformPowerMW", false },
+        [K_PLATFORM_BUSY] = { SEC_MODEL, "PlatformBusyPowerMW", false },
+        [K_PSU_EFF] = { SEC_MODEL, "PsuEfficiency", false },
         [K_L_FREQ] = { SEC_LEVEL, "FrequencyKHz", true },
         [K_L_CAP] = { SEC_LEVEL, "Capacity", true },
         [K_L_POWER] = { SEC_LEVEL, "ActivePowerMW", true },
+        [K_L_MAX_ACTIVE] = { SEC_LEVEL, "MaxActiveCores", false },
         [K_I_NAME] = { SEC_IDLE, "Name", true },
         [K_I_LAT] = { SEC_IDLE, "ExitLatencyUs", true },
         [K_I_RES] = { SEC_IDLE, "TargetResidencyUs", true },
         [K_I_POWER] = { SEC_IDLE, "PowerMW", true },
+        [K_I_WAKE] = { SEC_IDLE, "WakeEnergyUJ", false },
         [K_D_SCOPE] = { SEC_DOMAIN, "Scope", true },
         [K_D_AWAKE] = { SEC_DOMAIN, "AwakePowerMW", true },
         [K_D_QUIET] = { SEC_DOMAIN, "QuietPowerMW", false },
         [K_D_ASLEEP] = { SEC_DOMAIN, "AsleepPowerMW", true },
         [K_D_LAT] = { SEC_DOMAIN, "ExitLatencyUs", true },
         [K_D_RES] = { SEC_DOMAIN, "TargetResidencyUs", true },
+        [K_D_WAKE] = { SEC_DOMAIN, "WakeEnergyUJ", false },
 };
 
 struct mparser {
@@ -397,6 +414,12 @@ static int set_key(struct mparser *p, unsigned k, const char *v)
                         return pfail(p, p->line, "invalid SmtGain '%s' (expected a decimal within 1.0..2.0)",
                                      shown);
                 return 0;
+        case K_PSU_EFF:
+                r = parse_permille(v, &p->m.psu_efficiency_permille);
+                if (r < 0 || p->m.psu_efficiency_permille < 500 || p->m.psu_efficiency_permille > 1000)
+                        return pfail(p, p->line, "invalid PsuEfficiency '%s' (expected a decimal within 0.5..1.0)",
+                                     shown);
+                return 0;
         case K_PKG_ALL:
                 if (parse_bool(v, &p->m.package_idle_all_packages) < 0)
                         return pfail(p, p->line, "invalid PackageIdleAllPackages '%s' (expected yes or no)",
@@ -411,6 +434,12 @@ static int set_key(struct mparser *p, unsigned k, const char *v)
                 return pfail(p, p->line, "invalid Scope '%s' (expected llc or package)", shown);
         case K_MIGRATION: u32 = &p->m.migration_cost_uj; break;
         case K_ACTIVE_INTERVAL: u32 = &p->m.active_idle_interval_us; break;
+        case K_PKG_LIMIT: u32 = &p->m.package_power_limit_mw; break;
+        case K_PLATFORM: u32 = &p->m.platform_mw; break;
+        case K_PLATFORM_BUSY: u32 = &p->m.platform_busy_mw; break;
+        case K_L_MAX_ACTIVE: u32 = &lvl->max_active_cores; break;
+        case K_I_WAKE: u32 = &st->wake_energy_uj; break;
+        case K_D_WAKE: u32 = &p->dom.wake_energy_uj; break;
         case K_L_FREQ: u32 = &lvl->freq_khz; break;
         case K_L_CAP: u32 = &lvl->capacity; break;
         case K_L_POWER: u32 = &lvl->active_mw; break;
@@ -501,6 +530,7 @@ static void model_init_defaults(struct energy_model *m)
         m->smt_gain_permille = DEFAULT_SMT_GAIN_PERMILLE;
         m->migration_cost_uj = DEFAULT_MIGRATION_COST_UJ;
         m->active_idle_interval_us = DEFAULT_ACTIVE_IDLE_INTERVAL_US;
+        m->psu_efficiency_permille = 1000;
 }
 
 int energy_model_parse_string(const char *text, const char *name, struct energy_model *ret, struct em_error *err)
@@ -594,13 +624,29 @@ void energy_model_write(const struct energy_model *m, FILE *f)
         fprintf(f, "SmtGain = %u.%03u\nMigrationCostUJ = %u\nActiveIdleIntervalUs = %u\nPackageIdleAllPackages = %s\n",
                 m->smt_gain_permille / 1000, m->smt_gain_permille % 1000, m->migration_cost_uj,
                 m->active_idle_interval_us, m->package_idle_all_packages ? "yes" : "no");
-        for (unsigned i = 0; i < m->n_levels; i++)
+        /* the keys added with issue 18 only when set: a model without them prints as before */
+        if (m->package_power_limit_mw)
+                fprintf(f, "PackagePowerLimitMW = %u\n", m->package_power_limit_mw);
+        if (m->platform_mw)
+                fprintf(f, "PlatformPowerMW = %u\n", m->platform_mw);
+        if (m->platform_busy_mw)
+                fprintf(f, "PlatformBusyPowerMW = %u\n", m->platform_busy_mw);
+        if (m->psu_efficiency_permille != 1000)
+                fprintf(f, "PsuEfficiency = %u.%03u\n", m->psu_efficiency_permille / 1000,
+                        m->psu_efficiency_permille % 1000);
+        for (unsigned i = 0; i < m->n_levels; i++) {
                 fprintf(f, "\n[PerfLevel]\nFrequencyKHz = %u\nCapacity = %u\nActivePowerMW = %u\n",
                         m->levels[i].freq_khz, m->levels[i].capacity, m->levels[i].active_mw);
-        for (unsigned i = 0; i < m->n_idle; i++)
+                if (m->levels[i].max_active_cores)
+                        fprintf(f, "MaxActiveCores = %u\n", m->levels[i].max_active_cores);
+        }
+        for (unsigned i = 0; i < m->n_idle; i++) {
                 fprintf(f, "\n[IdleState]\nName = %s\nExitLatencyUs = %u\nTargetResidencyUs = %u\nPowerMW = %u\n",
                         m->idle[i].name, m->idle[i].exit_latency_us, m->idle[i].target_residency_us,
                         m->idle[i].power_mw);
+                if (m->idle[i].wake_energy_uj)
+                        fprintf(f, "WakeEnergyUJ = %u\n", m->idle[i].wake_energy_uj);
+        }
         for (unsigned d = 0; d < _EM_DOMAIN_MAX; d++) {
                 const struct em_idle_domain *x = &m->domain[d];
                 if (!x->present)
@@ -608,6 +654,8 @@ void energy_model_write(const struct energy_model *m, FILE *f)
                 fprintf(f, "\n[IdleDomain]\nScope = %s\nAwakePowerMW = %u\nQuietPowerMW = %u\nAsleepPowerMW = %u\n"
                         "ExitLatencyUs = %u\nTargetResidencyUs = %u\n", domain_scope_names[d], x->awake_mw,
                         x->quiet_mw, x->asleep_mw, x->exit_latency_us, x->target_residency_us);
+                if (x->wake_energy_uj)
+                        fprintf(f, "WakeEnergyUJ = %u\n", x->wake_energy_uj);
         }
 }
 
@@ -660,7 +708,7 @@ int energy_model_from_topology(const struct topology *t, struct energy_model *re
         }
         if (nf == 0) {
                 m.n_levels = 1;
-                m.levels[0] = (struct em_perf_level) { 0, EM_CAPACITY_SCALE, DEFAULT_CORE_MAX_MW };
+                m.levels[0] = (struct em_perf_level) { 0, EM_CAPACITY_SCALE, DEFAULT_CORE_MAX_MW, 0 };
         } else {
                 uint32_t fmax = freqs[nf - 1];
                 unsigned n = 0;
@@ -670,7 +718,7 @@ int energy_model_from_topology(const struct topology *t, struct energy_model *re
                                 cap = 1;
                         if (n > 0 && cap <= m.levels[n - 1].capacity)
                                 continue;
-                        m.levels[n++] = (struct em_perf_level) { freqs[i], cap, default_active_mw(freqs[i], fmax) };
+                        m.levels[n++] = (struct em_perf_level) { freqs[i], cap, default_active_mw(freqs[i], fmax), 0 };
                 }
                 m.n_levels = n;
         }
@@ -712,7 +760,7 @@ int energy_model_from_topology(const struct topology *t, struct energy_model *re
         }
         if (m.n_idle == 0) {
                 /* assumption: HLT (C1) exists on every x86 CPU */
-                m.idle[0] = (struct em_idle_state) { "C1", 1, 1, shallow_mw };
+                m.idle[0] = (struct em_idle_state) { "C1", 1, 1, shallow_mw, 0 };
                 m.n_idle = 1;
         }
 
@@ -722,10 +770,10 @@ int energy_model_from_topology(const struct topology *t, struct energy_model *re
                 m.domain[EM_DOMAIN_LLC] = (struct em_idle_domain) {
                         true, DEFAULT_LLC_AWAKE_MW, DEFAULT_LLC_AWAKE_MW, DEFAULT_LLC_ASLEEP_MW,
                         deep->exit_latency_us + deep->exit_latency_us / 2,
-                        2 * deep->target_residency_us };
+                        2 * deep->target_residency_us, 0 };
         m.domain[EM_DOMAIN_PACKAGE] = (struct em_idle_domain) {
                 true, DEFAULT_PKG_AWAKE_MW, DEFAULT_PKG_QUIET_MW, DEFAULT_PKG_ASLEEP_MW,
-                2 * deep->exit_latency_us, 4 * deep->target_residency_us };
+                2 * deep->exit_latency_us, 4 * deep->target_residency_us, 0 };
         /* Intel Xeon up to Emerald Rapids: PC6 only when every socket's cores are in CC6. */
         m.package_idle_all_packages = streq_(t->cpuidle_driver, "intel_idle") && t->n_packages > 1;
 
@@ -923,6 +971,13 @@ int em_host_new(const struct topology *t, const struct energy_model *m, struct e
                         for (unsigned k = h->llcs[l].first; k < h->llcs[l].end; k++)
                                 if (th < h->cores[k].n_threads)
                                         h->order_cores_first[b++] = h->cores[k].cpu[th];
+        h->has_limits = m->package_power_limit_mw > 0;
+        for (unsigned i = 0; i < m->n_levels; i++)
+                h->has_limits |= m->levels[i].max_active_cores > 0;
+        for (unsigned i = 0; i < m->n_idle; i++)
+                h->has_wake |= m->idle[i].wake_energy_uj > 0;
+        for (unsigned d = 0; d < _EM_DOMAIN_MAX; d++)
+                h->has_wake |= m->domain[d].present && m->domain[d].wake_energy_uj > 0;
         /* Idle-gap fractions for small vCPU counts (exp() is the costly part of an evaluation). */
         unsigned nj = m->n_idle + _EM_DOMAIN_MAX;
         h->gapf = malloc(sizeof(double) * EM_GAPF_N * nj);
@@ -949,10 +1004,11 @@ int em_deepest_idle(const struct energy_model *m, uint32_t max_latency_us, uint3
 }
 
 struct core_eval {
-        double power_mw, active_mw, idle_mw;
+        double power_mw, active_mw, idle_mw, wake_mw;
         double busy, idle;     /* busy and idle fractions */
         bool deep_ok;          /* the deepest core state is within the latency limits */
         unsigned vcpus;
+        unsigned level;        /* the level it was evaluated at */
         uint32_t min_latency_us;
 };
 
@@ -1029,8 +1085,23 @@ double smt_core_busy(double d0, double d1, double g)
         return b > 1.0 ? 1.0 : b;
 }
 
+/*
+ * Wake-up power of a group woken by n vCPUs (rate n / I) during its idle share `idle`,
+ * sleeping in gaps of at least r_us (energy e_uj per wake-up from there): the
+ * wake-ups that end such a gap, n / I x e^(-n r / I) per us of idle time.  mW.
+ */
+static double wake_rate_mw(const struct energy_model *m, unsigned n, double idle, uint32_t r_us, uint32_t e_uj)
+{
+        double lambda;
+
+        if (n == 0 || e_uj == 0 || idle <= 0.0 || m->active_idle_interval_us == 0)
+                return 0.0;
+        lambda = (double) n / m->active_idle_interval_us;  /* per us */
+        return idle * lambda * exp(-lambda * r_us) * e_uj * 1000.0; /* uJ/us = W */
+}
+
 static void eval_core_at(const struct em_host *h, const struct em_load *l, unsigned k, int level_override,
-                         struct core_eval *e)
+                         int level_cap, struct core_eval *e)
 {
         const struct energy_model *m = &h->model;
         const struct em_core *c = &h->cores[k];
@@ -1039,6 +1110,7 @@ static void eval_core_at(const struct em_host *h, const struct em_load *l, unsig
         int s;
 
         e->vcpus = 0;
+        e->wake_mw = 0.0;
         e->min_latency_us = EM_LATENCY_ANY;
         for (unsigned t = 0; t < c->n_threads; t++) {
                 unsigned lv = l->fdom_level[h->cpu_fdom[c->cpu[t]]];
@@ -1046,8 +1118,11 @@ static void eval_core_at(const struct em_host *h, const struct em_load *l, unsig
         }
         if (level_override >= 0)
                 level = (unsigned) level_override;
+        if (level_cap >= 0 && level > (unsigned) level_cap)
+                level = (unsigned) level_cap;
         if (level >= m->n_levels)
                 level = m->n_levels - 1;
+        e->level = level;
         cap = m->levels[level].capacity;
         double d[2] = { 0.0, 0.0 };
         for (unsigned t = 0; t < c->n_threads; t++) {
@@ -1080,24 +1155,50 @@ static void eval_core_at(const struct em_host *h, const struct em_load *l, unsig
                         p_idle += (f - (i == s ? 0.0 : upper)) * m->idle[i].power_mw;
                         upper = f;
                 }
+                /* Wake-ups: a gap of length in [R_i, R_i+1) ends with an exit from state i. */
+                if (h->has_wake && !l->wake_given)
+                        for (int i = 0; i <= s; i++) {
+                                uint32_t e_uj = m->idle[i].wake_energy_uj;
+                                if (!e_uj)
+                                        continue;
+                                double w = wake_rate_mw(m, e->vcpus, idle_prod, i ? m->idle[i].target_residency_us : 0,
+                                                        e_uj);
+                                if (i < s)
+                                        w -= wake_rate_mw(m, e->vcpus, idle_prod, m->idle[i + 1].target_residency_us,
+                                                          e_uj);
+                                e->wake_mw += w;
+                        }
         }
         e->active_mw = e->busy * m->levels[level].active_mw;
         e->idle_mw = idle_prod * p_idle;
-        e->power_mw = e->active_mw + e->idle_mw;
+        e->power_mw = e->active_mw + e->idle_mw + e->wake_mw;
         e->deep_ok = s == (int) m->n_idle - 1;
         e->idle = idle_prod;
-}
-
-static void eval_core(const struct em_host *h, const struct em_load *l, unsigned k, struct core_eval *e)
-{
-        eval_core_at(h, l, k, -1, e);
 }
 
 double em_core_power_at(const struct em_host *h, const struct em_load *l, unsigned core, unsigned level)
 {
         struct core_eval e;
-        eval_core_at(h, l, core, (int) level, &e);
-        return e.power_mw;
+        eval_core_at(h, l, core, (int) level, -1, &e);
+        /* the core's share of the platform's busy power, as em_host_power() charges it (the PSU
+         * efficiency scales every term alike and does not change which level is cheapest) */
+        return e.power_mw + (h->n_cores ? e.busy * h->model.platform_busy_mw / h->n_cores : 0.0);
+}
+
+unsigned em_turbo_level(const struct energy_model *m, double busy_cores)
+{
+        unsigned L = m->n_levels - 1;
+
+        /* MaxActiveCores does not increase with the level: the first level that allows it, from the top */
+        while (L > 0 && m->levels[L].max_active_cores && busy_cores > m->levels[L].max_active_cores + 1e-9)
+                L--;
+        return L;
+}
+
+double em_wall_mw(const struct energy_model *m, double dc_mw, double busy_share)
+{
+        double plat = m->platform_mw + m->platform_busy_mw * (busy_share < 0 ? 0 : busy_share > 1 ? 1 : busy_share);
+        return (dc_mw + plat) * 1000.0 / m->psu_efficiency_permille;
 }
 
 static double domain_power(const struct em_idle_domain *d, double q, double a)
@@ -1105,9 +1206,13 @@ static double domain_power(const struct em_idle_domain *d, double q, double a)
         return (1.0 - q) * d->awake_mw + (q - a) * d->quiet_mw + a * d->asleep_mw;
 }
 
-/* Power of one idle domain over cores with all-idle fraction idle_all, n vCPUs, latency limit lat. */
-static double domain_term(const struct em_host *h, enum em_domain_scope scope, double idle_all, bool deep_ok,
-                          unsigned n, uint32_t lat, double asleep_override)
+/*
+ * Power of one idle domain over cores with all-idle fraction idle_all, n vCPUs, latency limit lat;
+ * *wake_mw: its wake-ups from the deep state (the rate model; 0 when the load gives its own).
+ */
+static double domain_term(const struct em_host *h, const struct em_load *l, enum em_domain_scope scope,
+                          double idle_all, bool deep_ok, unsigned n, uint32_t lat, double asleep_override,
+                          double *wake_mw)
 {
         const struct energy_model *m = &h->model;
         const struct em_idle_domain *d = &m->domain[scope];
@@ -1120,22 +1225,85 @@ static double domain_term(const struct em_host *h, enum em_domain_scope scope, d
                 a = deep_ok && d->exit_latency_us <= lat ? idle_all * host_gap(h, n, m->n_idle + scope) : 0.0;
         if (a > q)
                 a = q;
+        *wake_mw = 0.0;
+        if (d->wake_energy_uj && !l->wake_given && a > 0.0 && idle_all > 0.0) {
+                /* the wake-ups ending a gap >= R_d; as a / idle_all is the time share of those gaps */
+                double w = wake_rate_mw(m, n, idle_all, d->target_residency_us, d->wake_energy_uj);
+                double a_own = idle_all * host_gap(h, n, m->n_idle + scope);
+                *wake_mw = a_own > 0.0 && a < a_own ? w * a / a_own : w;
+        }
         return domain_power(d, q, a);
+}
+
+struct pkg_eval {
+        double active_mw, idle_mw, wake_mw, llc_mw;
+        double idle_pkg, busy_cores;
+        bool ok;
+        unsigned n, top_used;
+        uint32_t lat;
+};
+
+/* The cores and LLC domains of package p, levels capped at cap (-1: none). */
+static void eval_package(const struct em_host *h, const struct em_load *l, unsigned p, int cap, struct pkg_eval *pe)
+{
+        const struct em_idle_domain *dl = &h->model.domain[EM_DOMAIN_LLC];
+        unsigned k = h->pkgs[p].first;
+
+        memset(pe, 0, sizeof(*pe));
+        pe->idle_pkg = 1.0;
+        pe->ok = true;
+        pe->lat = EM_LATENCY_ANY;
+        while (k < h->pkgs[p].end) {
+                unsigned llc = h->cores[k].llc, end = h->llcs[llc].end;
+                double idle_llc = 1.0;
+                bool ok_llc = true;
+                unsigned n_llc = 0;
+                uint32_t lat_llc = EM_LATENCY_ANY;
+
+                for (; k < end; k++) {
+                        struct core_eval e;
+                        eval_core_at(h, l, k, -1, cap, &e);
+                        pe->active_mw += e.active_mw;
+                        pe->idle_mw += e.idle_mw;
+                        pe->wake_mw += e.wake_mw;
+                        pe->busy_cores += e.busy;
+                        if (e.busy > 0.0 && e.level > pe->top_used)
+                                pe->top_used = e.level;
+                        idle_llc *= e.idle;
+                        ok_llc &= e.deep_ok;
+                        n_llc += e.vcpus;
+                        lat_llc = MIN(lat_llc, e.min_latency_us);
+                }
+                if (dl->present) {
+                        double w;
+                        pe->llc_mw += domain_term(h, l, EM_DOMAIN_LLC, idle_llc, ok_llc, n_llc, lat_llc, -1.0, &w);
+                        pe->wake_mw += w;
+                }
+                pe->idle_pkg *= idle_llc;
+                pe->ok &= ok_llc;
+                pe->n += n_llc;
+                pe->lat = MIN(pe->lat, lat_llc);
+        }
 }
 
 #define DEFER_PKGS_MAX 64
 
-double em_host_power(const struct em_host *h, const struct em_load *l, struct em_breakdown *b)
+/*
+ * em_host_power() with, per package, the level cap that the turbo table and the
+ * package power limit force (cap_out[p], -1: none; may be NULL).
+ */
+static double host_power(const struct em_host *h, const struct em_load *l, struct em_breakdown *b, int *cap_out)
 {
         const struct energy_model *m = &h->model;
         struct em_breakdown sum = {};
-        const struct em_idle_domain *dl = &m->domain[EM_DOMAIN_LLC], *dp = &m->domain[EM_DOMAIN_PACKAGE];
+        const struct em_idle_domain *dp = &m->domain[EM_DOMAIN_PACKAGE];
         bool all_pkgs = m->package_idle_all_packages && dp->present;
+        bool limits = h->has_limits;
         /* With the all-packages rule the package terms need the whole host: they are
          * computed after the walk (one pass) when the packages fit this array. */
         struct { double idle; bool ok; unsigned n; uint32_t lat; } pk[DEFER_PKGS_MAX];
         bool defer = all_pkgs && h->n_pkgs <= DEFER_PKGS_MAX;
-        double a_sys = -1.0, idle_sys = 1.0;
+        double a_sys = -1.0, idle_sys = 1.0, busy_cores = 0.0, w;
         bool ok_sys = true;
         unsigned n_sys = 0;
         uint32_t lat_sys = EM_LATENCY_ANY;
@@ -1143,7 +1311,7 @@ double em_host_power(const struct em_host *h, const struct em_load *l, struct em
         if (all_pkgs && !defer)
                 for (unsigned k = 0; k < h->n_cores; k++) {
                         struct core_eval e;
-                        eval_core(h, l, k, &e);
+                        eval_core_at(h, l, k, -1, -1, &e);
                         idle_sys *= e.idle;
                         ok_sys &= e.deep_ok;
                         n_sys += e.vcpus;
@@ -1154,57 +1322,94 @@ double em_host_power(const struct em_host *h, const struct em_load *l, struct em
                                 ? idle_sys * host_gap(h, n_sys, m->n_idle + EM_DOMAIN_PACKAGE) : 0.0;
 
         for (unsigned p = 0; p < h->n_pkgs; p++) {
-                double idle_pkg = 1.0;
-                bool ok_pkg = true;
-                unsigned n_pkg = 0;
-                uint32_t lat_pkg = EM_LATENCY_ANY;
-                unsigned k = h->pkgs[p].first;
+                struct pkg_eval pe;
+                int cap = -1;
 
-                while (k < h->pkgs[p].end) {
-                        unsigned llc = h->cores[k].llc, end = h->llcs[llc].end;
-                        double idle_llc = 1.0;
-                        bool ok_llc = true;
-                        unsigned n_llc = 0;
-                        uint32_t lat_llc = EM_LATENCY_ANY;
-
-                        for (; k < end; k++) {
-                                struct core_eval e;
-                                eval_core(h, l, k, &e);
-                                sum.active_mw += e.active_mw;
-                                sum.idle_mw += e.idle_mw;
-                                idle_llc *= e.idle;
-                                ok_llc &= e.deep_ok;
-                                n_llc += e.vcpus;
-                                lat_llc = MIN(lat_llc, e.min_latency_us);
+                eval_package(h, l, p, -1, &pe);
+                /*
+                 * Turbo table and package power limit: the package runs at most at the
+                 * level its busy cores allow, and lower until its power (cores, LLC
+                 * domains and its own package domain, without the all-packages rule)
+                 * is within the limit.  A lower level raises the busy time, so the
+                 * busy cores are counted again at each step.
+                 */
+                while (limits) {
+                        int next = -1;
+                        unsigned tl = em_turbo_level(m, pe.busy_cores);
+                        if (pe.top_used > tl)
+                                next = (int) tl;
+                        else if (m->package_power_limit_mw && pe.top_used > 0) {
+                                double pw = pe.active_mw + pe.idle_mw + pe.wake_mw + pe.llc_mw;
+                                if (dp->present)
+                                        pw += domain_term(h, l, EM_DOMAIN_PACKAGE, pe.idle_pkg, pe.ok, pe.n, pe.lat,
+                                                          -1.0, &w);
+                                if (pw > m->package_power_limit_mw)
+                                        next = (int) pe.top_used - 1;
                         }
-                        if (dl->present)
-                                sum.domain_mw += domain_term(h, EM_DOMAIN_LLC, idle_llc, ok_llc, n_llc, lat_llc, -1.0);
-                        idle_pkg *= idle_llc;
-                        ok_pkg &= ok_llc;
-                        n_pkg += n_llc;
-                        lat_pkg = MIN(lat_pkg, lat_llc);
+                        if (next < 0)
+                                break;
+                        cap = next;
+                        eval_package(h, l, p, cap, &pe);
                 }
+                if (cap_out)
+                        cap_out[p] = cap;
+                if (cap >= 0) {
+                        if (sum.capped_pkgs == 0 || (unsigned) cap < sum.capped_level)
+                                sum.capped_level = (unsigned) cap;
+                        sum.capped_pkgs++;
+                }
+                sum.active_mw += pe.active_mw;
+                sum.idle_mw += pe.idle_mw;
+                sum.wake_mw += pe.wake_mw;
+                sum.domain_mw += pe.llc_mw;
+                busy_cores += pe.busy_cores;
                 if (defer) {
-                        pk[p].idle = idle_pkg;
-                        pk[p].ok = ok_pkg;
-                        pk[p].n = n_pkg;
-                        pk[p].lat = lat_pkg;
-                        idle_sys *= idle_pkg;
-                        ok_sys &= ok_pkg;
-                        n_sys += n_pkg;
-                        lat_sys = MIN(lat_sys, lat_pkg);
-                } else if (dp->present)
-                        sum.domain_mw += domain_term(h, EM_DOMAIN_PACKAGE, idle_pkg, ok_pkg, n_pkg, lat_pkg, a_sys);
+                        pk[p].idle = pe.idle_pkg;
+                        pk[p].ok = pe.ok;
+                        pk[p].n = pe.n;
+                        pk[p].lat = pe.lat;
+                        idle_sys *= pe.idle_pkg;
+                        ok_sys &= pe.ok;
+                        n_sys += pe.n;
+                        lat_sys = MIN(lat_sys, pe.lat);
+                } else if (dp->present) {
+                        sum.domain_mw += domain_term(h, l, EM_DOMAIN_PACKAGE, pe.idle_pkg, pe.ok, pe.n, pe.lat, a_sys, &w);
+                        sum.wake_mw += w;
+                }
         }
         if (defer) {
                 a_sys = ok_sys && dp->exit_latency_us <= lat_sys
                                 ? idle_sys * host_gap(h, n_sys, m->n_idle + EM_DOMAIN_PACKAGE) : 0.0;
-                for (unsigned p = 0; p < h->n_pkgs; p++)
-                        sum.domain_mw += domain_term(h, EM_DOMAIN_PACKAGE, pk[p].idle, pk[p].ok, pk[p].n, pk[p].lat,
-                                                     a_sys);
+                for (unsigned p = 0; p < h->n_pkgs; p++) {
+                        sum.domain_mw += domain_term(h, l, EM_DOMAIN_PACKAGE, pk[p].idle, pk[p].ok, pk[p].n, pk[p].lat,
+                                                     a_sys, &w);
+                        sum.wake_mw += w;
+                }
         }
-        sum.total_mw = sum.active_mw + sum.idle_mw + sum.domain_mw;
+        if (l->wake_given)
+                sum.wake_mw = l->wake_mw > 0.0 ? l->wake_mw : 0.0;
+        double dc = sum.active_mw + sum.idle_mw + sum.domain_mw + sum.wake_mw;
+        sum.platform_mw = m->platform_mw + m->platform_busy_mw * (h->n_cores ? busy_cores / h->n_cores : 0.0);
+        sum.total_mw = em_wall_mw(m, dc, h->n_cores ? busy_cores / h->n_cores : 0.0);
+        sum.psu_loss_mw = sum.total_mw - dc - sum.platform_mw;
         if (b)
                 *b = sum;
         return sum.total_mw;
+}
+
+double em_host_power(const struct em_host *h, const struct em_load *l, struct em_breakdown *b)
+{
+        return host_power(h, l, b, NULL);
+}
+
+double em_host_power_caps(const struct em_host *h, const struct em_load *l, struct em_breakdown *b, int *cap_out)
+{
+        return host_power(h, l, b, cap_out);
+}
+
+unsigned em_host_level_caps(const struct em_host *h, const struct em_load *l, int *cap_out)
+{
+        struct em_breakdown b;
+        host_power(h, l, &b, cap_out);
+        return b.capped_pkgs;
 }

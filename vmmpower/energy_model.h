@@ -45,6 +45,8 @@ struct em_perf_level {
         uint32_t freq_khz;     /* 0 only when the model has one level and the frequency is unknown */
         uint32_t capacity;     /* 1..1024, strictly increasing, last == 1024 */
         uint32_t active_mw;    /* power of one busy core at this level */
+        uint32_t max_active_cores; /* turbo: reachable only while at most this many cores of the package
+                                    * are busy (Σ busy fractions); 0 = any number */
 };
 
 /* Core idle states, shallow to deep.  Power is per core, reached when every thread of the core is idle. */
@@ -53,6 +55,7 @@ struct em_idle_state {
         uint32_t exit_latency_us;
         uint32_t target_residency_us;
         uint32_t power_mw;
+        uint32_t wake_energy_uj;   /* energy of one exit from this state (and the entry before it) */
 };
 
 /*
@@ -65,6 +68,7 @@ struct em_idle_domain {
         bool present;
         uint32_t awake_mw, quiet_mw, asleep_mw;
         uint32_t exit_latency_us, target_residency_us;
+        uint32_t wake_energy_uj;   /* energy of one wake-up of the domain from its deep state */
 };
 
 struct energy_model {
@@ -74,6 +78,10 @@ struct energy_model {
         uint32_t migration_cost_uj;        /* energy cost of moving one vCPU */
         uint32_t active_idle_interval_us;  /* typical idle interval of a CPU that hosts vCPUs */
         bool package_idle_all_packages;    /* package deep state only when every package is idle */
+        uint32_t package_power_limit_mw;   /* PL1 / PPT per package (cores + its domains); 0 = none */
+        uint32_t platform_mw;              /* platform power outside the packages (memory, fans, disks, BMC) */
+        uint32_t platform_busy_mw;         /* ... more with every core busy (linear in the busy share) */
+        uint32_t psu_efficiency_permille;  /* DC power / wall power, 500..1000 (1000: the model is DC power) */
         unsigned n_levels;
         struct em_perf_level levels[EM_MAX_LEVELS];
         unsigned n_idle;
@@ -126,6 +134,8 @@ struct em_host {
         int *order_smt_first;    /* [n_online] CPUs: per package, LLC, core: thread 0, thread 1 */
         int *order_cores_first;  /* [n_online] per package, LLC: thread 0 of every core, then thread 1s */
         double *gapf;            /* [EM_GAPF_N][n_idle + _EM_DOMAIN_MAX] cached idle-gap fractions */
+        bool has_wake;           /* some state or domain has a WakeEnergyUJ */
+        bool has_limits;         /* PackagePowerLimitMW or a MaxActiveCores level */
 };
 #define EM_GAPF_N 256
 
@@ -144,24 +154,52 @@ struct em_load {
         const uint8_t *cpu_vcpus;         /* [n_cpus] */
         const uint32_t *cpu_max_latency_us; /* [n_cpus] */
         const uint8_t *fdom_level;        /* [n_fdoms] */
+        /* wake_given: the wake-up power is wake_mw (DC, e.g. the simulator's counted wake-up
+         * episodes times their energy) instead of the model's rate (ActiveIdleIntervalUs per vCPU) */
+        bool wake_given;
+        double wake_mw;
 };
 
 struct em_breakdown {
         double active_mw;      /* Σ cores busy × P_active(level) */
         double idle_mw;        /* Σ cores idle × P(idle state reached) */
         double domain_mw;      /* Σ domains awake/quiet/asleep */
-        double total_mw;
+        double wake_mw;        /* wake-ups × their energy (WakeEnergyUJ) */
+        double platform_mw;    /* PlatformPowerMW + PlatformBusyPowerMW × busy share */
+        double psu_loss_mw;    /* (DC total) × (1 / PsuEfficiency - 1) */
+        double total_mw;       /* the sum: wall power when the model has platform and PSU terms */
+        unsigned capped_pkgs;  /* packages whose level the power limit or the turbo table lowered */
+        unsigned capped_level;  /* the lowest level a cap forced (valid when capped_pkgs > 0) */
 };
 
 /* Average modelled power of the load (energy over a period = power × period). */
 double em_host_power(const struct em_host *h, const struct em_load *l, struct em_breakdown *b);
 
-/* Power of one core (active + idle terms, no domain terms) with its level forced: used to choose levels. */
+/*
+ * Per package the level cap (cap_out[p], -1 = none) that the turbo table (MaxActiveCores) and the
+ * package power limit force on this load, as em_host_power() evaluates it; returns how many
+ * packages are capped.
+ */
+unsigned em_host_level_caps(const struct em_host *h, const struct em_load *l, int *cap_out);
+/* em_host_power() and the caps of em_host_level_caps() in one evaluation (cap_out may be NULL). */
+double em_host_power_caps(const struct em_host *h, const struct em_load *l, struct em_breakdown *b, int *cap_out);
+
+/* Power of one core (active + idle + wake terms and its share of PlatformBusyPowerMW, no domain terms) with its
+ * level forced: used to choose levels. */
 double em_core_power_at(const struct em_host *h, const struct em_load *l, unsigned core, unsigned level);
 /* Busy fraction of a 2-thread core whose threads need d0, d1 of a thread alone, SMT gain g. */
 double smt_core_busy(double d0, double d1, double g);
 /* Each thread's busy fraction (t0, t1) and their overlap under SMT contention; false: saturated. */
 bool smt_thread_busy(double d0, double d1, double g, double *t0, double *t1, double *overlap);
+
+/*
+ * The highest level a package may run at with the given number of busy cores (Σ busy fractions),
+ * from the turbo table (MaxActiveCores); n_levels - 1 without one.
+ */
+unsigned em_turbo_level(const struct energy_model *m, double busy_cores);
+/* Wall power of a host's DC package power dc_mw with busy_share (0..1) of its cores busy:
+ * (dc + PlatformPowerMW + PlatformBusyPowerMW x busy_share) / PsuEfficiency. */
+double em_wall_mw(const struct energy_model *m, double dc_mw, double busy_share);
 
 /* Deepest model idle state with exit latency <= lat (and residency <= max_res); -1 if none. */
 int em_deepest_idle(const struct energy_model *m, uint32_t max_latency_us, uint32_t max_residency_us);

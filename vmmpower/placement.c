@@ -181,6 +181,7 @@ struct ws {
         unsigned segn;          /* leaves (a power of 4 >= n_online) */
         unsigned leaf0;         /* index of the first leaf: (segn - 1) / 3 */
         int *cpu_pos;           /* [n_cpus] */
+        double penalty_mw;        /* of the last finalize(): undelivered work charged (turbo table, power limit) */
 };
 
 static void ws_free(struct ws *w)
@@ -1036,12 +1037,14 @@ static void perf_floors(struct ws *w)
         }
 }
 
+#define PLAN_MAX_PKGS_CAPPED 64
+
 /* Levels, idle limits and power of the current state. */
 static double finalize(struct ws *w, struct em_breakdown *b)
 {
         const struct em_host *h = w->h;
         const struct energy_model *m = &h->model;
-        struct em_load l = { w->ework, w->active, w->lat, w->level };
+        struct em_load l = { .cpu_work = w->ework, .cpu_vcpus = w->active, .cpu_max_latency_us = w->lat, .fdom_level = w->level };
         unsigned top = m->n_levels - 1;
 
         pack_set_balance(w);
@@ -1108,6 +1111,51 @@ static double finalize(struct ws *w, struct em_breakdown *b)
         if (!w->pol->pin_single_cpu)
                 pack_set_levels(w);
         perf_floors(w);
+
+        w->penalty_mw = 0.0;
+        /*
+         * The turbo table and the package power limit: a level a package cannot run at with
+         * this load is not offered; its domains get the level it is forced to, which is also
+         * what em_host_power() charges (docs/energy-model.md §2).
+         */
+        if (h->has_limits && h->n_pkgs <= PLAN_MAX_PKGS_CAPPED) {
+                int caps[PLAN_MAX_PKGS_CAPPED];
+                struct em_breakdown cb;
+                double mw = em_host_power_caps(h, &l, &cb, caps), over = 0.0;
+                if (cb.capped_pkgs > 0)
+                        for (unsigned f = 0; f < h->n_fdoms; f++) {
+                                if (w->fdom_start[f] == w->fdom_start[f + 1])
+                                        continue;
+                                int cap = caps[h->cores[w->fdom_cores[w->fdom_start[f]]].pkg];
+                                if (cap < 0 || w->level[f] <= (unsigned) cap)
+                                        continue;
+                                w->level[f] = (uint8_t) cap;
+                                /* the work the forced level cannot carry (per thread over its capacity,
+                                 * per 2-thread core over SmtGain x that) */
+                                double c1 = (double) m->levels[cap].capacity / EM_CAPACITY_SCALE;
+                                for (unsigned x = w->fdom_start[f]; x < w->fdom_start[f + 1]; x++) {
+                                        const struct em_core *co = &h->cores[w->fdom_cores[x]];
+                                        double sum = 0.0, o = 0.0;
+                                        for (unsigned t = 0; t < co->n_threads; t++) {
+                                                double wk = w->ework[co->cpu[t]];
+                                                sum += MIN(wk, c1);
+                                                o += MAX(wk - c1, 0.0);
+                                        }
+                                        if (co->n_threads == 2 && sum > c1 * w->gain)
+                                                o += sum - c1 * w->gain;
+                                        over += o;
+                                }
+                        }
+                /*
+                 * Work left undelivered costs no modelled energy (the busy time saturates): a
+                 * candidate that leaves work to a cap would look cheaper than one that runs
+                 * it.  It is charged twice the top level's power per unit of that work.
+                 */
+                w->penalty_mw = over > 0.0 ? 2.0 * over * m->levels[top].active_mw : 0.0;
+                if (b)
+                        *b = cb;
+                return mw + w->penalty_mw;
+        }
         return em_host_power(h, &l, b);
 }
 
@@ -1309,7 +1357,7 @@ double plan_power(const struct em_host *h, const struct plan *p, struct em_break
         if (!act)
                 return -1.0;
         plan_counts(h, p, act);
-        l = (struct em_load) { p->cpu_work, act, p->cpu_max_latency_us, p->fdom_level };
+        l = (struct em_load) { .cpu_work = p->cpu_work, .cpu_vcpus = act, .cpu_max_latency_us = p->cpu_max_latency_us, .fdom_level = p->fdom_level };
         return em_host_power(h, &l, b);
 }
 
@@ -1336,7 +1384,7 @@ static int probe_init(const struct em_host *h, const struct plan *p, struct prob
 static double probe_power(const struct em_host *h, const struct plan *p, const struct probe *pr,
                           uint32_t *lat_scratch, uint8_t *lvl_scratch)
 {
-        struct em_load l = { pr->work, pr->act, lat_scratch, lvl_scratch };
+        struct em_load l = { .cpu_work = pr->work, .cpu_vcpus = pr->act, .cpu_max_latency_us = lat_scratch, .fdom_level = lvl_scratch };
         for (unsigned c = 0; c < h->n_cpus; c++)
                 lat_scratch[c] = pr->act[c] ? p->cpu_max_latency_us[c] == EM_LATENCY_ANY
                                                       ? EM_LATENCY_ANY : p->cpu_max_latency_us[c]
@@ -1870,7 +1918,7 @@ done:
                         if (from[i] >= 0 && w.assign[i] != from[i])
                                 moves++;
         }
-        p->why.plan_mw = finalize(&w, NULL);
+        p->why.plan_mw = finalize(&w, NULL) - w.penalty_mw; /* the model's power, as plan_power() gives it */
         p->why.moves = moves;
         if (p->why.decision != PLAN_SHRINK_PENDING)
                 p->why.moves_deferred = deferred;

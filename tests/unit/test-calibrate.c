@@ -294,7 +294,7 @@ static double host_power(struct host *h, const double *busy, struct em_breakdown
                 if (h->fl[h->planted->cpu_fdom[c]] < level)
                         h->fl[h->planted->cpu_fdom[c]] = (uint8_t) level;
         }
-        struct em_load l = { h->work, h->vcpus, h->lat, h->fl };
+        struct em_load l = { .cpu_work = h->work, .cpu_vcpus = h->vcpus, .cpu_max_latency_us = h->lat, .fdom_level = h->fl };
         return em_host_power(h->planted, &l, bd);
 }
 
@@ -615,7 +615,7 @@ static double max_power_gap_pct(const struct topology *t, const struct energy_mo
                 }
                 for (unsigned f = 0; f < ha->n_fdoms; f++)
                         fl[f] = (uint8_t) ((f * 7 + (unsigned) it) % a->n_levels);
-                struct em_load l = { work, vc, lat, fl };
+                struct em_load l = { .cpu_work = work, .cpu_vcpus = vc, .cpu_max_latency_us = lat, .fdom_level = fl };
                 double pa = em_host_power(ha, &l, NULL), pb = em_host_power(hb, &l, NULL);
                 worst = MAX(worst, fabs(pb - pa) / pa * 100.0);
         }

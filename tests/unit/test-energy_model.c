@@ -89,6 +89,51 @@ static void test_good_full(void **state)
         assert_int_equal(m.domain[EM_DOMAIN_PACKAGE].asleep_mw, 5000);
 }
 
+static void assert_round_trip(const struct energy_model *m);
+
+/* The keys of issue 18, and their defaults leaving an older file meaning what it meant. */
+static void test_good_features(void **state)
+{
+        struct energy_model m, old;
+        struct em_error err = {};
+
+        load_model("models/good-features.model", &m);
+        assert_int_equal(m.package_power_limit_mw, 350000);
+        assert_int_equal(m.platform_mw, 40000);
+        assert_int_equal(m.platform_busy_mw, 25000);
+        assert_int_equal(m.psu_efficiency_permille, 940);
+        assert_int_equal(m.levels[0].max_active_cores, 0);
+        assert_int_equal(m.levels[1].max_active_cores, 32);
+        assert_int_equal(m.levels[2].max_active_cores, 4);
+        assert_int_equal(m.idle[1].wake_energy_uj, 30);
+        assert_int_equal(m.domain[EM_DOMAIN_PACKAGE].wake_energy_uj, 200);
+        assert_round_trip(&m);
+        /* defaults: no limit, no turbo table, no platform, PSU 1.0, no wake-up energy */
+        load_model("models/good-full.model", &old);
+        assert_int_equal(old.package_power_limit_mw, 0);
+        assert_int_equal(old.platform_mw + old.platform_busy_mw, 0);
+        assert_int_equal(old.psu_efficiency_permille, 1000);
+        for (unsigned i = 0; i < old.n_levels; i++)
+                assert_int_equal(old.levels[i].max_active_cores, 0);
+        for (unsigned i = 0; i < old.n_idle; i++)
+                assert_int_equal(old.idle[i].wake_energy_uj, 0);
+        /* a faster level cannot allow more busy cores, nor lift the limit (0) above a limited one */
+        const char *head = "[Model]\nName = x\n[PerfLevel]\nFrequencyKHz = 1\nCapacity = 500\nActivePowerMW = 10\n"
+                           "MaxActiveCores = 8\n[PerfLevel]\nFrequencyKHz = 2\nCapacity = 1024\nActivePowerMW = 20\n";
+        char buf[512];
+        snprintf(buf, sizeof(buf), "%sMaxActiveCores = 16\n[IdleState]\nName = C1\nExitLatencyUs = 1\n"
+                 "TargetResidencyUs = 1\nPowerMW = 1\n", head);
+        assert_int_equal(energy_model_parse_string(buf, "s", &m, &err), -EINVAL);
+        assert_non_null(strstr(err.message, "MaxActiveCores must not increase"));
+        snprintf(buf, sizeof(buf), "%s[IdleState]\nName = C1\nExitLatencyUs = 1\nTargetResidencyUs = 1\nPowerMW = 1\n",
+                 head);
+        assert_int_equal(energy_model_parse_string(buf, "s", &m, &err), -EINVAL);
+        assert_non_null(strstr(err.message, "MaxActiveCores must not increase"));
+        assert_int_equal(energy_model_parse_string("[Model]\nName = x\nPsuEfficiency = 0.4\n", "s", &m, &err), -EINVAL);
+        assert_non_null(strstr(err.message, "invalid PsuEfficiency"));
+        assert_int_equal(energy_model_parse_string("[Model]\nName = x\nPsuEfficiency = 1.01\n", "s", &m, &err), -EINVAL);
+}
+
 static void test_shipped_models(void **state)
 {
         static const char *const files[] = { "../../config/models/xeon-spr-2s.model",
@@ -336,7 +381,7 @@ struct load_buf {
 
 static struct em_load load_of(struct load_buf *b)
 {
-        return (struct em_load) { b->work, b->vcpus, b->lat, b->level };
+        return (struct em_load) { .cpu_work = b->work, .cpu_vcpus = b->vcpus, .cpu_max_latency_us = b->lat, .fdom_level = b->level };
 }
 
 static void load_init(struct load_buf *b)
@@ -358,6 +403,20 @@ static void assert_close(double got, double want)
                 fail_msg("got %.6f, want %.6f", got, want);
 }
 
+/* The terms of docs/energy-model.md §2 alone: no limit, turbo table, platform, PSU or wake-up energy. */
+static void core_terms_only(struct energy_model *m)
+{
+        m->package_power_limit_mw = 0;
+        m->platform_mw = m->platform_busy_mw = 0;
+        m->psu_efficiency_permille = 1000;
+        for (unsigned i = 0; i < m->n_levels; i++)
+                m->levels[i].max_active_cores = 0;
+        for (unsigned i = 0; i < m->n_idle; i++)
+                m->idle[i].wake_energy_uj = 0;
+        for (unsigned d = 0; d < _EM_DOMAIN_MAX; d++)
+                m->domain[d].wake_energy_uj = 0;
+}
+
 static void test_power_genoa(void **state)
 {
         struct topology *t = load_topology("epyc-genoa-1s");
@@ -368,6 +427,7 @@ static void test_power_genoa(void **state)
         struct em_breakdown br;
 
         load_model("../../config/models/epyc-genoa.model", &m);
+        core_terms_only(&m);
         assert_int_equal(em_host_new(t, &m, &h), 0);
         load_init(&b);
         l = load_of(&b);
@@ -409,6 +469,7 @@ static void test_power_spr_all_packages(void **state)
         struct em_load l;
 
         load_model("../../config/models/xeon-spr-2s.model", &m);
+        core_terms_only(&m);
         assert_int_equal(em_host_new(t, &m, &h), 0);
         load_init(&b);
         l = load_of(&b);
@@ -438,6 +499,179 @@ static void test_power_spr_all_packages(void **state)
         assert_close(em_host_power(h, &l, NULL), want2);
         assert_true(want2 < want);
         em_host_free(h);
+        topology_free(t);
+}
+
+/* All 64 CPUs of the Genoa fixture at work w, every frequency domain at level L. */
+static void full_load(struct load_buf *b, const struct em_host *h, double w, unsigned L)
+{
+        load_init(b);
+        for (unsigned c = 0; c < 64; c++) {
+                b->work[c] = w;
+                b->vcpus[c] = 1;
+        }
+        for (unsigned f = 0; f < h->n_fdoms; f++)
+                b->level[f] = (uint8_t) L;
+}
+
+/* Turbo table (MaxActiveCores) and package power limit: the level they force, and its cost. */
+static void test_power_limits(void **state)
+{
+        struct topology *t = load_topology("epyc-genoa-1s");
+        struct energy_model m;
+        struct em_host *h = NULL, *hl = NULL;
+        struct load_buf b;
+        struct em_load l;
+        struct em_breakdown br;
+        int cap[4];
+
+        load_model("../../config/models/epyc-genoa.model", &m);
+        core_terms_only(&m);
+        assert_int_equal(m.n_levels, 3);
+        assert_int_equal(em_host_new(t, &m, &h), 0);
+        /* without limits: 0.3 of a CPU on every thread, at the top level and at the middle one */
+        full_load(&b, h, 0.3, 2);
+        l = load_of(&b);
+        double p_top = em_host_power(h, &l, &br);
+        assert_int_equal(br.capped_pkgs, 0);
+        full_load(&b, h, 0.3, 1);
+        double p_mid = em_host_power(h, &l, NULL);
+        assert_true(p_mid < p_top);
+
+        /* the top level only while at most 4 cores are busy: 32 busy cores get the middle level */
+        struct energy_model mt = m;
+        mt.levels[2].max_active_cores = 4;
+        assert_int_equal(energy_model_validate(&mt, NULL), 0);
+        assert_int_equal(em_host_new(t, &mt, &hl), 0);
+        full_load(&b, h, 0.3, 2);
+        assert_close(em_host_power(hl, &l, &br), p_mid);
+        assert_int_equal(br.capped_pkgs, 1);
+        assert_int_equal(br.capped_level, 1);
+        assert_int_equal(em_host_level_caps(hl, &l, cap), 1);
+        assert_int_equal(cap[0], 1);
+        /* one busy CPU (0.3 busy cores): turbo stays */
+        load_init(&b);
+        b.work[0] = 0.3;
+        b.vcpus[0] = 1;
+        for (unsigned f = 0; f < h->n_fdoms; f++)
+                b.level[f] = 2;
+        assert_close(em_host_power(hl, &l, &br), em_host_power(h, &l, NULL));
+        assert_int_equal(br.capped_pkgs, 0);
+        assert_int_equal(em_host_level_caps(hl, &l, cap), 0);
+        assert_int_equal(cap[0], -1);
+        em_host_free(hl);
+
+        /* a package power limit between the two: the full load runs at the middle level */
+        struct energy_model mp = m;
+        mp.package_power_limit_mw = (uint32_t) ((p_mid + p_top) / 2);
+        assert_int_equal(em_host_new(t, &mp, &hl), 0);
+        full_load(&b, h, 0.3, 2);
+        double p_lim = em_host_power(hl, &l, &br);
+        assert_close(p_lim, p_mid);
+        assert_true(p_lim <= mp.package_power_limit_mw);
+        assert_int_equal(br.capped_pkgs, 1);
+        assert_int_equal(br.capped_level, 1);
+        /* a limit below every level's power: the lowest level, over the limit (nothing lower exists) */
+        em_host_free(hl);
+        mp.package_power_limit_mw = 1000;
+        assert_int_equal(em_host_new(t, &mp, &hl), 0);
+        full_load(&b, h, 0.3, 0);
+        double p_low = em_host_power(h, &l, NULL);
+        full_load(&b, h, 0.3, 2);
+        assert_close(em_host_power(hl, &l, &br), p_low);
+        assert_int_equal(br.capped_level, 0);
+        em_host_free(hl);
+        em_host_free(h);
+        topology_free(t);
+}
+
+/* Platform term and PSU efficiency: wall = (DC + platform + busy share x busy platform) / efficiency. */
+static void test_power_platform(void **state)
+{
+        struct topology *t = load_topology("epyc-genoa-1s");
+        struct energy_model m, mp;
+        struct em_host *h = NULL, *hp = NULL;
+        struct load_buf b;
+        struct em_load l;
+        struct em_breakdown br, bp;
+
+        load_model("../../config/models/epyc-genoa.model", &m);
+        core_terms_only(&m);
+        mp = m;
+        mp.platform_mw = 50000;
+        mp.platform_busy_mw = 20000;
+        mp.psu_efficiency_permille = 900;
+        assert_int_equal(em_host_new(t, &m, &h), 0);
+        assert_int_equal(em_host_new(t, &mp, &hp), 0);
+        full_load(&b, h, 0.2, 1);
+        l = load_of(&b);
+        double dc = em_host_power(h, &l, &br);
+        assert_close(br.platform_mw + br.psu_loss_mw, 0.0);
+        /* the busy share: Σ busy_c / n_cores, busy_c = smt_core_busy of the two threads */
+        double d = 0.2 * 1024 / m.levels[1].capacity, share = smt_core_busy(d, d, m.smt_gain_permille / 1000.0);
+        double want = (dc + 50000 + 20000 * share) / 0.9;
+        assert_close(em_host_power(hp, &l, &bp), want);
+        assert_close(bp.platform_mw, 50000 + 20000 * share);
+        assert_close(bp.active_mw + bp.idle_mw + bp.domain_mw + bp.wake_mw + bp.platform_mw + bp.psu_loss_mw,
+                     bp.total_mw);
+        /* the per-core power the planner picks levels with carries the core's share of the busy
+         * platform power (the PSU scales every level alike) */
+        assert_close(em_core_power_at(hp, &l, 0, 1) - em_core_power_at(h, &l, 0, 1), 20000 * share / 32);
+        /* all idle: the constant platform power only */
+        load_init(&b);
+        assert_close(em_host_power(hp, &l, NULL), (em_host_power(h, &l, NULL) + 50000) / 0.9);
+        em_host_free(h);
+        em_host_free(hp);
+        topology_free(t);
+}
+
+/* Wake-up energy: per exit from the state a gap reached (rate model), or given by the caller. */
+static void test_power_wake(void **state)
+{
+        struct topology *t = load_topology("epyc-genoa-1s");
+        struct energy_model m, mw;
+        struct em_host *h = NULL, *hw = NULL;
+        struct load_buf b;
+        struct em_load l;
+        struct em_breakdown br, bw;
+
+        load_model("../../config/models/epyc-genoa.model", &m);
+        core_terms_only(&m);
+        mw = m;
+        mw.idle[0].wake_energy_uj = 2;
+        mw.idle[1].wake_energy_uj = 20;
+        mw.domain[EM_DOMAIN_LLC].wake_energy_uj = 50;
+        assert_int_equal(em_host_new(t, &m, &h), 0);
+        assert_int_equal(em_host_new(t, &mw, &hw), 0);
+        load_init(&b);
+        b.work[0] = 0.5;
+        b.vcpus[0] = 1;
+        l = load_of(&b);
+        double base = em_host_power(h, &l, &br);
+        assert_close(br.wake_mw, 0.0);
+        /* core 0: idle share x 1/I wake-ups per us; the gap ends in C1 below C2's residency, else in C2;
+         * its CCX: asleep in gaps >= 1500 us, woken from there */
+        double I = m.active_idle_interval_us, idle = 1 - 0.5 * 1024 / m.levels[0].capacity;
+        double r2 = m.idle[1].target_residency_us, rl = m.domain[EM_DOMAIN_LLC].target_residency_us;
+        double core = idle / I * ((1 - exp(-r2 / I)) * 2 + exp(-r2 / I) * 20) * 1000;
+        double llc = idle / I * exp(-rl / I) * 50 * 1000;
+        double got = em_host_power(hw, &l, &bw);
+        assert_close(bw.wake_mw, core + llc);
+        assert_close(got, base + core + llc);
+        /* more vCPUs on it: more wake-ups, fewer of them from the deep states */
+        b.vcpus[0] = 4;
+        em_host_power(hw, &l, &bw);
+        double core4 = idle * 4 / I * ((1 - exp(-4 * r2 / I)) * 2 + exp(-4 * r2 / I) * 20) * 1000;
+        double llc4 = idle * 4 / I * exp(-4 * rl / I) * 50 * 1000;
+        assert_close(bw.wake_mw, core4 + llc4);
+        /* given by the caller (the simulator's counted episodes): replaces the rate */
+        b.vcpus[0] = 1;
+        l.wake_given = true;
+        l.wake_mw = 1234.5;
+        assert_close(em_host_power(hw, &l, &bw), base + 1234.5);
+        assert_close(bw.wake_mw, 1234.5);
+        em_host_free(h);
+        em_host_free(hw);
         topology_free(t);
 }
 
@@ -472,6 +706,7 @@ int main(void)
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_good_minimal),
                 cmocka_unit_test(test_good_full),
+                cmocka_unit_test(test_good_features),
                 cmocka_unit_test(test_shipped_models),
                 cmocka_unit_test(test_bad_files),
                 cmocka_unit_test(test_bad_strings),
@@ -480,6 +715,9 @@ int main(void)
                 cmocka_unit_test(test_defaults_genoa),
                 cmocka_unit_test(test_power_genoa),
                 cmocka_unit_test(test_power_spr_all_packages),
+                cmocka_unit_test(test_power_limits),
+                cmocka_unit_test(test_power_platform),
+                cmocka_unit_test(test_power_wake),
                 cmocka_unit_test(test_smt_core_busy),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
