@@ -515,7 +515,8 @@ static uint32_t rnd(void)
         return (uint32_t) (rng_state >> 33);
 }
 
-static _Noreturn void child_loop(const char *root, const char *sd, uint64_t seed)
+/* ready_fd gets one byte once the journal and the driver are set up, before the first write. */
+static _Noreturn void child_loop(const char *root, const char *sd, uint64_t seed, int ready_fd)
 {
         struct power_driver_config cfg = { .sysfs_root = root };
         struct power_driver *drv;
@@ -527,6 +528,8 @@ static _Noreturn void child_loop(const char *root, const char *sd, uint64_t seed
         cfg.journal = j;
         if (power_driver_new("sysfs", &cfg, &drv) < 0)
                 _exit(3);
+        if (write(ready_fd, "r", 1) != 1)
+                _exit(4);
         static const char *const epp[] = { "performance", "balance_performance", "balance_power", "power" };
         for (;;) {
                 unsigned cpu = rnd() % 2;
@@ -570,9 +573,10 @@ static unsigned count_diffs(const char *a, const char *b)
 
 /*
  * Children killed at random points, each followed by a restore.  The kill delay
- * counts from the moment the child runs (it says so through a pipe), not from
- * fork(), so a busy machine does not turn every kill into one before the first
- * record; and if fewer than half of the first `iterations` kills still landed
+ * counts from the moment the child has its journal and driver and is about to
+ * write (it says so through a pipe), not from fork(), so a busy machine (or a
+ * sanitizer build) does not turn every kill into one before the first record;
+ * and if fewer than half of the first `iterations` kills still landed
  * after a journal record, more are done (up to 4x, within 45 s) before that is
  * judged, so the check measures what the runs exercised, not the machine's load.
  */
@@ -603,14 +607,11 @@ static void test_kill9(void **state)
                 assert_int_equal(pipe2(ready, O_CLOEXEC), 0);
                 pid_t pid = fork();
                 assert_true(pid >= 0);
-                if (pid == 0) {
-                        if (write(ready[1], "r", 1) != 1)
-                                _exit(4);
-                        child_loop(root, sd, child_seed);
-                }
+                if (pid == 0)
+                        child_loop(root, sd, child_seed, ready[1]);
                 close(ready[1]);
                 struct pollfd pfd = { .fd = ready[0], .events = POLLIN };
-                assert_int_equal(poll(&pfd, 1, 30000), 1); /* the child runs (deadline 30 s) */
+                assert_int_equal(poll(&pfd, 1, 30000), 1); /* the child is set up (deadline 30 s) */
                 assert_int_equal(read(ready[0], &c, 1), 1);
                 close(ready[0]);
                 struct timespec ts = { 0, delay_us * 1000 };
