@@ -383,27 +383,37 @@ static void test_untracked_vcpus(void **state)
 
 /* ---- allocation failure: tracker_set_source() keeps the old state ---- */
 
-extern void *__libc_malloc(size_t n);
-extern void *__libc_calloc(size_t n, size_t m);
-extern void *__libc_realloc(void *p, size_t n);
-/* (valgrind replaces malloc in the executable: this test fails under valgrind by design) */
+/*
+ * Fault injection without replacing the allocator: this test is linked with
+ * -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc (tests/meson.build), so the
+ * calls the program's own objects make (vcpu_track.c's among them) go through
+ * the __wrap_ functions below, which call the real allocator (AddressSanitizer's
+ * under -Db_sanitize=address) unless a failure is due.  Allocations made inside
+ * libc (strdup, asprintf) are not injected.
+ */
+void *__real_malloc(size_t n);
+void *__real_calloc(size_t n, size_t m);
+void *__real_realloc(void *p, size_t n);
+void *__wrap_malloc(size_t n);
+void *__wrap_calloc(size_t n, size_t m);
+void *__wrap_realloc(void *p, size_t n);
 static int fail_countdown; /* the fail_countdown-th allocation from now fails; 0: off */
 
 static bool fail_now(void)
 {
         return fail_countdown > 0 && --fail_countdown == 0;
 }
-void *malloc(size_t n)
+void *__wrap_malloc(size_t n)
 {
-        return fail_now() ? NULL : __libc_malloc(n);
+        return fail_now() ? NULL : __real_malloc(n);
 }
-void *calloc(size_t n, size_t m)
+void *__wrap_calloc(size_t n, size_t m)
 {
-        return fail_now() ? NULL : __libc_calloc(n, m);
+        return fail_now() ? NULL : __real_calloc(n, m);
 }
-void *realloc(void *p, size_t n)
+void *__wrap_realloc(void *p, size_t n)
 {
-        return fail_now() ? NULL : __libc_realloc(p, n);
+        return fail_now() ? NULL : __real_realloc(p, n);
 }
 
 static int count_fds(void)
