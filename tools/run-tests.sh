@@ -61,9 +61,12 @@ for exe in "$fuzzdir"/fuzz/fuzz-*; do
         corpus=$fuzzdir/corpus-$name
         mkdir -p "$corpus"
         seeds=
-        for d in fuzz/corpus/$name tests/data/$name; do
+        # fuzz/corpus/NAME, and the fixture files of config and qmp (other tests/data
+        # directories hold trees, whose seeds are in fuzz/corpus/NAME: fuzz/fuzz-tree.h)
+        for d in fuzz/corpus/$name; do
                 [ -d "$d" ] && seeds="$seeds $d"
         done
+        case $name in config | qmp) seeds="$seeds tests/data/$name" ;; esac
         # shellcheck disable=SC2086
         if "$exe" -max_total_time="${VMMPOWER_FUZZ_SECONDS:-15}" -seed=1 -print_final_stats=1 \
                   -artifact_prefix="$fuzzdir/crash-$name-" "$corpus" $seeds >"$fuzzdir/fuzz-$name.log" 2>&1; then
