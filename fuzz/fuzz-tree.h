@@ -28,7 +28,7 @@
 
 static char fuzz_tree_base[256];
 
-static int fuzz_tree_rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+static inline int fuzz_tree_rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
         (void) st;
         (void) ftw;
@@ -39,19 +39,19 @@ static int fuzz_tree_rm_one(const char *path, const struct stat *st, int flag, s
         return 0;
 }
 
-static void fuzz_tree_rm(const char *path)
+static inline void fuzz_tree_rm(const char *path)
 {
         (void) nftw(path, fuzz_tree_rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-static void fuzz_tree_cleanup(void)
+static inline void fuzz_tree_cleanup(void)
 {
         if (fuzz_tree_base[0])
                 fuzz_tree_rm(fuzz_tree_base);
 }
 
 /* The private base directory, made once per process (tmpfs /dev/shm if there is one). */
-static const char *fuzz_tree_base_dir(void)
+static inline const char *fuzz_tree_base_dir(void)
 {
         const char *tmp;
 
@@ -65,7 +65,7 @@ static const char *fuzz_tree_base_dir(void)
         return fuzz_tree_base;
 }
 
-static int fuzz_tree_valid_path(const char *p, size_t len)
+static inline int fuzz_tree_valid_path(const char *p, size_t len)
 {
         unsigned depth = 0;
         size_t i = 0;
@@ -86,7 +86,7 @@ static int fuzz_tree_valid_path(const char *p, size_t len)
         return p[len - 1] != '/';
 }
 
-static void fuzz_tree_mkdirs(char *path)
+static inline void fuzz_tree_mkdirs(char *path)
 {
         for (char *s = strchr(path, '/'); s; s = strchr(s + 1, '/')) {
                 *s = 0;
@@ -99,7 +99,7 @@ static void fuzz_tree_mkdirs(char *path)
  * Build the tree of data into <base>/<sub> (emptied first) and return that
  * path (static storage).
  */
-static const char *fuzz_tree_build(const char *sub, const uint8_t *data, size_t size)
+static inline const char *fuzz_tree_build(const char *sub, const uint8_t *data, size_t size)
 {
         static char root[512];
         char path[1024];
