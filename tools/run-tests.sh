@@ -1,6 +1,8 @@
 #!/bin/bash
 # Set up this host (packages, libvirtd), build, and run every test:
-# unit tests, integration tests with a real libvirtd and real TCG guests.
+# unit tests, integration tests with a real libvirtd and real TCG guests, the unit
+# tests again under AddressSanitizer + UBSan ($BUILD_DIR-asan), the fuzz targets' seeds
+# and a short run of each fuzz target ($BUILD_DIR-fuzz).
 # Usage (as root on Debian 12): bash tools/run-tests.sh [BUILD_DIR]
 # Prints a closing line "tests: N passed, N failed", after a "skipped case in"
 # line for each unittest case that a passing test skipped (a host without /dev/kvm).
@@ -25,6 +27,21 @@ ninja -C "$builddir"
 rc=0
 meson test -C "$builddir" --print-errorlogs --num-processes 2 || rc=$?
 
+# The unit suite again, built with AddressSanitizer and UndefinedBehaviorSanitizer: an
+# overflow, use-after-free, leak or undefined behaviour in any unit test fails the run
+# (UBSan stops at its first report).  Prints the seconds it took (build + tests).
+asandir=$builddir-asan
+t_asan=$(date +%s)
+if [ -d "$asandir" ]; then
+        meson setup --reconfigure "$asandir" -Db_sanitize=address,undefined -Db_lundef=false >/dev/null
+else
+        meson setup "$asandir" -Db_sanitize=address,undefined -Db_lundef=false >/dev/null
+fi
+ninja -C "$asandir"
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+        meson test -C "$asandir" --suite unit --print-errorlogs --num-processes 2 || rc=$?
+echo "sanitizer build of the unit suite: $(( $(date +%s) - t_asan )) s"
+
 # Fuzzing: libFuzzer targets (clang, ASan + UBSan) for every parser that sees guest or
 # user bytes. Their seed corpora replay as tests, then each target mutates for a short
 # while (VMMPOWER_FUZZ_SECONDS, default 15); a crash, leak or UB report fails the run.
@@ -44,9 +61,12 @@ for exe in "$fuzzdir"/fuzz/fuzz-*; do
         corpus=$fuzzdir/corpus-$name
         mkdir -p "$corpus"
         seeds=
-        for d in fuzz/corpus/$name tests/data/$name; do
+        # fuzz/corpus/NAME, and the fixture files of config and qmp (other tests/data
+        # directories hold trees, whose seeds are in fuzz/corpus/NAME: fuzz/fuzz-tree.h)
+        for d in fuzz/corpus/$name; do
                 [ -d "$d" ] && seeds="$seeds $d"
         done
+        case $name in config | qmp) seeds="$seeds tests/data/$name" ;; esac
         # shellcheck disable=SC2086
         if "$exe" -max_total_time="${VMMPOWER_FUZZ_SECONDS:-15}" -seed=1 -print_final_stats=1 \
                   -artifact_prefix="$fuzzdir/crash-$name-" "$corpus" $seeds >"$fuzzdir/fuzz-$name.log" 2>&1; then
@@ -59,11 +79,12 @@ for exe in "$fuzzdir"/fuzz/fuzz-*; do
         fi
 done
 
-python3 - "$builddir/meson-logs/testlog.json" "$fuzzdir/meson-logs/testlog.json" "$fuzzlog" <<'PY'
+python3 - "$builddir/meson-logs/testlog.json" "$asandir/meson-logs/testlog.json" "$fuzzdir/meson-logs/testlog.json" \
+        "$fuzzlog" <<'PY'
 import json, re, sys
 passed = failed = skipped = 0
 cases = []
-for path in sys.argv[1:3]:
+for path in sys.argv[1:4]:
     with open(path) as f:
         for line in f:
             t = json.loads(line)
@@ -78,7 +99,7 @@ for path in sys.argv[1:3]:
                 skipped += 1
             else:
                 failed += 1
-with open(sys.argv[3]) as f:
+with open(sys.argv[4]) as f:
     for line in f:
         if " OK " in line:
             passed += 1

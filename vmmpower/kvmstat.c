@@ -17,9 +17,10 @@
 #define KVMSTAT_MAX_VMS 65536
 #define KVMSTAT_PID_MAX 4194304
 
+/* A decimal as the kernel prints it ("%d"): no sign, no leading zero but "0". */
 static bool all_digits(const char *s, size_t n)
 {
-        if (n == 0 || n > 10)
+        if (n == 0 || n > 10 || (n > 1 && s[0] == '0'))
                 return false;
         for (size_t i = 0; i < n; i++)
                 if (s[i] < '0' || s[i] > '9')

@@ -45,7 +45,7 @@ struct kvmstat_vm {
         uint64_t halt_poll_fail_ns;
 };
 
-/* "<pid>-<fd>": 0, or -EINVAL for any other name. */
+/* "<pid>-<fd>" as the kernel prints it (decimal, no leading zero): 0, or -EINVAL for any other name. */
 int kvmstat_parse_dirname(const char *name, pid_t *pid, int *vm_fd);
 
 /*

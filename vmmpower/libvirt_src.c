@@ -60,6 +60,9 @@
 #define STATUS_XML_MAX (16 * 1024 * 1024)
 /* PID_MAX_LIMIT on 64-bit Linux. */
 #define LV_PID_MAX 4194304
+/* Highest vCPU id accepted in a status XML (QEMU's own limit is far lower); ids from
+ * VM_MAX_VCPUS up are counted in vm_info.n_vcpus_untracked, not tracked. */
+#define LV_VCPU_ID_MAX 16777215
 
 /* What the last reconcile found in one domain's policy metadata (loop thread only). */
 struct policy_seen {
@@ -138,6 +141,7 @@ int libvirt_parse_status_xml(const char *xml, size_t len, struct vm_info *vm)
         struct vcpu_info *v = NULL;
         unsigned nv = 0;
         enum vm_accel accel = VM_ACCEL_UNKNOWN;
+        unsigned untracked = 0;
         long long pid, x;
         int r;
 
@@ -178,11 +182,16 @@ int libvirt_parse_status_xml(const char *xml, size_t len, struct vm_info *vm)
 
                         if (!node_is(c, "vcpu"))
                                 continue;
-                        if (nv >= VM_MAX_VCPUS)
-                                goto out;
-                        if (xml_int_prop(c, "id", 0, VM_MAX_VCPUS - 1, &id) < 0 ||
+                        if (xml_int_prop(c, "id", 0, LV_VCPU_ID_MAX, &id) < 0 ||
                             xml_int_prop(c, "pid", 1, LV_PID_MAX, &x) < 0)
                                 goto out;
+                        if (id >= VM_MAX_VCPUS) {
+                                /* beyond what we track: the VM is kept, the vCPU counted (vm.h) */
+                                untracked++;
+                                continue;
+                        }
+                        if (nv >= VM_MAX_VCPUS)
+                                goto out; /* more ids below VM_MAX_VCPUS than there are: a duplicate */
                         nvp = realloc(v, (nv + 1) * sizeof(*v));
                         if (!nvp) {
                                 r = -ENOMEM;
@@ -206,6 +215,7 @@ int libvirt_parse_status_xml(const char *xml, size_t len, struct vm_info *vm)
         free(vm->vcpus);
         vm->vcpus = v;
         vm->n_vcpus = nv;
+        vm->n_vcpus_untracked = untracked;
         vm->pid = (pid_t) pid;
         if (accel != VM_ACCEL_UNKNOWN)
                 vm->accel = accel;

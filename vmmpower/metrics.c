@@ -293,6 +293,11 @@ void render_metrics(const struct daemon *d, struct strbuf *out)
         counter(out, "vmmpower_vcpu_threads_gone_total", "vCPU threads seen exiting (ESRCH).", ts->threads_gone);
         counter(out, "vmmpower_vcpu_read_errors_total", "Failed vCPU schedstat reads other than ESRCH.",
                 ts->read_errors);
+        gauge(out, "vmmpower_vcpus_untracked",
+              "vCPUs with an index >= 1024 (VM_MAX_VCPUS): not tracked, never pinned.",
+              (double) ts->vcpus_untracked);
+        gauge(out, "vmmpower_vms_with_untracked_vcpus", "VMs that have vCPUs counted in vmmpower_vcpus_untracked.",
+              (double) ts->vms_with_untracked);
         counter(out, "vmmpower_procscan_scans_total", "procfs scans for QEMU processes.",
                 d->procscan_stats.scans);
         counter(out, "vmmpower_procscan_vanished_total", "Processes or threads gone mid-scan.",

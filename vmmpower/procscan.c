@@ -4,12 +4,14 @@
  *
  * What makes a process a VM: at least one of its threads other than the main
  * thread has a comm of exactly "CPU <n>/KVM" or "CPU <n>/TCG": decimal n, no
- * sign, no leading zero (except "0"), n < VM_MAX_VCPUS.  QEMU names its vCPU
+ * sign, no leading zero (except "0"), at most 8 digits.  QEMU names its vCPU
  * threads so with -name debug-threads=on (libvirt always passes it); QEMU
  * never runs a vCPU on its main thread, so a main thread with such a name
  * (a single-threaded process that renamed itself) does not count.  All vCPU
  * threads of one process must agree on the accelerator and have distinct
- * indexes, else the process is not taken for QEMU.
+ * indexes, else the process is not taken for QEMU.  A vCPU with n >=
+ * VM_MAX_VCPUS is not tracked: it is counted in vm_info.n_vcpus_untracked
+ * (the VM is kept with its other vCPUs, and the tracker warns).
  *
  * Cheap filter.  Reading every thread's comm of every process costs one open
  * per thread on the host.  The main thread's comm ("qemu-system-x86",
@@ -68,12 +70,10 @@ int procscan_parse_vcpu_comm(const char *comm, int *index, enum vm_accel *accel)
         p = comm + 4;
         while (p[digits] >= '0' && p[digits] <= '9')
                 digits++;
-        if (digits == 0 || digits > 4 || (digits > 1 && p[0] == '0'))
+        if (digits == 0 || digits > 8 || (digits > 1 && p[0] == '0'))
                 return -EINVAL;
         for (size_t i = 0; i < digits; i++)
                 n = n * 10 + (p[i] - '0');
-        if (n >= VM_MAX_VCPUS)
-                return -EINVAL;
         p += digits;
         if (strcmp(p, "/KVM") == 0)
                 a = VM_ACCEL_KVM;
@@ -84,7 +84,7 @@ int procscan_parse_vcpu_comm(const char *comm, int *index, enum vm_accel *accel)
 
         *index = n;
         *accel = a;
-        return 0;
+        return n >= VM_MAX_VCPUS ? -ERANGE : 0;
 }
 
 static bool parse_pid_name(const char *s, pid_t *ret)
@@ -125,6 +125,7 @@ int procscan_vcpus_of(const char *procfs_root, struct vm_info *vm, struct procsc
         struct vcpu_info *v = NULL;
         enum vm_accel accel = VM_ACCEL_UNKNOWN;
         size_t n = 0, alloc = 0;
+        unsigned untracked = 0;
         struct dirent *de;
         DIR *d;
         int r;
@@ -163,7 +164,12 @@ int procscan_vcpus_of(const char *procfs_root, struct vm_info *vm, struct procsc
                                 stats->errors++;
                         continue;
                 }
-                if (procscan_parse_vcpu_comm(comm, &index, &a) < 0)
+                r = procscan_parse_vcpu_comm(comm, &index, &a);
+                if (r == -ERANGE) {
+                        untracked++; /* a vCPU we cannot track: counted (vm.h) */
+                        continue;
+                }
+                if (r < 0)
                         continue;
                 if (accel != VM_ACCEL_UNKNOWN && a != accel) {
                         r = -EINVAL; /* mixed accelerators: not one QEMU */
@@ -209,6 +215,7 @@ int procscan_vcpus_of(const char *procfs_root, struct vm_info *vm, struct procsc
         free(vm->vcpus);
         vm->vcpus = v;
         vm->n_vcpus = (unsigned) n;
+        vm->n_vcpus_untracked = untracked;
         vm->accel = accel;
         return 0;
 

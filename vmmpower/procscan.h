@@ -19,7 +19,11 @@ struct procscan_stats {
         unsigned long long errors;   /* other read errors (skipped) */
 };
 
-/* Parse a thread comm. Returns 0 and sets *index and *accel for a vCPU thread name, -EINVAL otherwise. */
+/*
+ * Parse a thread comm.  Returns 0 and sets *index and *accel for a vCPU thread
+ * name, -ERANGE (and sets both) for a vCPU name whose index is >= VM_MAX_VCPUS
+ * (not tracked: counted in vm_info.n_vcpus_untracked), -EINVAL otherwise.
+ */
 int procscan_parse_vcpu_comm(const char *comm, int *index, enum vm_accel *accel);
 
 /*

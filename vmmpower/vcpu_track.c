@@ -517,6 +517,8 @@ static int merge_one(const struct tracker *tr, const struct source_state *srcs, 
                         nsrc = per[s];
                 if (!vsrc && per[s]->n_vcpus > 0)
                         vsrc = per[s];
+                if (per[s]->n_vcpus_untracked > info.n_vcpus_untracked)
+                        info.n_vcpus_untracked = per[s]->n_vcpus_untracked;
                 if (info.accel == VM_ACCEL_UNKNOWN)
                         info.accel = per[s]->accel;
                 if (info.qmp_socket[0] == '\0')
@@ -709,6 +711,15 @@ int tracker_set_source(struct tracker *tr, enum vm_source source, const struct v
                         if (r < 0)
                                 goto fail;
                         if (r > 0) {
+                                const struct vm_info *ni = &nv[nn].load.info;
+
+                                /* vCPUs over the limit: say so once per VM (and when the count changes) */
+                                if (ni->n_vcpus_untracked > 0 &&
+                                    (!old || old->load.info.n_vcpus_untracked != ni->n_vcpus_untracked))
+                                        log_warning("VM \"%s\" (pid %d): %u vCPU(s) with an index of %d or more "
+                                                    "are not tracked and never pinned (limit VM_MAX_VCPUS = %d).",
+                                                    ni->name, (int) pid, ni->n_vcpus_untracked, VM_MAX_VCPUS,
+                                                    VM_MAX_VCPUS);
                                 n_threads += nv[nn].load.n_vcpus;
                                 nn++;
                         }
@@ -732,7 +743,7 @@ int tracker_set_source(struct tracker *tr, enum vm_source source, const struct v
 
         /* Commit: close the fds of the old state that were not carried over. */
         {
-                uint64_t added = 0, removed = 0;
+                uint64_t added = 0, removed = 0, untracked = 0, vms_untracked = 0;
                 for (size_t i = 0; i < tr->n_vms; i++) {
                         struct vm_entry *o = &tr->vms[i];
                         for (unsigned k = 0; k < o->load.n_vcpus; k++)
@@ -747,8 +758,12 @@ int tracker_set_source(struct tracker *tr, enum vm_source source, const struct v
                                 nv[i].priv[k].carried = false;
                         if (!entries_find(tr->vms, tr->n_vms, nv[i].load.info.pid))
                                 added++;
+                        untracked += nv[i].load.info.n_vcpus_untracked;
+                        vms_untracked += nv[i].load.info.n_vcpus_untracked > 0;
                 }
                 tr->stats.vms_added += added;
+                tr->stats.vcpus_untracked = untracked;
+                tr->stats.vms_with_untracked = vms_untracked;
                 tr->stats.vms_removed += removed;
         }
         free(tr->vms);

@@ -63,6 +63,11 @@ struct tracker_stats {
         uint64_t vms_added, vms_removed;
         nsec_t last_sample_cpu_ns; /* thread CPU time spent in the last tracker_sample() */
         uint64_t bpf_errors;     /* failed BPF passes or map updates (each switches to pread()) */
+        /* Now, over the merged inventory: vCPUs with an index >= VM_MAX_VCPUS that are not
+         * tracked (vm_info.n_vcpus_untracked, the highest count any source gives), and the
+         * VMs that have some.  Each such VM is logged at warning once (and when its count changes). */
+        uint64_t vcpus_untracked;
+        uint64_t vms_with_untracked;
 };
 
 struct tracker;

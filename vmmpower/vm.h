@@ -14,7 +14,7 @@
  */
 
 #define VM_NAME_MAX 128
-#define VM_MAX_VCPUS 1024
+#define VM_MAX_VCPUS 1024 /* vCPU indexes 0..VM_MAX_VCPUS-1 are tracked; see n_vcpus_untracked */
 
 enum vm_source {
         VM_SOURCE_LIBVIRT = 1u << 0, /* libvirt domain */
@@ -46,6 +46,13 @@ struct vm_info {
         unsigned sources;           /* enum vm_source bits */
         unsigned n_vcpus;
         struct vcpu_info *vcpus;    /* n_vcpus entries, sorted by index */
+        /*
+         * vCPUs the source saw with an index >= VM_MAX_VCPUS: not in vcpus[],
+         * so neither tracked nor pinned.  The VM itself is kept; the tracker
+         * logs a warning per VM and metrics show the count
+         * (vmmpower_vcpus_untracked).
+         */
+        unsigned n_vcpus_untracked;
         /*
          * Per-VM policy from the domain's libvirt metadata (vm_policy.h):
          * policy.place_mode (PLACE_PACK by default), policy.hints (overrides of

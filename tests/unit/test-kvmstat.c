@@ -44,7 +44,9 @@ static void test_dirname(void **state)
         assert_int_equal(fd, 0);
 
         const char *bad[] = { "", "-", "1-", "-1", "0-5", "a-1", "1-a", "1-2-3", "exits", "vcpu0",
-                              "4194305-1", "1-99999999999", " 1-2", "1-2 ", "+1-2", "1--2" };
+                              "4194305-1", "1-99999999999", " 1-2", "1-2 ", "+1-2", "1--2",
+                              /* not as the kernel prints them: "1660-09" would be read as 1660-9 */
+                              "1660-09", "01660-9", "00-1" };
         for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
                 pid = 7;
                 fd = 7;

@@ -130,6 +130,40 @@ static void test_variants(void **state)
         }
 }
 
+/*
+ * More vCPUs than VM_MAX_VCPUS (a 1,030-vCPU domain): the VM is kept with
+ * vCPUs 0..1023, the 6 others are counted as untracked, not dropped silently
+ * with the whole VM.
+ */
+static void test_vcpu_limit(void **state)
+{
+        size_t len;
+        _cleanup_free_ char *x = load("synth-9.0-tcg-1030vcpu.xml", &len);
+        struct vm_info vm = {};
+
+        assert_int_equal(libvirt_parse_status_xml(x, len, &vm), 0);
+        assert_int_equal(vm.pid, 3744);
+        assert_int_equal(vm.n_vcpus, VM_MAX_VCPUS);
+        assert_int_equal(vm.n_vcpus_untracked, 6);
+        assert_int_equal(vm.vcpus[0].index, 0);
+        assert_int_equal(vm.vcpus[0].tid, 10000);
+        assert_int_equal(vm.vcpus[VM_MAX_VCPUS - 1].index, VM_MAX_VCPUS - 1);
+        assert_int_equal(vm.vcpus[VM_MAX_VCPUS - 1].tid, 10000 + VM_MAX_VCPUS - 1);
+        vm_info_done(&vm);
+
+        /* the count is of this parse, not carried over from an earlier one */
+        vm = (struct vm_info) { .n_vcpus_untracked = 99 };
+        assert_int_equal(parse("<domstatus pid='7'><vcpus><vcpu id='0' pid='8'/><vcpu id='4000' pid='9'/>"
+                               "</vcpus></domstatus>", &vm), 0);
+        assert_int_equal(vm.n_vcpus, 1);
+        assert_int_equal(vm.n_vcpus_untracked, 1);
+        vm_info_done(&vm);
+        /* an untracked vCPU still needs a valid tid */
+        vm = (struct vm_info) {};
+        assert_int_equal(parse("<domstatus pid='7'><vcpus><vcpu id='1024' pid='0'/></vcpus></domstatus>", &vm),
+                         -EBADMSG);
+}
+
 static void test_bad(void **state)
 {
         const char *bad[] = {
@@ -151,7 +185,7 @@ static void test_bad(void **state)
                 "<domstatus pid='1'><vcpus><vcpu pid='5'/></vcpus></domstatus>",
                 "<domstatus pid='1'><vcpus><vcpu id='0' pid='0'/></vcpus></domstatus>",
                 "<domstatus pid='1'><vcpus><vcpu id='0' pid='99999999999999999999'/></vcpus></domstatus>",
-                "<domstatus pid='1'><vcpus><vcpu id='1024' pid='5'/></vcpus></domstatus>",
+                "<domstatus pid='1'><vcpus><vcpu id='16777216' pid='5'/></vcpus></domstatus>",
                 "<domstatus pid='1'><vcpus><vcpu id='-1' pid='5'/></vcpus></domstatus>",
                 "<domstatus pid='1'><vcpus><vcpu id='0' pid='5'/><vcpu id='0' pid='6'/></vcpus></domstatus>",
                 "<domstatus pid='1'><vcpus><vcpu id='0' pid='5'/><vcpu id='1' pid='5'/></vcpus></domstatus>",
@@ -356,6 +390,7 @@ int main(void)
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_fixture),
                 cmocka_unit_test(test_real_recording),
+                cmocka_unit_test(test_vcpu_limit),
                 cmocka_unit_test(test_variants),
                 cmocka_unit_test(test_bad),
                 cmocka_unit_test(test_source_test_driver),

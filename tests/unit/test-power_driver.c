@@ -7,12 +7,15 @@
  * restore of everything the driver wrote, and the sim backend.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <glob.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -771,13 +774,138 @@ static void test_eperm_class_retry(void **state)
 }
 
 /*
- * The real /sys of this host: no cpufreq, PM QoS per CPU, kvm halt_poll_ns
- * where kvm is loaded (read-only in a container), and cpuidle states where
- * the host has a cpuidle driver (haltpoll: poll, halt) -- none where the
- * driver is "none" (a Firecracker guest: idle is the default halt, with no
- * state to disable; the PM QoS latency is then the only idle knob).
- * Checks the kernel's own read-back formats and that restore leaves /sys
- * as it was.
+ * Tests that need the kernel never write the host's knobs: each runs in a
+ * private mount namespace of this process (unshare(CLONE_NEWNS), mounts made
+ * private) where the knobs' directories are tmpfs copies of the real ones
+ * bind-mounted over the real paths, or on a kernel attribute of a network
+ * namespace of its own.  host_knobs_open() keeps an fd on every real knob the
+ * sysfs driver can write, taken before any mount; host_knobs_check() reads
+ * them again through those fds and fails if one changed.  Needs root.
+ */
+#define HOST_KNOBS_MAX 1024
+
+struct host_knobs {
+        unsigned n;
+        int fd[HOST_KNOBS_MAX];
+        char path[HOST_KNOBS_MAX][128];
+        char value[HOST_KNOBS_MAX][64];
+};
+
+static const char *const host_knob_globs[] = {
+        "/sys/devices/system/cpu/cpu[0-9]*/power/pm_qos_resume_latency_us",
+        "/sys/devices/system/cpu/cpu[0-9]*/cpuidle/state[0-9]*/disable",
+        "/sys/devices/system/cpu/cpufreq/policy[0-9]*/scaling_min_freq",
+        "/sys/devices/system/cpu/cpufreq/policy[0-9]*/scaling_max_freq",
+        "/sys/devices/system/cpu/cpufreq/policy[0-9]*/energy_performance_preference",
+        "/sys/module/kvm/parameters/halt_poll_ns",
+        "/sys/class/net/lo/tx_queue_len",
+};
+
+static void host_knob_value(int fd, char *buf, size_t size)
+{
+        ssize_t n = pread(fd, buf, size - 1, 0);
+
+        assert_true(n >= 0);
+        buf[n] = 0;
+}
+
+static void host_knobs_open(struct host_knobs *h)
+{
+        h->n = 0;
+        for (size_t i = 0; i < sizeof(host_knob_globs) / sizeof(host_knob_globs[0]); i++) {
+                glob_t g;
+
+                if (glob(host_knob_globs[i], 0, NULL, &g) != 0)
+                        continue;
+                for (size_t k = 0; k < g.gl_pathc && h->n < HOST_KNOBS_MAX; k++) {
+                        int fd = open(g.gl_pathv[k], O_RDONLY | O_CLOEXEC);
+
+                        if (fd < 0)
+                                continue; /* write-only or gone: nothing to compare */
+                        h->fd[h->n] = fd;
+                        snprintf(h->path[h->n], sizeof(h->path[0]), "%s", g.gl_pathv[k]);
+                        host_knob_value(fd, h->value[h->n], sizeof(h->value[0]));
+                        h->n++;
+                }
+                globfree(&g);
+        }
+        assert_true(h->n >= 2); /* at least the PM QoS of two CPUs */
+}
+
+/* Fails, naming the knob, if a host knob no longer holds what it held at open. */
+static void host_knobs_check(struct host_knobs *h)
+{
+        char now[64];
+        unsigned changed = 0;
+
+        for (unsigned i = 0; i < h->n; i++) {
+                host_knob_value(h->fd[i], now, sizeof(now));
+                if (strcmp(now, h->value[i]) != 0) {
+                        print_error("host knob %s changed: \"%s\" -> \"%s\"\n", h->path[i], h->value[i], now);
+                        changed++;
+                }
+                close(h->fd[i]);
+        }
+        h->n = 0;
+        assert_int_equal(changed, 0);
+}
+
+static int saved_netns_fd = -1;
+
+/* Enter a private mount namespace (and a new network namespace if net). */
+static void enter_private_ns(bool net)
+{
+        if (geteuid() != 0)
+                fail_msg("this test needs root (mount and network namespaces; see README, Testing)");
+        if (net) {
+                saved_netns_fd = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+                assert_true(saved_netns_fd >= 0);
+        }
+        assert_int_equal(unshare(CLONE_NEWNS | (net ? CLONE_NEWNET : 0)), 0);
+        assert_int_equal(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
+}
+
+/* Back to the network namespace the test started in.  The mount namespace
+ * stays private to this process; the caller undoes its own mounts. */
+static void leave_private_ns(void)
+{
+        if (saved_netns_fd < 0)
+                return;
+        assert_int_equal(setns(saved_netns_fd, CLONE_NEWNET), 0);
+        close(saved_netns_fd);
+        saved_netns_fd = -1;
+}
+
+/*
+ * Copy the host directory src (readable regular files and the directory
+ * structure; sysfs symlinks are kept as links) to a tmpfs under tmp and
+ * bind-mount the copy over src.  Returns false if src does not exist.
+ */
+static bool bind_copy_over(const char *tmp, const char *src, const char *name)
+{
+        char copy[512];
+
+        if (access(src, F_OK) != 0)
+                return false;
+        snprintf(copy, sizeof(copy), "%s/%s", tmp, name);
+        /* cp reads sysfs files to EOF (their st_size is a page); unreadable ones are skipped */
+        sh("cp -r --no-preserve=ownership '%s' '%s' 2>/dev/null; test -d '%s'", src, copy, copy);
+        assert_int_equal(mount(copy, src, NULL, MS_BIND, NULL), 0);
+        return true;
+}
+
+/*
+ * The sysfs driver on the real /sys layout of this host: no cpufreq, PM QoS
+ * per CPU, kvm halt_poll_ns where kvm is loaded, and cpuidle states where the
+ * host has a cpuidle driver (haltpoll: poll, halt) -- none where the driver
+ * is "none" (a Firecracker guest: idle is the default halt, with no state to
+ * disable; the PM QoS latency is then the only idle knob).  Discovery reads
+ * the real /sys; every write goes to a copy of devices/system/cpu and
+ * module/kvm/parameters bind-mounted over the real directories in a private
+ * mount namespace, so the host's knobs never change (checked through fds
+ * opened before the mounts).  Checks what the driver writes and that restore
+ * puts the copy back as it was.  The kernel's own read-back normalisation is
+ * test_real_sysfs_clamp's.
  */
 static void test_real_sysfs(void **state)
 {
@@ -789,22 +917,31 @@ static void test_real_sysfs(void **state)
         struct power_driver *drv;
         struct journal *j;
         struct restore_stats st;
-        char sd[] = "/tmp/test-power_driver-real.XXXXXX", st1[32], qos[32], buf[32], before1[32], beforeq[32];
+        struct host_knobs host;
+        char sd[] = "/tmp/test-power_driver-real.XXXXXX", tmp[] = "/tmp/test-power_driver-copy.XXXXXX";
+        char st1[32], qos[32], buf[32], before1[32], beforeq[32];
         unsigned n_state_knobs = 0;
-        bool states;
+        bool states, kvm;
         glob_t g;
         int r;
 
         assert_non_null(mkdtemp(sd));
+        assert_non_null(mkdtemp(tmp));
+        host_knobs_open(&host);
+        enter_private_ns(false);
+        assert_int_equal(mount("tmpfs", tmp, "tmpfs", 0, "mode=0700"), 0);
+        assert_true(bind_copy_over(tmp, "/sys/devices/system/cpu", "cpu"));
+        kvm = bind_copy_over(tmp, "/sys/module/kvm/parameters", "kvm-parameters");
+
         if (access(qos1, W_OK) != 0)
-                fail_msg("this test needs root and a host with PM QoS per CPU (see README, Testing)");
+                fail_msg("this test needs a host with PM QoS per CPU (see README, Testing)");
         /* the idle-state knobs the driver must find: every stateK/disable */
         if (glob("/sys/devices/system/cpu/cpu[0-9]*/cpuidle/state[0-9]*/disable", 0, NULL, &g) == 0)
                 n_state_knobs = (unsigned) g.gl_pathc;
         globfree(&g);
         states = access(dis1, W_OK) == 0;
-        print_message("real /sys: %u cpuidle state knobs, cpu1 state1 %s\n", n_state_knobs,
-                      states ? "present" : "absent (no cpuidle states)");
+        print_message("real /sys: %u cpuidle state knobs, cpu1 state1 %s, kvm %s\n", n_state_knobs,
+                      states ? "present" : "absent (no cpuidle states)", kvm ? "loaded" : "absent");
         if (states)
                 assert_true(read_small_file(dis1, before1, sizeof(before1)) >= 0);
         assert_true(read_small_file(qos1, beforeq, sizeof(beforeq)) >= 0);
@@ -839,14 +976,8 @@ static void test_real_sysfs(void **state)
                 assert_true(read_small_file(dis1, st1, sizeof(st1)) >= 0);
                 assert_string_equal(st1, before1);
         }
-        /* halt_poll_ns: writable on a KVM host, EACCES in a container */
-        if (info.has_halt_poll) {
-                r = power_driver_set_halt_poll(drv, 123456);
-                if (r == -EACCES)
-                        assert_true(power_driver_class_disabled(drv, POWER_KNOB_HALT_POLL));
-                else
-                        assert_int_equal(r, 0);
-        }
+        if (info.has_halt_poll)
+                assert_int_equal(power_driver_set_halt_poll(drv, 123456), 0);
         power_driver_free(drv);
         journal_free(j);
 
@@ -859,36 +990,58 @@ static void test_real_sysfs(void **state)
         }
         assert_true(read_small_file(qos1, buf, sizeof(buf)) >= 0);
         assert_string_equal(buf, beforeq);
-        sh("rm -rf '%s'", sd);
+
+        if (kvm)
+                assert_int_equal(umount2("/sys/module/kvm/parameters", MNT_DETACH), 0);
+        assert_int_equal(umount2("/sys/devices/system/cpu", MNT_DETACH), 0);
+        assert_int_equal(umount2(tmp, MNT_DETACH), 0);
+        leave_private_ns();
+        host_knobs_check(&host);
+        sh("rm -rf '%s' '%s'", sd, tmp);
 }
 
 /*
- * The driver's write path on a knob whose kernel store normalises: PM QoS
- * takes "0x19" (kstrtos32, base 0) and reads back "25".  The journal keeps
- * what the kernel holds, and restore puts "0" (no constraint) back.
+ * The driver's write path on a knob whose kernel store normalises, and
+ * restore of it: the journal must keep what the kernel holds, not what was
+ * written.  The knob is a real sysfs attribute that no host setting depends
+ * on: tx_queue_len of the loopback device of a network namespace made for
+ * the test, in a sysfs mounted in a private mount namespace.  Its store
+ * parses like PM QoS's (kstrtoul, base 0): "0x19" reads back "25".  The
+ * host's knobs are checked unchanged afterwards.
  */
 static void test_real_sysfs_clamp(void **state)
 {
         struct journal *j;
         struct restore_stats st;
-        char sd[] = "/tmp/test-power_driver-real.XXXXXX", cur[32], buf[32];
-        const char *rel = "devices/system/cpu/cpu1/power/pm_qos_resume_latency_us";
+        struct host_knobs host;
+        char sd[] = "/tmp/test-power_driver-real.XXXXXX", root[] = "/tmp/test-power_driver-sysfs.XXXXXX";
+        char orig[32], cur[32], buf[32];
+        const char *rel = "class/net/lo/tx_queue_len";
 
         assert_non_null(mkdtemp(sd));
+        assert_non_null(mkdtemp(root));
+        host_knobs_open(&host);
+        enter_private_ns(true);
+        assert_int_equal(mount("sysfs", root, "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL), 0);
+
         assert_int_equal(journal_open(sd, &j), 0);
-        assert_true(power_driver_sysfs_knob_read("/sys", rel, cur, sizeof(cur)) >= 0);
-        assert_string_equal(cur, "0\n");
-        assert_int_equal(journal_before_write(j, JOURNAL_KIND_SYSFS, rel, cur, "0x19"), 0);
-        assert_int_equal(power_driver_sysfs_knob_write("/sys", rel, "0x19\n"), 0);
-        assert_true(power_driver_sysfs_knob_read("/sys", rel, buf, sizeof(buf)) >= 0);
-        assert_string_equal(buf, "25\n");
-        assert_int_equal(journal_note_actual(j, JOURNAL_KIND_SYSFS, rel, buf), 0);
+        assert_true(power_driver_sysfs_knob_read(root, rel, orig, sizeof(orig)) >= 0);
+        assert_string_not_equal(orig, "25\n");
+        assert_int_equal(journal_before_write(j, JOURNAL_KIND_SYSFS, rel, orig, "0x19"), 0);
+        assert_int_equal(power_driver_sysfs_knob_write(root, rel, "0x19\n"), 0);
+        assert_true(power_driver_sysfs_knob_read(root, rel, cur, sizeof(cur)) >= 0);
+        assert_string_equal(cur, "25\n");
+        assert_int_equal(journal_note_actual(j, JOURNAL_KIND_SYSFS, rel, cur), 0);
         journal_free(j);
-        assert_int_equal(journal_restore_all(sd, "/sys", NULL, &st), 0);
+        assert_int_equal(journal_restore_all(sd, root, NULL, &st), 0);
         assert_int_equal(st.restored, 1);
-        assert_true(power_driver_sysfs_knob_read("/sys", rel, buf, sizeof(buf)) >= 0);
-        assert_string_equal(buf, "0\n");
-        sh("rm -rf '%s'", sd);
+        assert_true(power_driver_sysfs_knob_read(root, rel, buf, sizeof(buf)) >= 0);
+        assert_string_equal(buf, orig);
+
+        assert_int_equal(umount2(root, MNT_DETACH), 0);
+        leave_private_ns();
+        host_knobs_check(&host);
+        sh("rm -rf '%s' '%s'", sd, root);
 }
 
 /* ---- sim ---- */

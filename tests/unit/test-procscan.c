@@ -38,7 +38,7 @@ static void test_comm_parser(void **state)
         };
         static const char *const bad[] = {
                 "CPU 01/KVM", "CPU -1/KVM", "CPU 1/KVMX", "CPU 1/kvm", "CPU 1", "CPU  1/KVM",
-                "CPU 1/KVM ", " CPU 1/KVM", "cpu 1/KVM", "CPU +1/KVM", "CPU 1024/KVM", "CPU 99999/KVM",
+                "CPU 1/KVM ", " CPU 1/KVM", "cpu 1/KVM", "CPU +1/KVM", "CPU 123456789/KVM",
                 "CPU /KVM", "CPU 1/", "CPU 1/TCGX", "", "CPU 1/KVM\n", "CPU 00/KVM", "CPU 1 /KVM",
                 "CPU 0x1/KVM", "ALL CPUs/TCG",
         };
@@ -52,6 +52,13 @@ static void test_comm_parser(void **state)
                 assert_int_equal(index, good[i].index);
                 assert_int_equal(accel, good[i].accel);
         }
+        /* a vCPU name beyond the limit: -ERANGE with the index, so that it is counted */
+        assert_int_equal(procscan_parse_vcpu_comm("CPU 1024/KVM", &index, &accel), -ERANGE);
+        assert_int_equal(index, 1024);
+        assert_int_equal(accel, VM_ACCEL_KVM);
+        assert_int_equal(procscan_parse_vcpu_comm("CPU 99999/TCG", &index, &accel), -ERANGE);
+        assert_int_equal(index, 99999);
+        assert_int_equal(accel, VM_ACCEL_TCG);
         for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
                 index = -5;
                 accel = VM_ACCEL_UNKNOWN;
@@ -162,6 +169,10 @@ static int setup_tree(void **state)
         /* 1200: "-name" inside another argument does not count */
         make_proc(1200, "qemu", (const char *[]) { "1200=qemu", "1201=CPU 0/TCG" }, 2,
                   CMD("qemu\0-name-x\0a\0-append\0-name\0"));
+        /* 1300: vCPUs beyond VM_MAX_VCPUS (1024, 1030): kept with 0 and 1, the others counted */
+        make_proc(1300, "qemu", (const char *[]) { "1300=qemu", "1301=CPU 0/KVM", "1302=CPU 1024/KVM",
+                                                   "1303=CPU 1/KVM", "1304=CPU 1030/KVM" }, 5,
+                  CMD("qemu\0-name\0big\0"));
         /* non-pid entries */
         mkdirf("%s/sys", root);
         mkdirf("%s/0123", root);
@@ -197,7 +208,7 @@ static void test_scan_fixture(void **state)
         assert_int_equal(st.scans, 1);
         assert_int_equal(st.vanished, 2); /* 500 (no task/) and thread 601 */
         assert_int_equal(st.errors, 0);
-        assert_int_equal(n, 7); /* 100 200 600 900 1000 1100 1200 */
+        assert_int_equal(n, 8); /* 100 200 600 900 1000 1100 1200 1300 */
         for (size_t i = 1; i < n; i++)
                 assert_true(vms[i - 1].pid < vms[i].pid);
 
@@ -215,6 +226,7 @@ static void test_scan_fixture(void **state)
         assert_int_equal(v->vcpus[1].tid, 102);
         assert_int_equal(v->vcpus[2].index, 2);
         assert_int_equal(v->vcpus[2].tid, 104);
+        assert_int_equal(v->n_vcpus_untracked, 0);
 
         v = find(vms, n, 200);
         assert_non_null(v);
@@ -248,6 +260,13 @@ static void test_scan_fixture(void **state)
         v = find(vms, n, 1200);
         assert_non_null(v);
         assert_string_equal(v->name, "qemu-1200");
+        v = find(vms, n, 1300);
+        assert_non_null(v);
+        assert_string_equal(v->name, "big");
+        assert_int_equal(v->n_vcpus, 2);
+        assert_int_equal(v->vcpus[0].tid, 1301);
+        assert_int_equal(v->vcpus[1].tid, 1303);
+        assert_int_equal(v->n_vcpus_untracked, 2);
 
         vm_info_free_array(vms, n);
 }

@@ -350,29 +350,70 @@ static void test_merge(void **state)
         tracker_free(NULL);
 }
 
+/* ---- vCPUs over VM_MAX_VCPUS: counted per VM, summed in the stats ---- */
+
+static void test_untracked_vcpus(void **state)
+{
+        static const struct vcpu_info pv[] = { { 0, 101 }, { 1, 102 } };
+        static const struct vcpu_info ov[] = { { 0, 201 } };
+        struct vm_info proc[2] = { mkvm(100, "big", pv, 2), mkvm(200, "small", ov, 1) };
+        struct vm_info lib = mkvm(100, "big", pv, 2);
+        struct tracker *tr;
+
+        assert_int_equal(tracker_new(root, HALF_LIFE, &tr), 0);
+        assert_int_equal(tracker_stats(tr)->vcpus_untracked, 0);
+        proc[0].n_vcpus_untracked = 6;
+        assert_int_equal(tracker_set_source(tr, VM_SOURCE_PROC, proc, 2, 0), 0);
+        assert_int_equal(tracker_find_vm(tr, 100)->info.n_vcpus_untracked, 6);
+        assert_int_equal(tracker_find_vm(tr, 200)->info.n_vcpus_untracked, 0);
+        assert_int_equal(tracker_stats(tr)->vcpus_untracked, 6);
+        assert_int_equal(tracker_stats(tr)->vms_with_untracked, 1);
+        /* two sources: the highest count wins (libvirt may see fewer threads named yet) */
+        lib.n_vcpus_untracked = 8;
+        assert_int_equal(tracker_set_source(tr, VM_SOURCE_LIBVIRT, &lib, 1, S), 0);
+        assert_int_equal(tracker_find_vm(tr, 100)->info.n_vcpus_untracked, 8);
+        assert_int_equal(tracker_stats(tr)->vcpus_untracked, 8);
+        /* gone from every source: no longer counted */
+        assert_int_equal(tracker_set_source(tr, VM_SOURCE_LIBVIRT, NULL, 0, 2 * S), 0);
+        assert_int_equal(tracker_set_source(tr, VM_SOURCE_PROC, &proc[1], 1, 2 * S), 0);
+        assert_int_equal(tracker_stats(tr)->vcpus_untracked, 0);
+        assert_int_equal(tracker_stats(tr)->vms_with_untracked, 0);
+        tracker_free(tr);
+}
+
 /* ---- allocation failure: tracker_set_source() keeps the old state ---- */
 
-extern void *__libc_malloc(size_t n);
-extern void *__libc_calloc(size_t n, size_t m);
-extern void *__libc_realloc(void *p, size_t n);
-/* (valgrind replaces malloc in the executable: this test fails under valgrind by design) */
+/*
+ * Fault injection without replacing the allocator: this test is linked with
+ * -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc (tests/meson.build), so the
+ * calls the program's own objects make (vcpu_track.c's among them) go through
+ * the __wrap_ functions below, which call the real allocator (AddressSanitizer's
+ * under -Db_sanitize=address) unless a failure is due.  Allocations made inside
+ * libc (strdup, asprintf) are not injected.
+ */
+void *__real_malloc(size_t n);
+void *__real_calloc(size_t n, size_t m);
+void *__real_realloc(void *p, size_t n);
+void *__wrap_malloc(size_t n);
+void *__wrap_calloc(size_t n, size_t m);
+void *__wrap_realloc(void *p, size_t n);
 static int fail_countdown; /* the fail_countdown-th allocation from now fails; 0: off */
 
 static bool fail_now(void)
 {
         return fail_countdown > 0 && --fail_countdown == 0;
 }
-void *malloc(size_t n)
+void *__wrap_malloc(size_t n)
 {
-        return fail_now() ? NULL : __libc_malloc(n);
+        return fail_now() ? NULL : __real_malloc(n);
 }
-void *calloc(size_t n, size_t m)
+void *__wrap_calloc(size_t n, size_t m)
 {
-        return fail_now() ? NULL : __libc_calloc(n, m);
+        return fail_now() ? NULL : __real_calloc(n, m);
 }
-void *realloc(void *p, size_t n)
+void *__wrap_realloc(void *p, size_t n)
 {
-        return fail_now() ? NULL : __libc_realloc(p, n);
+        return fail_now() ? NULL : __real_realloc(p, n);
 }
 
 static int count_fds(void)
@@ -770,6 +811,7 @@ int main(void)
                 cmocka_unit_test(test_decay_alpha),
                 cmocka_unit_test(test_arithmetic),
                 cmocka_unit_test(test_merge),
+                cmocka_unit_test(test_untracked_vcpus),
                 cmocka_unit_test(test_enomem_keeps_state),
                 cmocka_unit_test(test_real_gone),
                 cmocka_unit_test(test_real_busy_idle),
