@@ -44,6 +44,14 @@ for p in vmmpowerd vmmpower-tools vmmpower-guest; do
         esac
 done
 
+predirs=
+restore_dirs() {
+        local mode user group d
+        while read -r mode user group d; do
+                [ -z "$d" ] || [ -d "$d" ] || install -d -m "$mode" -o "$user" -g "$group" "$d"
+        done <<<"$predirs"
+}
+
 cleanup() {
         local rc=$?
         set +e
@@ -57,6 +65,7 @@ cleanup() {
                 DEBIAN_FRONTEND=noninteractive apt-get purge -y -q $installed >"$out/purge.log" 2>&1 ||
                         { cat "$out/purge.log" >&2; echo "test-deb: FAIL: purge of$installed failed" >&2; rc=1; }
         fi
+        restore_dirs
         [ $keep -eq 1 ] || rm -rf "$out"
         exit $rc
 }
@@ -127,7 +136,21 @@ lintian --fail-on error --display-info "$out/vmmpower_${ver}_${arch}.changes" >"
 sed 's/^/test-deb: lintian: /' "$out/lintian.log" >&2
 
 # ---- install ---------------------------------------------------------------------------
+# A file the packages ship that exists already (a `meson install` to /usr, say) would be
+# overwritten and then purged: refuse.
+for p in vmmpowerd vmmpower-tools; do
+        dpkg-deb -c "$out/${p}_${ver}_${arch}.deb" | awk '$1 !~ /^d/ {print $6}' | sed 's|^\.||' |
+                while read -r f; do
+                        [ ! -e "$f" ] || { echo "$f"; break; }
+                done
+done >"$out/existing.txt"
+[ ! -s "$out/existing.txt" ] || die "$(head -n 1 "$out/existing.txt") exists already (not from a package?): not overwriting it"
 before=$(dpkg-query -W -f='${Package}\n' | sort)
+# Directories of the packages that exist now (e.g. /etc/libvirt/hooks/qemu.d): purge removes
+# the empty ones that no other package ships, so they are put back after it.
+predirs=$(for p in vmmpowerd vmmpower-tools; do
+        dpkg-deb -c "$out/${p}_${ver}_${arch}.deb" | awk '$1 ~ /^d/ {print $6}' | sed 's|^\.||; s|/$||'
+done | sort -u | while read -r d; do [ -n "$d" ] && [ -d "$d" ] && stat -c '%a %U %G %n' "$d"; done || true)
 installed="vmmpowerd vmmpower-tools"
 echo "test-deb: apt-get install ./vmmpowerd_*.deb ./vmmpower-tools_*.deb" >&2
 (cd "$out" && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
@@ -195,6 +218,7 @@ rm -f "$dropin"
 DEBIAN_FRONTEND=noninteractive apt-get purge -y -q $installed >"$out/purge.log" 2>&1 ||
         { cat "$out/purge.log" >&2; die "apt-get purge failed"; }
 installed=
+restore_dirs
 for p in vmmpowerd vmmpower-tools; do
         s=$(dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null || true)
         case $s in ""|un*|pn*) ;; *) die "$p still known to dpkg after purge ($s)" ;; esac
