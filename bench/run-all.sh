@@ -26,7 +26,7 @@ echo "bench: hint-bench ..." >&2
 trace=$src/../shared/traces/pl-20110322.csv
 if [ -r "$trace" ]; then
         echo "bench: vmmpower-sim, 1,500 VMs for a day on synth:2x96 ..." >&2
-        "$build/sim/vmmpower-sim" --no-progress -t "$trace" -T synth:2x96 -m "$src/config/models/xeon-spr-2s.model" \
+        "$build/sim/vmmpower-sim" --no-progress --trace-format planetlab -t "$trace" -T synth:2x96 -m "$src/config/models/xeon-spr-2s.model" \
                 --vms 1500 --period-ms 30000 --step-s 300 >"$out/sim.txt" 2>&1
 fi
 

@@ -20,12 +20,20 @@ static void help(void)
         printf("Usage: vmmpower-sim --trace FILE --topology DIR|synth:PxC [OPTIONS]\n\n"
                "Replay VM utilisation traces on a modelled host; compare vmmpower's planner with\n"
                "baselines B0..B3 and the fluid and bin-packing lower bounds.\n\n"
-               "  -t, --trace=FILE          PlanetLab trace or generic CSV (docs/simulator.md)\n"
+               "  -t, --trace=PATH          the trace: a file, or for bitbrains a directory of per-VM files\n"
+               "      --trace-format=F      vmmpower (default; its header line is required), planetlab or\n"
+               "                            bitbrains (GWA-T-12); anything else is refused (docs/simulator.md)\n"
+               "      --resample-s=S        bitbrains: the interval the rows are resampled to (default 300)\n"
+               "      --vcpu-split=S        a multi-vCPU VM's demand over its vCPUs: concentrate[:PCT]\n"
+               "                            (PCT%% spread evenly, the rest filled vCPU 0 first; default\n"
+               "                            concentrate:25) or even\n"
                "  -T, --topology=DIR        topology fixture / sysfs root, or synth:PxC\n"
                "  -m, --model=FILE          energy model file (default: derived from the topology)\n"
                "  -c, --config=FILE         vmmpower.conf whose [Planner] keys set the policy\n"
                "  -o, --oversub=R           vCPU:pCPU ratio (default 1)\n"
                "      --vms=N               exactly N VMs instead (overrides --oversub)\n"
+               "                            (whole VMs only: the --oversub target is met with whole VMs,\n"
+               "                            the nearest count not above it)\n"
                "  -s, --seed=N              seed (default 1)\n"
                "  -b, --burst-ms=MS         burst parameter B (default 10)\n"
                "      --burst-dist=D        exp, fixed or pareto (default exp)\n"
@@ -66,9 +74,12 @@ static int bad(const char *opt, const char *val)
 int main(int argc, char **argv)
 {
         enum { O_VMS = 256, O_DIST, O_PERIOD, O_STEP, O_WINDOW, O_INTERVALS, O_FIRST, O_NORESIM, O_CSV, O_LABEL, O_SVG,
-               O_PROGRESS, O_NOPROGRESS };
+               O_PROGRESS, O_NOPROGRESS, O_FORMAT, O_RESAMPLE, O_SPLIT };
         static const struct option opts[] = {
                 { "trace", required_argument, NULL, 't' },
+                { "trace-format", required_argument, NULL, O_FORMAT },
+                { "resample-s", required_argument, NULL, O_RESAMPLE },
+                { "vcpu-split", required_argument, NULL, O_SPLIT },
                 { "topology", required_argument, NULL, 'T' },
                 { "model", required_argument, NULL, 'm' },
                 { "config", required_argument, NULL, 'c' },
@@ -95,7 +106,9 @@ int main(int argc, char **argv)
         const char *trace_path = NULL, *topo = NULL, *model = NULL, *config = NULL, *csv = NULL, *svg = NULL;
         char label[512] = "";
         struct sim_config cfg;
-        bool period_set = false;
+        enum sim_trace_format fmt = SIM_TRACE_VMMPOWER;
+        nsec_t resample_ns = 300 * NSEC_PER_SEC;
+        bool period_set = false, resample_set = false;
         double d;
         uint32_t u;
         uint64_t u64;
@@ -106,6 +119,29 @@ int main(int argc, char **argv)
         while ((c = getopt_long(argc, argv, "t:T:m:c:o:s:b:hV", opts, NULL)) >= 0) {
                 switch (c) {
                 case 't': trace_path = optarg; break;
+                case O_FORMAT:
+                        r = sim_trace_format_from_string(optarg);
+                        if (r < 0)
+                                return bad("--trace-format (vmmpower, planetlab or bitbrains)", optarg);
+                        fmt = (enum sim_trace_format) r;
+                        break;
+                case O_RESAMPLE:
+                        if (parse_u32(optarg, &u) < 0 || u == 0 || u > 86400)
+                                return bad("--resample-s (1..86400)", optarg);
+                        resample_ns = (nsec_t) u * NSEC_PER_SEC;
+                        resample_set = true;
+                        break;
+                case O_SPLIT:
+                        if (strcmp(optarg, "even") == 0)
+                                cfg.vcpu_balance = 1.0;
+                        else if (strcmp(optarg, "concentrate") == 0)
+                                cfg.vcpu_balance = 0.25;
+                        else if (strncmp(optarg, "concentrate:", 12) == 0 && parse_u32(optarg + 12, &u) >= 0 &&
+                                 u <= 100)
+                                cfg.vcpu_balance = u / 100.0;
+                        else
+                                return bad("--vcpu-split (concentrate[:PCT] or even)", optarg);
+                        break;
                 case 'T': topo = optarg; break;
                 case 'm': model = optarg; break;
                 case 'c': config = optarg; break;
@@ -191,13 +227,17 @@ int main(int argc, char **argv)
         }
         if (period_set)
                 cfg.policy.period_ns = cfg.plan_period_ns;
+        if (resample_set && fmt != SIM_TRACE_BITBRAINS) {
+                fprintf(stderr, "vmmpower-sim: --resample-s applies to --trace-format=bitbrains only\n");
+                return 2;
+        }
 
         struct sim_error err = { 0 };
         struct sim_trace *tr = NULL;
         struct sim_host host = { 0 };
         struct sim_result res;
 
-        r = sim_trace_load(trace_path, &tr, &err);
+        r = sim_trace_load_as(trace_path, fmt, resample_ns, &tr, &err);
         if (r < 0) {
                 if (err.line)
                         fprintf(stderr, "%s:%u: %s\n", err.file, err.line, err.message);
@@ -220,12 +260,13 @@ int main(int argc, char **argv)
                          host.model_name, cfg.n_vms ? 0.0 : cfg.oversub, cfg.burst.mean_ns / 1e6,
                          burst_dist_to_string(cfg.burst.dist));
         }
-        printf("vmmpower-sim: trace %s (%u VMs, %u intervals of %lld s), host %s with model %s, seed %llu,\n"
-               "  bursts %s B=%g ms, planner period %lld ms, step %lld s\n",
-               trace_path, tr->n_vms, tr->n_intervals, (long long) (tr->interval_ns / NSEC_PER_SEC), host.topo_name,
+        printf("vmmpower-sim: trace %s (%s, %u VMs, %u intervals of %lld s), host %s with model %s, seed %llu,\n"
+               "  bursts %s B=%g ms, planner period %lld ms, step %lld s, vCPU split %s (%.0f%% balanced)\n",
+               trace_path, sim_trace_format_to_string(fmt), tr->n_vms, tr->n_intervals, (long long) (tr->interval_ns / NSEC_PER_SEC), host.topo_name,
                host.model_name, (unsigned long long) cfg.seed, burst_dist_to_string(cfg.burst.dist),
                cfg.burst.mean_ns / 1e6, (long long) (cfg.plan_period_ns / NSEC_PER_MSEC),
-               (long long) (cfg.step_ns / NSEC_PER_SEC));
+               (long long) (cfg.step_ns / NSEC_PER_SEC), cfg.vcpu_balance >= 1 ? "even" : "concentrate",
+               100 * cfg.vcpu_balance);
         r = sim_run(&host, tr, &cfg, &res);
         if (r < 0) {
                 fprintf(stderr, "vmmpower-sim: simulation failed: %s%s\n", strerror(-r),

@@ -79,6 +79,7 @@ void sim_config_defaults(struct sim_config *c)
         config_defaults(&cfg);
         *c = (struct sim_config) {
                 .oversub = 1.0,
+                .vcpu_balance = 0.25,
                 .seed = 1,
                 .plan_period_ns = cfg.period_ns,
                 .step_ns = 60 * NSEC_PER_SEC,
@@ -982,8 +983,14 @@ static int run_setup(struct run *R)
         perm = malloc(tr->n_vms * sizeof(unsigned));
         if (!perm)
                 return -ENOMEM;
-        /* VMs in a seeded random order; a trace with too few VMs is reused in a new order */
-        unsigned cap = cfg->n_vms ? cfg->n_vms : want_vcpus;
+        /* Whole VMs in a seeded random order; a trace with too few VMs is reused in a new order.  A VM
+         * that would take the vCPUs over the target is passed over for the next one that fits, so the
+         * target is met with whole VMs, or as nearly as they allow without going above it (a pass over
+         * the whole trace that adds nothing ends the draw; res->want_vcpus reports the target). */
+        unsigned maxv = 1;
+        for (unsigned i = 0; i < tr->n_vms; i++)
+                maxv = MAX(maxv, tr->vcpus[i]);
+        size_t cap = cfg->n_vms ? (size_t) cfg->n_vms * maxv : want_vcpus;
         R->vm_of = malloc(cap * sizeof(unsigned));
         R->pid = malloc(cap * sizeof(uint32_t));
         R->vidx = malloc(cap * sizeof(unsigned));
@@ -991,7 +998,8 @@ static int run_setup(struct run *R)
                 free(perm);
                 return -ENOMEM;
         }
-        for (unsigned pass = 0; nv < want_vcpus && (!cfg->n_vms || n_vms < cfg->n_vms); pass++) {
+        for (bool added = true; added && nv < want_vcpus && (!cfg->n_vms || n_vms < cfg->n_vms);) {
+                added = false;
                 for (unsigned i = 0; i < tr->n_vms; i++)
                         perm[i] = i;
                 for (unsigned i = tr->n_vms; i > 1; i--) {
@@ -1001,23 +1009,23 @@ static int run_setup(struct run *R)
                 }
                 for (unsigned k = 0; k < tr->n_vms && nv < want_vcpus && (!cfg->n_vms || n_vms < cfg->n_vms); k++) {
                         unsigned vm = perm[k];
-                        for (unsigned j = 0; j < tr->vcpus[vm] && nv < cap; j++) {
+                        if (nv + tr->vcpus[vm] > cap)
+                                continue; /* would go over the target: the next VM that fits */
+                        for (unsigned j = 0; j < tr->vcpus[vm]; j++) {
                                 R->vm_of[nv] = vm;
                                 R->pid[nv] = 10000 + n_vms;
                                 R->vidx[nv] = j;
                                 nv++;
                         }
                         n_vms++;
-                        if (nv >= cap)
-                                break;
+                        added = true;
                 }
-                if (nv >= cap)
-                        break;
         }
         free(perm);
         R->nv = nv;
         R->res->n_vms = n_vms;
         R->res->n_vcpus = nv;
+        R->res->want_vcpus = cfg->n_vms ? 0 : want_vcpus;
         R->demand = calloc(nv + 1, sizeof(double));
         R->samples = calloc(nv + 1, sizeof(*R->samples));
         R->spread_rank = malloc(h->n_cpus * sizeof(int));
@@ -1158,7 +1166,9 @@ int sim_run(const struct sim_host *host, const struct sim_trace *tr, const struc
 
         for (unsigned k = 0; k < n_int; k++) {
                 for (unsigned i = 0; i < R.nv; i++) {
-                        double d = sim_trace_util(tr, R.vm_of[i], first + k);
+                        unsigned vm = R.vm_of[i];
+                        double d = sim_trace_vcpu_share(sim_trace_util(tr, vm, first + k), tr->vcpus[vm],
+                                                        R.vidx[i], cfg->vcpu_balance);
                         R.demand[i] = d < 0 ? 0 : d > 1 ? 1 : d;
                         util_sum += R.demand[i];
                 }

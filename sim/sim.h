@@ -36,7 +36,9 @@ const char *sim_policy_description(enum sim_policy p);
 
 struct sim_config {
         double oversub;                 /* vCPU : pCPU (1, 2, 4 ...) */
-        unsigned n_vms;                 /* 0: oversub x online CPUs worth of vCPUs */
+        unsigned n_vms;                 /* 0: whole VMs up to oversub x online CPUs worth of vCPUs */
+        double vcpu_balance;            /* a multi-vCPU VM's demand: share spread evenly, the rest
+                                         * filled vCPU 0 first (sim_trace_vcpu_share(); 1 = even split) */
         uint64_t seed;
         nsec_t plan_period_ns;          /* the planner runs every ... of simulated time (ControlPeriod) */
         nsec_t step_ns;                 /* observation step: one burst window per step */
@@ -69,6 +71,7 @@ struct sim_policy_result {
 
 struct sim_result {
         unsigned n_vms, n_vcpus, n_cpus, n_intervals;
+        unsigned want_vcpus;            /* the vCPU target (oversub x online CPUs; 0 with --vms) */
         nsec_t interval_ns;
         double vcpu_hours;
         double mean_util;               /* mean demand per vCPU */

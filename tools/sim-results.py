@@ -219,6 +219,6 @@ if oneone:
             cells += [oneone_cell(vs, pol), '-']
         L.append('| %s | %s |' % (pol, ' | '.join(cells)))
     L.append('')
-L.append('Plots (power over the day per policy, SVG) are written next to the CSVs in `BUILD_DIR/sim-results/svg/`.\n')
+L.append('Plots (SVG in two panels: power over the day per policy, a 60-minute moving average on an axis fitted to the data, and the wait p99 and undelivered demand of each policy) are written next to the CSVs in `BUILD_DIR/sim-results/svg/`; `rsvg-convert X.svg -o X.png` renders one.\n')
 with open(dest, 'w') as fh:
     fh.write('\n'.join(L))

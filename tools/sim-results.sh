@@ -34,14 +34,14 @@ cmds=$out/commands
 for day in $days; do for hm in $hosts; do for ov in $ratios; do for b in $bursts; do
         topo=${hm%%:*}; model=${hm##*:}
         label="$day;$topo;$ov:1;${b}ms"
-        echo "$sim --no-progress -t $traces/$day.csv -T $src/tests/data/topology/$topo -m $src/config/models/$model.model -o $ov -b $b -s $seed $simopts --label '$label' --csv $out/csv/$day-$topo-$ov-$b.csv --svg $out/svg/$day-$topo-$ov-$b.svg > $out/csv/$day-$topo-$ov-$b.txt" >>"$cmds"
+        echo "$sim --no-progress --trace-format planetlab -t $traces/$day.csv -T $src/tests/data/topology/$topo -m $src/config/models/$model.model -o $ov -b $b -s $seed $simopts --label '$label' --csv $out/csv/$day-$topo-$ov-$b.csv --svg $out/svg/$day-$topo-$ov-$b.svg > $out/csv/$day-$topo-$ov-$b.txt" >>"$cmds"
 done; done; done; done
 
 # Sensitivity: one setting, each assumed parameter of the SPR model moved in turn.
 base=$src/config/models/xeon-spr-2s.model
 sens() { # name sed-expression
         sed -e "$2" "$base" >"$out/models/$1.model"
-        echo "$sim --no-progress -t $traces/pl-20110303.csv -T $src/tests/data/topology/xeon-spr-2s -m $out/models/$1.model -o 2 -b 10 -s $seed $simopts --label '$1' --csv $out/csv/sens-$1.csv > $out/csv/sens-$1.txt" >>"$cmds"
+        echo "$sim --no-progress --trace-format planetlab -t $traces/pl-20110303.csv -T $src/tests/data/topology/xeon-spr-2s -m $out/models/$1.model -o 2 -b 10 -s $seed $simopts --label '$1' --csv $out/csv/sens-$1.csv > $out/csv/sens-$1.txt" >>"$cmds"
 }
 sens base 's/^X//'
 sens c6-power-x4 's/^PowerMW = 40$/PowerMW = 160/'
@@ -62,7 +62,7 @@ for knob in hr100:HeadroomPercent:100 lh80:LevelHeadroomPercent:80 lh95:LevelHea
         printf '[Planner]\n%s = %s\n' "${kv%%:*}" "${kv##*:}" >"$out/models/$tag.conf"
         for day in $days; do for hm in $hosts; do for ov in $ratios; do
                 topo=${hm%%:*}; model=${hm##*:}
-                echo "$sim --no-progress -c $out/models/$tag.conf -t $traces/$day.csv -T $src/tests/data/topology/$topo -m $src/config/models/$model.model -o $ov -b 10 -s $seed $simopts --label '$tag;$day;$topo;$ov:1;10ms' --csv $out/csv/$tag-$day-$topo-$ov.csv > $out/csv/$tag-$day-$topo-$ov.txt" >>"$cmds"
+                echo "$sim --no-progress -c $out/models/$tag.conf --trace-format planetlab -t $traces/$day.csv -T $src/tests/data/topology/$topo -m $src/config/models/$model.model -o $ov -b 10 -s $seed $simopts --label '$tag;$day;$topo;$ov:1;10ms' --csv $out/csv/$tag-$day-$topo-$ov.csv > $out/csv/$tag-$day-$topo-$ov.txt" >>"$cmds"
         done; done; done
 done
 
@@ -73,7 +73,7 @@ for hr in 10 20 40 60; do
         printf '[Planner]\nHeadroomPercent = %s\n' "$hr" >"$out/models/one-hr$hr.conf"
         for day in $days; do for hm in $hosts; do for b in 2 10; do
                 topo=${hm%%:*}; model=${hm##*:}
-                echo "$sim --no-progress -c $out/models/one-hr$hr.conf -t $traces/$day.csv -T $src/tests/data/topology/$topo -m $src/config/models/$model.model -o 1 -b $b -s $seed $simopts --label 'one-hr$hr;$day;$topo;1:1;${b}ms' --csv $out/csv/one-hr$hr-$day-$topo-$b.csv > $out/csv/one-hr$hr-$day-$topo-$b.txt" >>"$cmds"
+                echo "$sim --no-progress -c $out/models/one-hr$hr.conf --trace-format planetlab -t $traces/$day.csv -T $src/tests/data/topology/$topo -m $src/config/models/$model.model -o 1 -b $b -s $seed $simopts --label 'one-hr$hr;$day;$topo;1:1;${b}ms' --csv $out/csv/one-hr$hr-$day-$topo-$b.csv > $out/csv/one-hr$hr-$day-$topo-$b.txt" >>"$cmds"
         done; done; done
 done
 

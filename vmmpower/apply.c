@@ -9,9 +9,19 @@
  * not touched again (no syscall, no libvirt call), so a steady plan costs
  * nothing per period.  Failed pins are retried with BACKOFF_DEFAULT; a thread
  * or domain that is gone is dropped.
+ *
+ * Knobs (frequency cap, PM QoS limit per pCPU) are "applied" only when the
+ * driver applied them (0, or -ERANGE: clamped or rejected, which the driver
+ * remembers) or when retrying cannot help (no such knob, knob gone, knob
+ * someone else's).  Any other failure (EBUSY after the driver's own retries,
+ * EACCES while the class is disabled, a journal that cannot record: ENOSPC,
+ * EIO) leaves the target pending: it is tried again on a later pass after
+ * KNOB_BACKOFF, for as long as the plan wants it.  A new target is tried at
+ * once.
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +38,14 @@
 #define LIBVIRT_RETRY_MIN_NS (1 * NSEC_PER_SEC)
 #define LIBVIRT_RETRY_MAX_NS (30 * NSEC_PER_SEC)
 #define LAT_UNKNOWN INT32_MIN
+/* Failed frequency caps / latency limits: 1 s, doubling, capped at 30 s, never given up. */
+#define KNOB_BACKOFF ((struct backoff) { 1 * NSEC_PER_SEC, 30 * NSEC_PER_SEC, UINT_MAX })
+
+struct knob_retry {
+        struct retry_state retry;
+        bool failed;            /* the last attempt at `target` failed: retry when due */
+        int64_t target;         /* kHz or latency of that attempt */
+};
 
 struct pin_state {
         struct apply_pin want;
@@ -60,6 +78,7 @@ struct applier {
         unsigned n_cpus;
         uint32_t *applied_khz;
         int32_t *applied_lat;
+        struct knob_retry *khz_retry, *lat_retry; /* [n_cpus] */
         struct retry_counters retry_counters;
 };
 
@@ -176,9 +195,17 @@ static int merge_request(struct applier *a, struct apply_request *req)
                 if (!l)
                         return -ENOMEM;
                 a->applied_lat = l;
+                for (int i = 0; i < 2; i++) {
+                        struct knob_retry **kr = i ? &a->lat_retry : &a->khz_retry;
+                        struct knob_retry *nk = realloc(*kr, MAX(req->n_cpus, 1u) * sizeof(**kr));
+                        if (!nk)
+                                return -ENOMEM;
+                        *kr = nk;
+                }
                 for (unsigned c = a->n_cpus; c < req->n_cpus; c++) {
                         a->applied_khz[c] = 0;
                         a->applied_lat[c] = LAT_UNKNOWN;
+                        a->khz_retry[c] = a->lat_retry[c] = (struct knob_retry) { 0 };
                 }
                 a->n_cpus = req->n_cpus;
         }
@@ -289,37 +316,93 @@ static void apply_pin_one(struct applier *a, struct pin_state *p, nsec_t now)
         }
 }
 
-static void apply_knobs(struct applier *a, const struct apply_request *req)
+/* May the target be tried now?  A new target is; a failed one when its backoff is over. */
+static bool knob_try_now(struct knob_retry *kr, int64_t target, nsec_t now, nsec_t *next)
+{
+        if (!kr->failed || kr->target != target) {
+                *kr = (struct knob_retry) { .target = target };
+                return true;
+        }
+        if (retry_due(&kr->retry, now))
+                return true;
+        *next = MIN(*next, kr->retry.next_ns);
+        return false;
+}
+
+/*
+ * Book one driver answer for a knob target.  Returns true when the target
+ * counts as applied (done until the plan wants another value), false when
+ * it stays pending and is retried after KNOB_BACKOFF.
+ */
+static bool knob_result(struct applier *a, struct knob_retry *kr, int r, bool is_change, nsec_t now, nsec_t *next)
+{
+        if (kr->failed)
+                a->work.knob_retries++;
+        switch (r) {
+        case 0:
+        case -ERANGE: /* clamped by the kernel, or the value rejected (the driver remembers it) */
+                if (is_change)
+                        a->work.knob_changes++;
+                break;
+        case -EOPNOTSUPP:
+                a->work.knob_unsupported++;
+                break;
+        case -ENOENT:
+        case -ENODEV:
+                a->work.knob_gone++;
+                break;
+        case -POWER_KNOB_FOREIGN:
+                a->work.knob_foreign++;
+                break;
+        case -EINVAL:
+        case -EOVERFLOW:
+        case -E2BIG:
+                a->work.knob_errors++; /* rejected: the same value would be refused again */
+                a->work.last_error = r;
+                break;
+        default:
+                a->work.knob_errors++;
+                a->work.last_error = r;
+                kr->failed = true;
+                (void) retry_schedule(&kr->retry, &KNOB_BACKOFF, now, NULL);
+                *next = MIN(*next, kr->retry.next_ns);
+                return false;
+        }
+        *kr = (struct knob_retry) { 0 };
+        return true;
+}
+
+static nsec_t apply_knobs(struct applier *a, const struct apply_request *req, nsec_t now, nsec_t next)
 {
         for (unsigned c = 0; c < req->n_cpus && c < a->n_cpus; c++) {
                 uint32_t khz = req->cpu_max_khz[c];
                 int32_t lat = req->cpu_latency_us[c];
                 int r;
 
-                if (khz && khz != a->applied_khz[c]) {
+                /* A target that failed and then went back to the applied value is written
+                 * once more: it supersedes a retry the driver may still hold (EBUSY). */
+                if (khz && (khz != a->applied_khz[c] || a->khz_retry[c].failed) &&
+                    knob_try_now(&a->khz_retry[c], khz, now, &next)) {
                         struct power_perf_request pr = { .flags = POWER_PERF_MAX_KHZ, .max_khz = khz };
 
                         r = power_driver_set_perf(a->drv, c, &pr);
-                        a->work.knob_changes++;
-                        if (r < 0 && r != -ERANGE && r != -EOPNOTSUPP && r != -ENOENT) {
-                                a->work.knob_errors++;
-                                a->work.last_error = r;
-                        }
-                        a->applied_khz[c] = khz; /* the driver retries transient errors itself */
+                        if (knob_result(a, &a->khz_retry[c], r, true, now, &next))
+                                a->applied_khz[c] = khz;
                 }
-                if (lat != a->applied_lat[c]) {
+                if ((lat != a->applied_lat[c] || a->lat_retry[c].failed) &&
+                    knob_try_now(&a->lat_retry[c], lat, now, &next)) {
                         struct power_idle_constraint ic = { .deepest_state = -1, .latency_us = lat };
+                        /* lifting a limit never set (first plan, no limit) is no change */
+                        bool is_change = a->applied_lat[c] != LAT_UNKNOWN || lat >= 0;
 
                         r = power_driver_enter_idle(a->drv, c, &ic);
-                        if (a->applied_lat[c] != LAT_UNKNOWN || lat >= 0)
-                                a->work.knob_changes++;
-                        if (r < 0 && r != -ENOENT && !(r == -EOPNOTSUPP && lat < 0)) {
-                                a->work.knob_errors++;
-                                a->work.last_error = r;
-                        }
-                        a->applied_lat[c] = lat;
+                        if (r == -EOPNOTSUPP && lat < 0)
+                                r = 0; /* no PM QoS knob: "no limit" holds */
+                        if (knob_result(a, &a->lat_retry[c], r, is_change, now, &next))
+                                a->applied_lat[c] = lat;
                 }
         }
+        return next;
 }
 
 static nsec_t apply_pass(struct applier *a, const struct apply_request *req, nsec_t now)
@@ -341,7 +424,7 @@ static nsec_t apply_pass(struct applier *a, const struct apply_request *req, nse
                         next = MIN(next, p->retry.next_ns);
         }
         if (req)
-                apply_knobs(a, req);
+                next = apply_knobs(a, req, now, next);
         (void) power_driver_late_callback(a->drv, now);
         return next;
 }
@@ -356,6 +439,25 @@ static void publish_stats(struct applier *a, nsec_t t0, nsec_t cpu0)
         a->work.driver_clamped = ds->clamped;
         a->work.driver_denied = ds->denied + ds->class_disabled;
         a->work.driver_busy = ds->busy;
+        a->work.driver_foreign = ds->foreign;
+        a->work.driver_class_retries = ds->class_retries;
+        a->work.driver_pending_retries = power_driver_pending_retries(a->drv);
+        a->work.driver_classes_disabled = 0;
+        for (unsigned c = 0; c < _POWER_KNOB_CLASS_MAX; c++)
+                if (power_driver_class_disabled(a->drv, (enum power_knob_class) c))
+                        a->work.driver_classes_disabled |= 1u << c;
+}
+
+/* The power driver found a knob changed by someone else: said once, here. */
+static void applier_on_foreign(void *userdata, const char *path, const char *ours, const char *found)
+{
+        struct applier *a = userdata;
+        char o[64], f[64];
+
+        escape_bytes(ours, strlen(ours), o, sizeof(o));
+        escape_bytes(found, strlen(found), f, sizeof(f));
+        log_notice("%s/%s holds \"%s\", vmmpower last wrote \"%s\": changed by someone else, leaving it to them "
+                   "(not written again, not restored).", a->sysfs_root, path, f, o);
 }
 
 static void *applier_thread(void *userdata)
@@ -439,6 +541,8 @@ int applier_new(const struct apply_config *cfg, struct applier **ret)
         journal_set_sync(a->journal, cfg->journal_sync);
         dc.sysfs_root = a->sysfs_root;
         dc.journal = a->journal;
+        dc.on_foreign = applier_on_foreign;
+        dc.foreign_userdata = a;
         r = power_driver_new("sysfs", &dc, &a->drv);
         if (r < 0) {
                 log_error_errno(r, "Failed to set up the sysfs power driver under %s: %m", a->sysfs_root);
@@ -498,6 +602,8 @@ void applier_free(struct applier *a)
         free(a->pins);
         free(a->applied_khz);
         free(a->applied_lat);
+        free(a->khz_retry);
+        free(a->lat_retry);
         free(a->state_dir);
         free(a->sysfs_root);
         free(a->libvirt_uri);

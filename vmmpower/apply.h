@@ -23,7 +23,12 @@
  *   - idle constraints per pCPU (PM QoS resume latency; released to the
  *     original value when the plan lifts it);
  *   - retries of transient failures with backoff (power driver late_callback
- *     and per-pin retry state).
+ *     and per-pin retry state; a frequency cap or latency limit whose write
+ *     failed stays "not applied" and is tried again on later passes, 1 s
+ *     doubling to 30 s, for as long as the plan wants it).
+ *
+ * A knob someone else changed since our last write is theirs (power_driver.h):
+ * the applier logs it once at notice and leaves it.
  *
  * Every knob is journaled before its first write (journal.h); restoring is
  * the daemon's job once the applier is freed (daemon_restore_journal()).
@@ -72,14 +77,22 @@ struct apply_stats {
         uint64_t pin_narrowed;    /* kernel/libvirt applied another mask (-ERANGE) */
         uint64_t pin_released;    /* pins put back to their original (VM excluded) */
         uint64_t libvirt_connects, libvirt_connect_errors;
-        uint64_t knob_changes;    /* frequency caps / latency limits asked of the power driver */
-        uint64_t knob_errors;
+        uint64_t knob_changes;    /* frequency caps / latency limits the power driver applied (or clamped) */
+        uint64_t knob_errors;     /* failed attempts (any errno but the final ones below); retried */
+        uint64_t knob_retries;    /* attempts that were retries of a failed target */
+        uint64_t knob_unsupported; /* targets the driver has no knob for (EOPNOTSUPP): not counted as changes */
+        uint64_t knob_gone;       /* knob gone (ENOENT): not retried */
+        uint64_t knob_foreign;    /* targets refused because someone else owns the knob (ESTALE) */
         int last_error;           /* last errno (negative), 0 if none */
         nsec_t last_pass_ns;      /* wall time of the last pass */
         nsec_t last_pass_cpu_ns;  /* thread CPU time of the last pass */
         unsigned pins_current;    /* pins in the current desired state */
         unsigned driver_policies, driver_pm_qos; /* what the sysfs driver found */
         unsigned driver_writes, driver_clamped, driver_denied, driver_busy;
+        unsigned driver_foreign;        /* knobs found changed by someone else and let go */
+        unsigned driver_class_retries;  /* writes let through to a class disabled by EACCES/EPERM/EROFS */
+        unsigned driver_classes_disabled; /* bit per enum power_knob_class disabled now */
+        unsigned driver_pending_retries;  /* knobs with an EBUSY retry pending in the driver */
 };
 
 struct applier;

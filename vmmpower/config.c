@@ -22,7 +22,8 @@
  *    whitespace) or after whitespace; a '#' inside a value is kept;
  *  - setting the same key twice in one file is an error, except QMPSocket,
  *    which appends (and an empty QMPSocket clears the list built so far);
- *  - only ControlGroup and TextfilePath may be empty (= feature off).
+ *  - only ControlGroup, TextfilePath, ModelFile and HintSocket may be empty
+ *    (= feature off).
  *
  * Files are parsed into a copy of the configuration, and cross-key rules
  * (ProcScanInterval >= ControlPeriod) are checked once every file has been
@@ -40,6 +41,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "qemu_hint.h"
 
 #define CONFIG_LINE_MAX 4096
 #define CONFIG_FILE_MAX (1024 * 1024)   /* bytes; a config file is a few KiB */
@@ -81,6 +83,7 @@ void config_defaults(struct vp_config *c)
         c->max_moves = 16;
         c->hints_enabled = true;
         hint_policy_init(&c->hint_defaults);
+        c->hint_host_read_bytes_per_sec = HINT_HOST_READ_BYTES_PER_SEC_DEFAULT;
 }
 
 /* ---- value types ------------------------------------------------------- */
@@ -98,6 +101,7 @@ enum value_type {
         VT_UINT,        /* decimal unsigned, min_ns..max_ns used as its bounds */
         VT_DURATION_MS, /* duration in whole milliseconds, stored as uint32_t ms */
         VT_TRUST,       /* none, advisory or full (enum hint_trust) */
+        VT_HINT_PATTERN, /* "" (off) or a plain-QEMU hint socket pattern (qemu_hint_pattern_check) */
 };
 
 struct key_def {
@@ -135,6 +139,8 @@ static const struct key_def keys[] = {
           "an absolute path of at most 107 bytes" },
         { "QEMU", "QMPTimeout", VT_DURATION, NUM(qmp_timeout_ns), QMP_TIMEOUT_MIN_NS,
           QMP_TIMEOUT_MAX_NS, "a duration like 500ms, 10ms..10s" },
+        { "QEMU", "HintSocket", VT_HINT_PATTERN, STR(qemu_hint_socket), 0, 0,
+          "an absolute path with %n for the VM name (%% for '%'), of at most 107 bytes, or empty for off" },
         { "Tracking", "LoadHalfLife", VT_DURATION, NUM(load_half_life_ns), HALF_LIFE_MIN_NS,
           HALF_LIFE_MAX_NS, "a duration like 4s, 100ms..10min" },
         { "Metrics", "TextfilePath", VT_PATH_EMPTY, STR(metrics_textfile), 0, 0,
@@ -162,6 +168,10 @@ static const struct key_def keys[] = {
         { "Hints", "Burst", VT_UINT, NUM(hint_defaults.burst), 1, 100000, "a number 1..100000" },
         { "Hints", "HalfLife", VT_DURATION, NUM(hint_defaults.half_life_ns), NSEC_PER_MSEC, 3600 * NSEC_PER_SEC,
           "a duration like 2s, 1ms..1h" },
+        { "Hints", "BoostWindow", VT_DURATION, NUM(hint_defaults.boost_window_ns), NSEC_PER_SEC, 3600 * NSEC_PER_SEC,
+          "a duration like 10s, 1s..1h" },
+        { "Hints", "HostReadBytesPerSecond", VT_UINT, NUM(hint_host_read_bytes_per_sec), 0, 1 << 30,
+          "a number of bytes 0..1073741824 (0: no host-wide budget)" },
 };
 
 static const char *const sections[] = { "Daemon", "Libvirt", "QEMU", "Tracking", "Metrics", "Planner", "Hints" };
@@ -291,7 +301,7 @@ static int set_value(struct parser *p, size_t k, const char *value)
         escape_bytes(value, strlen(value), shown, sizeof(shown));
 
         if (value[0] == '\0' && d->type != VT_PATH_EMPTY && d->type != VT_GROUP &&
-            d->type != VT_SOCKET_LIST)
+            d->type != VT_SOCKET_LIST && d->type != VT_HINT_PATTERN)
                 return fail(p, p->line, "empty value for %s (expected %s)", d->key, d->expect);
 
         switch (d->type) {
@@ -315,7 +325,12 @@ static int set_value(struct parser *p, size_t k, const char *value)
         case VT_SOCKET:
         case VT_GROUP:
         case VT_URI:
-                if (d->type == VT_PATH || (d->type == VT_PATH_EMPTY && value[0]))
+        case VT_HINT_PATTERN:
+                if (d->type == VT_HINT_PATTERN)
+                        /* the pattern itself (with a one-byte name) must fit in sun_path */
+                        ok = value[0] == '\0' ||
+                             (qemu_hint_pattern_check(value) == 0 && strlen(value) < MIN(d->size, SUN_PATH_MAX));
+                else if (d->type == VT_PATH || (d->type == VT_PATH_EMPTY && value[0]))
                         ok = path_ok(value, d->size);
                 else if (d->type == VT_SOCKET)
                         ok = path_ok(value, MIN(d->size, SUN_PATH_MAX));
@@ -768,6 +783,7 @@ void config_dump(const struct vp_config *c, FILE *f)
                 case VT_SOCKET:
                 case VT_GROUP:
                 case VT_URI:
+                case VT_HINT_PATTERN:
                         if (field[0] == '\0')
                                 fprintf(f, "%s =\n", d->key);
                         else

@@ -40,6 +40,8 @@ struct vp_config {
         unsigned n_qmp_sockets;         /* QMPSocket (repeatable) */
         char qmp_sockets[CONFIG_MAX_QMP][108];
         nsec_t qmp_timeout_ns;          /* QMPTimeout, default 500ms */
+        char qemu_hint_socket[CONFIG_PATH_MAX]; /* HintSocket: plain-QEMU hint channel pattern with %n
+                                                 * (qemu_hint.h); default "" (off) */
         /* [Tracking] */
         nsec_t load_half_life_ns;       /* LoadHalfLife, default 4s */
         /* [Metrics] */
@@ -57,8 +59,9 @@ struct vp_config {
         uint32_t max_moves;             /* MaxMovesPerPeriod, default 16, 0 = no cap */
         /* [Hints] guest hints: host defaults of the per-VM hint policy (domain metadata overrides) */
         bool hints_enabled;             /* Enabled, default yes: connect to the VMs' hint channels */
-        struct hint_policy hint_defaults; /* Trust, MaxLevel, BoostCap, RatePerSecond, Burst, HalfLife;
-                                           * defaults and ranges as hint_policy_init()/_validate() */
+        struct hint_policy hint_defaults; /* Trust, MaxLevel, BoostCap, RatePerSecond, Burst, HalfLife,
+                                           * BoostWindow; defaults and ranges as hint_policy_init()/_validate() */
+        uint32_t hint_host_read_bytes_per_sec; /* HostReadBytesPerSecond, default 4 MiB, 0 = no host-wide budget */
 };
 
 struct config_error {

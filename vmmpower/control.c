@@ -6,13 +6,23 @@
  * the daemon's epoll set.  A client sends one line; we answer and close.  A
  * client that sends more than CONTROL_LINE_MAX bytes without a newline gets
  * "ERR E2BIG" and is closed; one that sends nothing for
- * CONTROL_CLIENT_TIMEOUT_NS is dropped at the next period.  At most
- * CONTROL_MAX_CLIENTS at once: further connections are accepted and closed
- * at once, counted in control_errors.
+ * CONTROL_CLIENT_TIMEOUT_NS is dropped at the next period.
+ *
+ * Slots are given at accept(), by peer credentials, before anything is
+ * read: a peer that may run no command at all gets "ERR EPERM" at once; at
+ * most CONTROL_MAX_CLIENTS clients, of which CONTROL_ROOT_CLIENTS are kept
+ * for root and each other uid holds at most CONTROL_MAX_CLIENTS_PER_UID
+ * (control_slot_available()); a connection without a slot gets "ERR EBUSY"
+ * and is closed, counted in control_rejected.  Refusals are logged at most
+ * CONTROL_LOG_BURST times per CONTROL_LOG_INTERVAL_NS, with a count of the
+ * lines left out: a peer that floods the socket costs no log volume.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -50,10 +60,13 @@ struct control_server {
         struct daemon *daemon;
         int epoll_fd;
         char path[108];
+        dev_t path_dev;           /* the socket file we renamed to path: only that one is unlinked */
+        ino_t path_ino;
         bool have_group;
         gid_t group_gid;
         unsigned n_clients;
         struct control_client *clients;
+        struct control_ratelimit log_limit;
 };
 
 bool control_peer_allowed(uid_t uid, gid_t gid, const gid_t *groups, size_t n_groups, gid_t group_gid,
@@ -69,6 +82,53 @@ bool control_peer_allowed(uid_t uid, gid_t gid, const gid_t *groups, size_t n_gr
                 if (groups[i] == group_gid)
                         return true;
         return false;
+}
+
+bool control_slot_available(uid_t uid, unsigned n_clients, unsigned n_same_uid)
+{
+        if (n_clients >= CONTROL_MAX_CLIENTS)
+                return false;
+        if (uid == 0)
+                return true;
+        return n_clients < CONTROL_MAX_CLIENTS - CONTROL_ROOT_CLIENTS && n_same_uid < CONTROL_MAX_CLIENTS_PER_UID;
+}
+
+bool control_ratelimit_test(struct control_ratelimit *rl, nsec_t now, uint64_t *ret_suppressed)
+{
+        *ret_suppressed = 0;
+        if (rl->n == 0 && rl->suppressed == 0)
+                rl->begin_ns = now;
+        else if (now - rl->begin_ns >= CONTROL_LOG_INTERVAL_NS) {
+                *ret_suppressed = rl->suppressed;
+                rl->begin_ns = now;
+                rl->n = 0;
+                rl->suppressed = 0;
+        }
+        if (rl->n >= CONTROL_LOG_BURST) {
+                rl->suppressed++;
+                return false;
+        }
+        rl->n++;
+        return true;
+}
+
+/* A refusal, logged at notice within the rate limit (the counters count them all). */
+static void log_refusal(struct control_server *cs, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void log_refusal(struct control_server *cs, const char *fmt, ...)
+{
+        uint64_t suppressed;
+        char buf[256];
+        va_list ap;
+
+        if (!control_ratelimit_test(&cs->log_limit, now_ns(), &suppressed))
+                return;
+        if (suppressed > 0)
+                log_notice("Control: %" PRIu64 " more refusals were not logged in the last %lld s.", suppressed,
+                           (long long) (CONTROL_LOG_INTERVAL_NS / NSEC_PER_SEC));
+        va_start(ap, fmt);
+        vsnprintf(buf, sizeof(buf), fmt, ap);
+        va_end(ap);
+        log_notice("%s", buf);
 }
 
 int control_parse_request(char *line, struct control_request *req)
@@ -116,6 +176,10 @@ int control_execute(struct daemon *d, const struct control_request *req, struct 
 {
         const char *cmd = req->argv[0];
 
+        /* Text only (or no body): --json is refused rather than ignored. */
+        if (req->json && (strcmp(cmd, "top") == 0 || strcmp(cmd, "metrics") == 0 || strcmp(cmd, "notify") == 0 ||
+                          strcmp(cmd, "reload") == 0))
+                return -EOPNOTSUPP;
         if (strcmp(cmd, "status") == 0 && req->argc == 1)
                 render_status(d, req->json, body);
         else if (strcmp(cmd, "vms") == 0 && req->argc == 1)
@@ -202,6 +266,20 @@ static void client_reply_error(struct control_client *c, int err, const char *ms
         client_flush(c);
 }
 
+/* "FILE:LINE: message; running configuration kept", one line of printable ASCII. */
+static void reload_error_message(const struct config_error *err, char *buf, size_t size)
+{
+        if (!err->file[0])
+                snprintf(buf, size, "reload failed, running configuration kept (see the daemon's log)");
+        else if (err->line > 0)
+                snprintf(buf, size, "%s:%u: %s; running configuration kept", err->file, err->line, err->message);
+        else
+                snprintf(buf, size, "%s: %s; running configuration kept", err->file, err->message);
+        for (char *p = buf; *p; p++)
+                if ((unsigned char) *p < 0x20 || (unsigned char) *p >= 0x7f)
+                        *p = '?';
+}
+
 static void client_handle_line(struct control_client *c)
 {
         struct daemon *d = c->server->daemon;
@@ -223,18 +301,23 @@ static void client_handle_line(struct control_client *c)
         if (!control_peer_allowed(c->uid, c->gid, c->groups, c->n_groups, c->server->group_gid,
                                   c->server->have_group, ro)) {
                 d->counters.control_denied++;
-                log_notice("Control: denied '%s' to uid %u.", req.argv[0], (unsigned) c->uid);
+                log_refusal(c->server, "Control: denied '%s' to uid %u.", req.argv[0], (unsigned) c->uid);
                 { client_reply_error(c, -EPERM, "permission denied"); return; }
         }
         strbuf_init(&body);
         r = control_execute(d, &req, &body);
         if (r < 0 || body.oom) {
+                char msg[CONFIG_PATH_MAX + 384];
+
                 d->counters.control_errors++;
                 strbuf_free(&body);
-                { client_reply_error(c, r < 0 ? r : -ENOMEM,
-                                          strcmp(req.argv[0], "reload") == 0
-                                                  ? "reload failed, running configuration kept (see the daemon's log)"
-                                                  : r == -EINVAL ? "wrong arguments" : "command failed"); return; }
+                if (strcmp(req.argv[0], "reload") == 0)
+                        reload_error_message(&d->reload_error, msg, sizeof(msg));
+                else
+                        snprintf(msg, sizeof(msg), "%s", r == -EINVAL        ? "wrong arguments"
+                                 : r == -EOPNOTSUPP ? "--json is not supported by this command"
+                                                    : "command failed");
+                { client_reply_error(c, r < 0 ? r : -ENOMEM, msg); return; }
         }
         strbuf_puts(&c->out, "OK\n");
         strbuf_append(&c->out, body.data ? body.data : "", body.len);
@@ -292,14 +375,40 @@ static void client_event(struct io_watch *w, uint32_t events)
         }
 }
 
+/* Answer a connection that gets no client: one error line, then close.  Input
+ * it already sent is read first, so that closing does not reset the
+ * connection before the peer has read the error. */
+static void refuse(int fd, const char *reply)
+{
+        char sink[CONTROL_LINE_MAX];
+
+        (void) send(fd, reply, strlen(reply), MSG_NOSIGNAL | MSG_DONTWAIT);
+        (void) shutdown(fd, SHUT_WR);
+        while (read(fd, sink, sizeof(sink)) > 0)
+                ;
+        close(fd);
+}
+
+static unsigned clients_of_uid(const struct control_server *cs, uid_t uid)
+{
+        unsigned n = 0;
+
+        for (const struct control_client *c = cs->clients; c; c = c->next)
+                n += c->uid == uid;
+        return n;
+}
+
 static void server_accept(struct io_watch *w, uint32_t events)
 {
         struct control_server *cs = container_of(w, struct control_server, watch);
+        struct daemon *d = cs->daemon;
 
         for (;;) {
                 struct control_client *c;
                 struct ucred cred;
                 socklen_t len = sizeof(cred);
+                gid_t groups[CONTROL_MAX_GROUPS];
+                size_t n_groups = 0;
                 int fd = accept4(w->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 
                 if (fd < 0) {
@@ -309,10 +418,28 @@ static void server_accept(struct io_watch *w, uint32_t events)
                                 log_warning_errno(errno, "Control: accept failed: %m, ignoring.");
                         return;
                 }
-                if (cs->n_clients >= CONTROL_MAX_CLIENTS ||
-                    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
-                        cs->daemon->counters.control_errors++;
+                if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
+                        d->counters.control_errors++;
                         close(fd);
+                        continue;
+                }
+                len = sizeof(groups);
+                if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) == 0)
+                        n_groups = len / sizeof(gid_t);
+                /* A peer that may run nothing (not even the read-only commands) holds no slot. */
+                if (!control_peer_allowed(cred.uid, cred.gid, groups, n_groups, cs->group_gid, cs->have_group,
+                                          true)) {
+                        d->counters.control_denied++;
+                        log_refusal(cs, "Control: denied a connection of uid %u (not root, not in ControlGroup).",
+                                    (unsigned) cred.uid);
+                        refuse(fd, "ERR EPERM permission denied\n");
+                        continue;
+                }
+                if (!control_slot_available(cred.uid, cs->n_clients, clients_of_uid(cs, cred.uid))) {
+                        d->counters.control_rejected++;
+                        log_refusal(cs, "Control: no client slot for uid %u (%u clients connected), connection closed.",
+                                    (unsigned) cred.uid, cs->n_clients);
+                        refuse(fd, "ERR EBUSY too many connections\n");
                         continue;
                 }
                 c = calloc(1, sizeof(*c));
@@ -323,9 +450,8 @@ static void server_accept(struct io_watch *w, uint32_t events)
                 c->server = cs;
                 c->uid = cred.uid;
                 c->gid = cred.gid;
-                len = sizeof(c->groups);
-                if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, c->groups, &len) == 0)
-                        c->n_groups = len / sizeof(gid_t);
+                c->n_groups = n_groups;
+                memcpy(c->groups, groups, n_groups * sizeof(gid_t));
                 c->since_ns = now_ns();
                 strbuf_init(&c->out);
                 if (io_watch_add(cs->epoll_fd, &c->watch, fd, EPOLLIN, client_event) < 0) {
@@ -362,6 +488,7 @@ int control_server_new(struct daemon *d, const char *path, const char *group, in
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
         struct control_server *cs;
         char tmp[sizeof(sa.sun_path)];
+        struct stat st;
         int fd, r;
 
         if (strlen(path) >= sizeof(sa.sun_path))
@@ -409,11 +536,13 @@ int control_server_new(struct daemon *d, const char *path, const char *group, in
         r = io_watch_add(epoll_fd, &cs->watch, fd, EPOLLIN, server_accept);
         if (r < 0)
                 goto fail;
-        if (rename(tmp, path) < 0) {
+        if (lstat(tmp, &st) < 0 || rename(tmp, path) < 0) {
                 r = log_error_errno(errno, "Failed to move %s to %s: %m", tmp, path);
                 io_watch_del(epoll_fd, &cs->watch);
                 goto fail;
         }
+        cs->path_dev = st.st_dev;
+        cs->path_ino = st.st_ino;
         *ret = cs;
         return 0;
 fail:
@@ -425,13 +554,16 @@ fail:
 
 void control_server_free(struct control_server *cs)
 {
+        struct stat st;
+
         if (!cs)
                 return;
         while (cs->clients)
                 client_free(cs->clients);
         io_watch_del(cs->epoll_fd, &cs->watch);
         close(cs->watch.fd);
-        if (cs->path[0])
+        /* Only our own socket file: never one another process put there since. */
+        if (cs->path[0] && lstat(cs->path, &st) == 0 && st.st_dev == cs->path_dev && st.st_ino == cs->path_ino)
                 (void) unlink(cs->path);
         free(cs);
 }
@@ -439,4 +571,33 @@ void control_server_free(struct control_server *cs)
 void control_server_forget_path(struct control_server *cs)
 {
         cs->path[0] = '\0';
+}
+
+int control_socket_live(const char *path, pid_t *ret_pid)
+{
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        struct ucred cred;
+        socklen_t len = sizeof(cred);
+        int fd, r;
+
+        if (strlen(path) >= sizeof(sa.sun_path))
+                return -ENAMETOOLONG;
+        strcpy(sa.sun_path, path);
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return -errno;
+        /* Non-blocking: a listener with a full backlog answers EAGAIN, which is
+         * as live as an accepted connect (its pid is then not known). */
+        if (connect(fd, (struct sockaddr *) &sa, sizeof(sa)) == 0) {
+                if (ret_pid)
+                        *ret_pid = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 ? cred.pid : 0;
+                r = 1;
+        } else if (errno == EAGAIN) {
+                if (ret_pid)
+                        *ret_pid = 0;
+                r = 1;
+        } else
+                r = errno == ECONNREFUSED || errno == ENOENT || errno == ENOTSOCK ? 0 : -errno;
+        close(fd);
+        return r;
 }

@@ -18,6 +18,7 @@
  *   3. output: metrics textfile, watchdog ping.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,8 +35,10 @@
 #include "apply.h"
 #include "journal.h"
 #include "event.h"
+#include "instance.h"
 #include "log.h"
 #include "plan_input.h"
+#include "qemu_hint.h"
 #include "qmp.h"
 #include "sd_notify.h"
 #include "version.h"
@@ -87,6 +90,7 @@ static int hints_configure(struct daemon *d, nsec_t now)
                 r = hint_server_new(d->epoll_fd, p, hint_wakeup, d, &d->hints);
         if (r < 0)
                 return log_error_errno(r, "Failed to set up the guest hint server: %m");
+        hint_server_set_host_read_budget(d->hints, d->cfg.hint_host_read_bytes_per_sec);
         log_debug("Guest hint defaults: trust %s, max level %u, boost cap %u ms, %u hints/s, burst %u, "
                   "half-life %lld ms.", hint_trust_to_string(p->trust), p->max_level, p->boost_cap_ms,
                   p->rate_per_sec, p->burst, (long long) (p->half_life_ns / NSEC_PER_MSEC));
@@ -94,8 +98,51 @@ static int hints_configure(struct daemon *d, nsec_t now)
 }
 
 /*
+ * A plain-QEMU VM (not a libvirt domain) has no channel record: with
+ * [QEMU] HintSocket set, its channel is the pattern filled with the VM's name,
+ * if that is a socket owned by the QEMU process's user (qemu_hint.h).  Returns
+ * info, or tmp: a shallow copy of info with hint_socket set.  Runs every
+ * period for every such VM (a stat of the socket and of /proc/<pid>), relies
+ * on the hint server's own connect backoff; refusals are counted
+ * (vmmpower_qemu_hint_refused_total) and warned about once a minute.
+ * A VM without a channel shows "hints": null in vmmpowerctl vms.
+ */
+static const struct vm_info *qemu_hint_vm(struct daemon *d, const struct vm_info *info, struct vm_info *tmp)
+{
+        int r;
+
+        if (!d->cfg.qemu_hint_socket[0] || info->hint_socket[0] || (info->sources & VM_SOURCE_LIBVIRT))
+                return info;
+        *tmp = *info;
+        r = qemu_hint_socket(d->cfg.qemu_hint_socket, d->cfg.procfs_root, info, tmp->hint_socket,
+                             sizeof(tmp->hint_socket));
+        if (r < 0) {
+                /* -ENOENT: this VM has no channel there, the common case; the
+                 * others are refusals: counted, and a warning at most once a
+                 * minute (the same refusal repeats every period). */
+                if (r != -ENOENT && r != -ESRCH) {
+                        nsec_t now = now_ns();
+
+                        d->counters.qemu_hint_refused++;
+                        if (!d->qemu_hint_warned_ns || now - d->qemu_hint_warned_ns >= 60 * NSEC_PER_SEC) {
+                                d->qemu_hint_warned_ns = now;
+                                log_warning_errno(r, "Not connecting to the hint socket of QEMU VM \"%s\" (pid %d) "
+                                                  "from [QEMU] HintSocket: %m (%" PRIu64 " refusals so far; "
+                                                  "warned once a minute)",
+                                                  info->name, (int) info->pid, d->counters.qemu_hint_refused);
+                        } else
+                                log_debug_errno(r, "No hint channel for QEMU VM \"%s\" (pid %d) from HintSocket: %m",
+                                                info->name, (int) info->pid);
+                }
+                return info;
+        }
+        return tmp;
+}
+
+/*
  * Hint channels follow the inventory: a connection per VM whose channel
- * socket is known (libvirt live XML), closed when the VM goes, reconnected
+ * socket is known (libvirt live XML, or [QEMU] HintSocket for plain QEMU:
+ * qemu_hint_vm()), closed when the VM goes, reconnected
  * with backoff.  Each VM's policy is the host defaults with its metadata's
  * overrides (vm_info.policy), set every period so that a metadata change or a
  * reload takes effect within one period (a guest learns the new values at its
@@ -109,7 +156,9 @@ static void hints_period(struct daemon *d, nsec_t now)
         for (size_t i = 0; i < tracker_n_vms(d->tracker); i++) {
                 const struct vm_info *info = &tracker_vm(d->tracker, i)->info;
                 struct hint_policy p;
+                struct vm_info with_socket;
 
+                info = qemu_hint_vm(d, info, &with_socket);
                 if (hint_server_update_vm(d->hints, info, now) < 0)
                         continue;
                 /* -ENOENT: no hint channel; the merge cannot fail for a parsed policy. */
@@ -123,8 +172,15 @@ static void hints_period(struct daemon *d, nsec_t now)
         d->batch_invalid = true;
 }
 
-/* Hints the planner may act on (trust=full, live): a level as a utilisation
- * floor, a boost as "top level for its domain".  Returns the count. */
+/*
+ * Hints the planner may act on (trust=full, live).  A level is the
+ * performance the guest wants while the vCPU runs: a floor for its domain's
+ * level, never demand (an idle guest's agent sends its lowest step, 128: that
+ * must cost nothing), fading with its weight toward no floor (a dead agent
+ * asks for less and less).  A boost asks for the VM's max_level: the top
+ * level and a shallow idle limit only when max_level is 1024, otherwise a
+ * floor at max_level (0: nothing).  Returns the count.
+ */
 static size_t collect_plan_hints(struct daemon *d, nsec_t now)
 {
         struct hint_effective eff[64];
@@ -137,7 +193,12 @@ static size_t collect_plan_hints(struct daemon *d, nsec_t now)
                 int k = hint_server_vm_state(d->hints, vm->info.pid, now, eff, ELEMENTSOF(eff));
 
                 for (int j = 0; j < k; j++) {
-                        if (!eff[j].may_actuate || (eff[j].weight == 0 && !eff[j].boosted))
+                        uint32_t floor = eff[j].level;
+                        bool boost = eff[j].boosted && eff[j].boost_level >= HINT_LEVEL_MAX;
+
+                        if (eff[j].boosted)
+                                floor = MAX(floor, eff[j].boost_level);
+                        if (!eff[j].may_actuate || (floor == 0 && !boost))
                                 continue;
                         if (n >= d->plan_hints_alloc) {
                                 size_t na = d->plan_hints_alloc ? 2 * d->plan_hints_alloc : 64;
@@ -149,12 +210,39 @@ static size_t collect_plan_hints(struct daemon *d, nsec_t now)
                         }
                         d->plan_hints[n++] = (struct plan_hint) {
                                 .key = ((uint64_t) vm->info.pid << 16) | (uint64_t) j,
-                                .util_floor = eff[j].weight ? (double) eff[j].level / HINT_LEVEL_MAX : 0.0,
-                                .boost = eff[j].boosted,
+                                .perf_floor = (double) floor / HINT_LEVEL_MAX,
+                                .boost = boost,
                         };
                 }
         }
         return n;
+}
+
+/*
+ * Close the hint loop: tell every guest what each of its vCPUs is given, the
+ * capacity of its domain's level in the applied plan (0..1024, 1024 = the top
+ * level; the guest's cpufreq module makes it the vCPU's current frequency).
+ * A plan that is not applied grants nothing.  The hint server sends only
+ * changes, at most every HINT_GRANT_INTERVAL_NS per VM, and everything again
+ * after a new handshake.
+ */
+static void hints_grant(struct daemon *d, const struct plan *p, nsec_t now)
+{
+        const struct em_host *h = d->em;
+
+        if (!d->hints || !d->applier || !h || !p)
+                return;
+        for (unsigned i = 0; i < p->n_vcpus; i++) {
+                int c = p->vcpu_cpu[i];
+                uint32_t level;
+
+                if (c < 0 || (unsigned) c >= p->n_cpus || (unsigned) c >= h->n_cpus)
+                        continue;
+                level = em_capacity(&h->model, p->fdom_level[h->cpu_fdom[c]]) * HINT_LEVEL_MAX / EM_CAPACITY_SCALE;
+                (void) hint_server_set_grant(d->hints, (pid_t) (p->vcpu_key[i] >> 16),
+                                             (uint32_t) (p->vcpu_key[i] & 0xffff), MIN(level, (uint32_t) HINT_LEVEL_MAX));
+        }
+        hint_server_send_grants(d->hints, now);
 }
 
 int daemon_load_config(const struct daemon_options *opts, struct vp_config *c, struct config_error *err)
@@ -280,6 +368,16 @@ static bool want_applier(const struct daemon *d, const struct vp_config *cfg, bo
         return !d->opts.dry_run && cfg->planner_enabled && cfg->planner_apply && have_model;
 }
 
+static bool qmp_config_changed(const struct vp_config *a, const struct vp_config *b)
+{
+        if (a->n_qmp_sockets != b->n_qmp_sockets || strcmp(a->procfs_root, b->procfs_root) != 0)
+                return true;
+        for (unsigned i = 0; i < a->n_qmp_sockets && i < CONFIG_MAX_QMP; i++)
+                if (strcmp(a->qmp_sockets[i], b->qmp_sockets[i]) != 0)
+                        return true;
+        return false;
+}
+
 static bool applier_config_changed(const struct vp_config *a, const struct vp_config *b)
 {
         return strcmp(a->state_dir, b->state_dir) != 0 || strcmp(a->sysfs_root, b->sysfs_root) != 0 ||
@@ -318,6 +416,47 @@ static void start_applier(struct daemon *d)
 }
 
 /*
+ * One daemon per state directory (instance.h), and never one that takes a
+ * live control socket over (a daemon with another state directory but the
+ * same ControlSocket).  Returns the lock fd or -errno, logged.
+ */
+static int take_instance_lock(const struct vp_config *cfg, bool starting)
+{
+        const char *then = starting ? "exiting" : "keeping the running configuration";
+        pid_t owner = 0;
+        int fd = instance_lock(cfg->state_dir, &owner);
+
+        if (fd == -EBUSY) {
+                if (owner > 0)
+                        log_error("Another vmmpowerd (pid %d) is running with state directory %s; %s.", (int) owner,
+                                  cfg->state_dir, then);
+                else
+                        log_error("Another vmmpowerd is running with state directory %s; %s.", cfg->state_dir, then);
+                return -EBUSY;
+        }
+        if (fd < 0)
+                return log_error_errno(fd, "Failed to lock %s/%s: %m", cfg->state_dir, INSTANCE_LOCK_FILE);
+        return fd;
+}
+
+static int check_control_socket_free(const char *path)
+{
+        pid_t owner = 0;
+        int r = control_socket_live(path, &owner);
+
+        if (r < 0)
+                return log_error_errno(r, "Failed to check control socket %s: %m", path);
+        if (r == 0)
+                return 0;
+        if (owner > 0)
+                log_error("Control socket %s is served by another process (pid %d), not replacing it.", path,
+                          (int) owner);
+        else
+                log_error("Control socket %s is served by another process, not replacing it.", path);
+        return -EADDRINUSE;
+}
+
+/*
  * Build what depends on the configuration.  On success the daemon runs with
  * cfg; on failure nothing changed.  starting: first call (no threads yet).
  */
@@ -330,7 +469,7 @@ static int daemon_apply_config(struct daemon *d, const struct vp_config *cfg, bo
         struct control_server *control = NULL;
         struct em_host *em = NULL;
         bool new_tracker, new_control, new_libvirt;
-        int r;
+        int r, lock_fd = -1;
 
         new_tracker = starting || strcmp(old->procfs_root, cfg->procfs_root) != 0 ||
                       old->load_half_life_ns != cfg->load_half_life_ns;
@@ -343,6 +482,13 @@ static int daemon_apply_config(struct daemon *d, const struct vp_config *cfg, bo
 
         if (mkdir(cfg->state_dir, 0755) < 0 && errno != EEXIST)
                 return log_error_errno(errno, "Failed to create %s: %m", cfg->state_dir);
+        /* At start the lock is taken by daemon_init(); a reload that moves the
+         * state directory takes the new one before anything else. */
+        if (!starting && strcmp(old->state_dir, cfg->state_dir) != 0) {
+                lock_fd = take_instance_lock(cfg, false);
+                if (lock_fd < 0)
+                        return lock_fd;
+        }
 
         r = topology_load(cfg->sysfs_root, &topo);
         if (r < 0) {
@@ -368,7 +514,13 @@ static int daemon_apply_config(struct daemon *d, const struct vp_config *cfg, bo
         }
         if (new_control) {
                 /* The new socket replaces the old one's path (it unlinks and
-                 * binds); the old one keeps its fd until the commit. */
+                 * binds); the old one keeps its fd until the commit.  A path
+                 * that is new to us must not be another daemon's live socket. */
+                if (starting || strcmp(old->control_socket, cfg->control_socket) != 0) {
+                        r = check_control_socket_free(cfg->control_socket);
+                        if (r < 0)
+                                goto fail;
+                }
                 r = control_server_new(d, cfg->control_socket, cfg->control_group, d->epoll_fd, &control);
                 if (r < 0)
                         goto fail;
@@ -402,9 +554,16 @@ static int daemon_apply_config(struct daemon *d, const struct vp_config *cfg, bo
                 d->control = control;
         }
         d->batch_invalid = true; /* watches may be gone: end this epoll batch */
-        qmp_cache_clear(d);
+        /* QMP answers stand across a reload that keeps the sockets (and the procfs they refer to). */
+        if (starting || qmp_config_changed(old, cfg))
+                qmp_cache_clear(d);
         if (new_libvirt)
                 stop_libvirt(d);
+        if (lock_fd >= 0) {
+                instance_unlock(d->instance_fd, d->instance_dir);
+                d->instance_fd = lock_fd;
+                snprintf(d->instance_dir, sizeof(d->instance_dir), "%s", cfg->state_dir);
+        }
         d->cfg = *cfg;
         log_set_max_level(cfg->log_level);
         if (!starting) {
@@ -420,6 +579,8 @@ static int daemon_apply_config(struct daemon *d, const struct vp_config *cfg, bo
         d->scan_requested = true;
         return 0;
 fail:
+        if (lock_fd >= 0)
+                instance_unlock(lock_fd, cfg->state_dir);
         control_server_free(control);
         em_host_free(em);
         tracker_free(tracker);
@@ -448,6 +609,10 @@ int daemon_restore_journal(const struct vp_config *cfg)
                            "%u gone, %u failed, %u kept for later, %u torn records ignored.",
                            cfg->state_dir, st.restored, st.unchanged, st.foreign, st.gone, st.failed, st.skipped,
                            st.torn);
+        if (st.corrupt_file[0])
+                log_warning("Journal %s: %u corrupt record(s) skipped, every good record restored; the journal as it "
+                            "was is kept as %s/%s for inspection (knobs named by a corrupt record were not restored).",
+                            cfg->state_dir, st.corrupt, cfg->state_dir, st.corrupt_file);
         if (r > 0)
                 log_warning("%d journal entries could not be restored yet and are kept in %s.", r, cfg->state_dir);
         return r;
@@ -474,6 +639,7 @@ int daemon_reload(struct daemon *d)
                 r = daemon_apply_config(d, &cfg, false);
         else
                 log_config_error(&err);
+        d->reload_error = err; /* file "" unless the configuration itself was at fault */
         if (r == 0)
                 (void) hints_configure(d, now_ns()); /* logged; keeps the previous hint state */
         if (r < 0) {
@@ -492,39 +658,112 @@ void daemon_request_scan(struct daemon *d)
                 libvirt_src_request_reconcile(d->libvirt);
 }
 
+/* Field 22 of <procfs>/<pid>/stat: tells a QEMU process from a later one with its pid.
+ * -ESRCH when the process is gone or a zombie. */
+static int process_starttime(const char *procfs_root, pid_t pid, uint64_t *ret)
+{
+        char path[CONFIG_PATH_MAX + 32], buf[1024], *p, *save = NULL;
+        ssize_t n;
+        int field = 2;
+
+        if (path_printf(path, sizeof(path), "%s/%d/stat", procfs_root, (int) pid) < 0)
+                return -ENAMETOOLONG;
+        n = read_small_file(path, buf, sizeof(buf));
+        if (n < 0)
+                return n == -ENOENT ? -ESRCH : (int) n;
+        p = strrchr(buf, ')'); /* comm may hold spaces and ')' */
+        if (!p)
+                return -EINVAL;
+        for (char *t = strtok_r(p + 1, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
+                if (++field == 3 && (strcmp(t, "Z") == 0 || strcmp(t, "X") == 0))
+                        return -ESRCH; /* exited, not reaped yet */
+                if (field == 22)
+                        return parse_u64(t, ret) < 0 ? -EINVAL : 0;
+        }
+        return -EINVAL;
+}
+
+/* Does the process that gave socket i's last answer still run? */
+static bool qmp_answer_alive(const struct daemon *d, unsigned i)
+{
+        uint64_t st;
+        int r = process_starttime(d->cfg.procfs_root, d->qmp_cache[i].pid, &st);
+
+        if (r == -ESRCH)
+                return false;
+        /* Unreadable: keep it (the tracker drops vCPUs whose threads are gone). */
+        return r < 0 || d->qmp_cache_starttime[i] == 0 || st == d->qmp_cache_starttime[i];
+}
+
 /*
  * QMP discovery.  Every query blocks the loop for up to QMPTimeout, so one
  * pass spends at most half a control period on them (plus the query that
  * crosses the line), starting where the previous pass stopped; sockets not
  * asked this time keep their last answer.  What is published is every
- * socket's last good answer.
+ * socket's last good answer, as long as the QEMU process that gave it runs:
+ * a query that fails (QEMU's monitor serves one client at a time, so anyone
+ * holding it makes ours time out) keeps the VM on its last answer; it is
+ * dropped only when that process is gone.  The first failure of a streak and
+ * the recovery are logged; every failure is counted.
  */
 static void discover_qmp(struct daemon *d, nsec_t now)
 {
         struct vm_info vms[CONFIG_MAX_QMP];
         nsec_t t0 = now_ns(), budget = d->cfg.period_ns / 2;
         unsigned n_sock = MIN(d->cfg.n_qmp_sockets, CONFIG_MAX_QMP);
+        bool asked[CONFIG_MAX_QMP] = { false };
         size_t n = 0;
         int r;
 
         for (unsigned k = 0; k < n_sock && now_ns() - t0 < budget; k++) {
                 unsigned i = (d->qmp_next + k) % n_sock;
+                const char *sock = d->cfg.qmp_sockets[i];
                 struct vm_info vm;
 
                 d->counters.qmp_queries++;
-                r = qmp_query_vm(d->cfg.qmp_sockets[i], d->cfg.qmp_timeout_ns, &vm);
-                vm_info_done(&d->qmp_cache[i]);
-                d->qmp_cache_valid[i] = r == 0;
+                asked[i] = true;
+                r = qmp_query_vm(sock, d->cfg.qmp_timeout_ns, &vm);
                 if (r < 0) {
                         d->counters.qmp_errors++;
-                        log_debug_errno(r, "QMP query of %s failed: %m", d->cfg.qmp_sockets[i]);
-                } else
+                        if (d->qmp_cache_valid[i] && qmp_answer_alive(d, i)) {
+                                d->counters.qmp_kept++;
+                                if (d->qmp_failing[i] == 0)
+                                        log_warning_errno(r, "QMP query of %s failed: %m; keeping VM %s (pid %d) "
+                                                          "on its last answer while its QEMU process runs.",
+                                                          sock, d->qmp_cache[i].name, (int) d->qmp_cache[i].pid);
+                        } else if (d->qmp_failing[i] == 0)
+                                log_full_errno(d->qmp_cache_valid[i] ? LOG_LEVEL_INFO : LOG_LEVEL_NOTICE, r,
+                                               "QMP query of %s failed: %m; will retry every scan.", sock);
+                        d->qmp_failing[i]++;
+                } else {
+                        if (d->qmp_failing[i] > 0)
+                                log_info("QMP socket %s answers again after %u failed queries.", sock,
+                                         d->qmp_failing[i]);
+                        d->qmp_failing[i] = 0;
+                        vm_info_done(&d->qmp_cache[i]);
                         d->qmp_cache[i] = vm;
+                        d->qmp_cache_valid[i] = true;
+                        if (process_starttime(d->cfg.procfs_root, vm.pid, &d->qmp_cache_starttime[i]) < 0)
+                                d->qmp_cache_starttime[i] = 0;
+                }
                 d->qmp_next = (i + 1) % n_sock;
         }
-        for (unsigned i = 0; i < n_sock; i++)
-                if (d->qmp_cache_valid[i])
-                        vms[n++] = d->qmp_cache[i]; /* shallow: the tracker copies */
+        for (unsigned i = 0; i < n_sock; i++) {
+                if (!d->qmp_cache_valid[i])
+                        continue;
+                /* A last answer stands until its process is gone (answered this pass: it runs). */
+                if (d->qmp_failing[i] > 0 || !asked[i]) {
+                        if (!qmp_answer_alive(d, i)) {
+                                log_info("QEMU process %d of QMP socket %s is gone.", (int) d->qmp_cache[i].pid,
+                                         d->cfg.qmp_sockets[i]);
+                                d->counters.qmp_gone++;
+                                vm_info_done(&d->qmp_cache[i]);
+                                d->qmp_cache_valid[i] = false;
+                                continue;
+                        }
+                }
+                vms[n++] = d->qmp_cache[i]; /* shallow: the tracker copies */
+        }
         r = tracker_set_source(d->tracker, VM_SOURCE_QMP, n ? vms : NULL, n, now);
         if (r < 0)
                 log_warning_errno(r, "Failed to apply QMP results: %m");
@@ -535,6 +774,8 @@ static void qmp_cache_clear(struct daemon *d)
         for (unsigned i = 0; i < CONFIG_MAX_QMP; i++) {
                 vm_info_done(&d->qmp_cache[i]);
                 d->qmp_cache_valid[i] = false;
+                d->qmp_cache_starttime[i] = 0;
+                d->qmp_failing[i] = 0;
         }
         d->qmp_next = 0;
 }
@@ -803,6 +1044,7 @@ static void plan_period(struct daemon *d, nsec_t now)
         }
         if (d->applier && d->apply_scratch)
                 submit_plan(d, &pol, next, n);
+        hints_grant(d, next, now);
         plan_free(d->plan);
         d->plan = next;
         {
@@ -945,7 +1187,8 @@ int daemon_init(struct daemon *d, const struct daemon_options *opts)
         sigset_t mask;
         int r;
 
-        *d = (struct daemon) { .epoll_fd = -1, .signal_fd = -1, .timer_fd = -1, .watchdog_fd = -1, .opts = *opts };
+        *d = (struct daemon) { .epoll_fd = -1, .signal_fd = -1, .timer_fd = -1, .watchdog_fd = -1, .instance_fd = -1,
+                               .opts = *opts };
         the_daemon = d;
         snprintf(d->config_path, sizeof(d->config_path), "%s",
                  opts->config_path ? opts->config_path : VMMPOWER_SYSCONFDIR "/vmmpower.conf");
@@ -958,6 +1201,14 @@ int daemon_init(struct daemon *d, const struct daemon_options *opts)
                 return r;
         }
         log_set_max_level(cfg.log_level);
+
+        /* One daemon per state directory, in every mode (--dry-run and --once
+         * too): before the journal, the control socket and the hint channels. */
+        r = take_instance_lock(&cfg, true);
+        if (r < 0)
+                return r;
+        d->instance_fd = r;
+        snprintf(d->instance_dir, sizeof(d->instance_dir), "%s", cfg.state_dir);
 
         /* A journal left by a previous run that died: put the host back first.
          * Failures are logged and the entries kept; the daemon starts anyway. */
@@ -975,12 +1226,9 @@ int daemon_init(struct daemon *d, const struct daemon_options *opts)
         if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
                 return log_error_errno(errno, "sigprocmask failed: %m");
         signal(SIGPIPE, SIG_IGN);
-        d->signal_fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
-        if (d->signal_fd < 0)
-                return log_error_errno(errno, "signalfd failed: %m");
-        r = io_watch_add(d->epoll_fd, &signal_watch, d->signal_fd, EPOLLIN, signal_event);
-        if (r < 0)
-                return r;
+        /* The signalfd itself is made in daemon_run(), after any daemonizing
+         * fork: epoll does not report signals of a child on a signalfd its
+         * parent created.  Until then the signals stay blocked and pending. */
 
         d->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
         if (d->timer_fd < 0)
@@ -1007,7 +1255,21 @@ int daemon_run(struct daemon *d)
         uint64_t wd_usec;
         int r;
 
-        /* Threads start here, after any daemonizing fork. */
+        /* Threads and the signalfd start here, after any daemonizing fork. */
+        if (d->signal_fd < 0) {
+                sigset_t mask;
+
+                sigemptyset(&mask);
+                sigaddset(&mask, SIGTERM);
+                sigaddset(&mask, SIGINT);
+                sigaddset(&mask, SIGHUP);
+                d->signal_fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+                if (d->signal_fd < 0)
+                        return log_error_errno(errno, "signalfd failed: %m");
+                r = io_watch_add(d->epoll_fd, &signal_watch, d->signal_fd, EPOLLIN, signal_event);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to watch the signalfd: %m");
+        }
         r = start_libvirt(d);
         if (r < 0)
                 log_warning("Continuing without libvirt discovery.");
@@ -1102,4 +1364,7 @@ void daemon_done(struct daemon *d)
         if (d->epoll_fd >= 0)
                 close(d->epoll_fd);
         d->timer_fd = d->signal_fd = d->epoll_fd = d->watchdog_fd = -1;
+        /* Last: the next daemon may start once the host is restored and the socket gone. */
+        instance_unlock(d->instance_fd, d->instance_dir);
+        d->instance_fd = -1;
 }

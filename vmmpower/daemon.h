@@ -43,14 +43,18 @@ struct daemon_counters {
         uint64_t overruns;            /* timerfd expirations > 1: periods missed */
         uint64_t proc_scans;
         uint64_t qmp_queries, qmp_errors;
+        uint64_t qmp_kept;            /* failed discovery queries whose VM stayed on its last answer */
+        uint64_t qmp_gone;            /* last answers dropped because their QEMU process exited */
         uint64_t reloads, reload_errors;
         uint64_t notifies;            /* hook notifications received */
         uint64_t control_requests, control_denied, control_errors;
+        uint64_t control_rejected;    /* connections refused for lack of a client slot */
         uint64_t metrics_write_errors;
         uint64_t plans, plan_errors;
         uint64_t apply_start_errors;  /* the applier could not start (plans stayed advisory) */
         uint64_t hint_wakeups;        /* reads whose hints took a token (may actuate) */
         uint64_t hint_replans;        /* plans redone at once because of such hints */
+        uint64_t qemu_hint_refused;   /* [QEMU] HintSocket paths refused (not a socket, owner, name), per period */
         nsec_t last_plan_cpu_ns;      /* thread CPU time of the last plan_compute() */
         nsec_t last_period_cpu_ns;    /* thread CPU time of the last control period */
         nsec_t last_period_wall_ns;
@@ -60,6 +64,7 @@ struct daemon {
         struct daemon_options opts;
         struct vp_config cfg;
         char config_path[CONFIG_PATH_MAX];
+        struct config_error reload_error; /* of the last failed reload, for its control reply; file "" if none */
         struct topology *topo;
         struct tracker *tracker;
         struct pcpu_stat *pcpu;
@@ -79,6 +84,8 @@ struct daemon {
         cpuset_t *pin_sets;       /* plan_pin_sets() output, kept across periods */
         size_t pin_sets_alloc;
         bool running;             /* daemon_run() started (threads may be created) */
+        int instance_fd;          /* instance.h: the lock on instance_dir, held for the daemon's life */
+        char instance_dir[CONFIG_PATH_MAX]; /* the state directory locked (cfg.state_dir once running) */
         struct control_server *control;
         struct control_server *retired_control; /* replaced by a reload; freed after the epoll batch */
         bool batch_invalid;       /* a handler freed watches: stop dispatching this batch */
@@ -86,6 +93,8 @@ struct daemon {
         struct procscan_stats procscan_stats;
         struct vm_info qmp_cache[CONFIG_MAX_QMP]; /* last good answer per configured QMP socket */
         bool qmp_cache_valid[CONFIG_MAX_QMP];
+        uint64_t qmp_cache_starttime[CONFIG_MAX_QMP]; /* of the answering process (0: unknown) */
+        unsigned qmp_failing[CONFIG_MAX_QMP]; /* failed queries in a row per socket */
         unsigned qmp_next;        /* where the next QMP pass starts */
         struct daemon_counters counters;
         int epoll_fd, signal_fd, timer_fd, watchdog_fd;
@@ -97,6 +106,7 @@ struct daemon {
         bool libvirt_snapshot_seen;
         bool hint_replan;         /* hints took a token: plan again after this epoll batch */
         nsec_t last_hint_replan_ns;
+        nsec_t qemu_hint_warned_ns;  /* last warning about a refused HintSocket path (one a minute) */
         bool quit;
         int exit_status;
 };

@@ -58,7 +58,12 @@ struct hint_conn {
         struct hint_io_stats io;
         bool throttled;          /* read budget used up: EPOLLIN off until refilled */
         uint64_t read_tokens;    /* bytes that may still be read */
+        uint64_t free_tokens;    /* of those, bytes outside the host-wide budget */
         nsec_t read_tokens_ns;   /* when read_tokens was last refilled */
+        uint16_t *grant;         /* [n_vcpus] what the plan gives, HINT_GRANT_NONE = unknown */
+        uint16_t *grant_sent;    /* [n_vcpus] what the guest was told on this handshake */
+        nsec_t last_grant_ns;
+        bool grants_sent_once;
         size_t out_len;
         char out[HINT_OUT_MAX];
 };
@@ -75,6 +80,9 @@ struct hint_server {
         struct strbuf scratch;    /* replies of one read, before they go to a bounded buffer */
         struct hint_counters retired;   /* counters of forgotten VMs */
         struct hint_io_stats retired_io;
+        uint32_t host_bytes_per_sec;    /* host-wide read budget, 0 = none */
+        uint64_t host_tokens;
+        nsec_t host_tokens_ns;
 };
 
 static nsec_t server_now(struct hint_server *hs)
@@ -93,6 +101,9 @@ static void io_add(struct hint_io_stats *a, const struct hint_io_stats *b)
         a->replies_dropped += b->replies_dropped;
         a->write_errors += b->write_errors;
         a->read_throttles += b->read_throttles;
+        a->host_throttles += b->host_throttles;
+        a->grants_sent += b->grants_sent;
+        a->limits_sent += b->limits_sent;
 }
 
 static void counters_add(struct hint_counters *a, const struct hint_counters *b)
@@ -110,6 +121,9 @@ static void counters_add(struct hint_counters *a, const struct hint_counters *b)
         a->rate_limited += b->rate_limited;
         a->handshakes += b->handshakes;
         a->errors_suppressed += b->errors_suppressed;
+        a->boost_denied += b->boost_denied;
+        a->welcomes_suppressed += b->welcomes_suppressed;
+        a->stale += b->stale;
 }
 
 static uint64_t rejected_total(const struct hint_counters *c)
@@ -146,7 +160,24 @@ static void conn_refill(struct hint_conn *c, nsec_t now)
         c->read_tokens += (uint64_t) dt * HINT_READ_BYTES_PER_SEC / NSEC_PER_SEC;
         if (c->read_tokens > HINT_READ_BYTES_PER_SEC)
                 c->read_tokens = HINT_READ_BYTES_PER_SEC;
+        c->free_tokens += (uint64_t) dt * HINT_READ_FREE_BYTES / NSEC_PER_SEC;
+        if (c->free_tokens > HINT_READ_FREE_BYTES)
+                c->free_tokens = HINT_READ_FREE_BYTES;
         c->read_tokens_ns = now;
+}
+
+static void host_refill(struct hint_server *hs, nsec_t now)
+{
+        nsec_t dt = now - hs->host_tokens_ns;
+
+        if (dt <= 0)
+                return;
+        if (dt > NSEC_PER_SEC)
+                dt = NSEC_PER_SEC;
+        hs->host_tokens += (uint64_t) dt * hs->host_bytes_per_sec / NSEC_PER_SEC;
+        if (hs->host_tokens > hs->host_bytes_per_sec)
+                hs->host_tokens = hs->host_bytes_per_sec;
+        hs->host_tokens_ns = now;
 }
 
 static void conn_set_events(struct hint_conn *c, uint32_t events)
@@ -243,11 +274,19 @@ static void conn_log(struct hint_conn *c, nsec_t now)
         c->last_log_ns = now;
 }
 
+static void grants_forget(struct hint_conn *c)
+{
+        for (uint32_t i = 0; i < c->n_vcpus; i++)
+                c->grant_sent[i] = HINT_GRANT_NONE;
+        c->grants_sent_once = false;
+}
+
 static void conn_read(struct hint_conn *c, nsec_t now)
 {
         struct hint_server *hs = c->hs;
         char buf[HINT_READ_CHUNK];
         uint64_t handshakes = c->vm->counters.handshakes;
+        uint64_t welcomes = handshakes - c->vm->counters.welcomes_suppressed;
         size_t want = sizeof(buf);
         ssize_t k;
         int n;
@@ -264,6 +303,19 @@ static void conn_read(struct hint_conn *c, nsec_t now)
         }
         if (want > c->read_tokens)
                 want = (size_t) c->read_tokens;
+        /* The host-wide budget, same refill rule; a channel's free allowance first. */
+        if (hs->host_bytes_per_sec > 0) {
+                uint64_t avail = MIN(c->free_tokens, c->read_tokens) + hs->host_tokens;
+
+                if (avail == 0) {
+                        c->throttled = true;
+                        c->io.host_throttles++;
+                        conn_set_events(c, conn_wanted_events(c));
+                        return;
+                }
+                if (want > avail)
+                        want = (size_t) avail;
+        }
         do
                 k = recv(c->watch.fd, buf, want, MSG_DONTWAIT);
         while (k < 0 && errno == EINTR);
@@ -280,11 +332,19 @@ static void conn_read(struct hint_conn *c, nsec_t now)
         c->io.read_events++;
         c->io.read_chunk_max = MAX(c->io.read_chunk_max, (uint64_t) k);
         c->read_tokens -= (uint64_t) k;
+        if (hs->host_bytes_per_sec > 0) {
+                uint64_t f = MIN(c->free_tokens, (uint64_t) k);
+
+                c->free_tokens -= f;
+                hs->host_tokens -= MIN(hs->host_tokens, (uint64_t) k - f);
+        }
 
         strbuf_reset(&hs->scratch);
         n = hint_vm_feed(c->vm, buf, (size_t) k, now, &hs->scratch);
         if (c->vm->counters.handshakes != handshakes)
                 c->backoff_ns = HINT_RECONNECT_MIN_NS; /* a live guest: reconnect fast next time */
+        if (c->vm->counters.handshakes - c->vm->counters.welcomes_suppressed != welcomes)
+                grants_forget(c); /* a WELCOME went out (new connection, restarted agent): all GRANTs again */
         conn_queue(c, &hs->scratch);
         if (hs->scratch.alloc > 4 * HINT_READ_CHUNK * 8) {
                 strbuf_free(&hs->scratch); /* a pathological batch: do not keep the memory */
@@ -314,6 +374,7 @@ static void conn_event(struct io_watch *w, uint32_t events)
                 c->io.connects++;
                 c->throttled = false;
                 c->read_tokens = HINT_READ_BYTES_PER_SEC;
+                c->free_tokens = HINT_READ_FREE_BYTES;
                 c->read_tokens_ns = now;
                 conn_flush(c, now);
                 return;
@@ -365,6 +426,7 @@ static void conn_try_connect(struct hint_conn *c, nsec_t now)
         c->events = r == 0 ? EPOLLIN : EPOLLOUT;
         c->throttled = false;
         c->read_tokens = HINT_READ_BYTES_PER_SEC; /* a fresh connection starts with a full budget */
+        c->free_tokens = HINT_READ_FREE_BYTES;
         c->read_tokens_ns = now;
         if (r == 0) {
                 c->state = CONN_UP;
@@ -410,6 +472,8 @@ static void conn_free(struct hint_server *hs, struct hint_conn *c)
         counters_add(&hs->retired, &c->vm->counters);
         io_add(&hs->retired_io, &c->io);
         hint_vm_free(c->vm);
+        free(c->grant);
+        free(c->grant_sent);
         free(c);
 }
 
@@ -439,6 +503,8 @@ int hint_server_new(int epoll_fd, const struct hint_policy *defaults, hint_actua
                 hint_policy_init(&hs->defaults);
         hs->cb = cb;
         hs->userdata = userdata;
+        hs->host_bytes_per_sec = HINT_HOST_READ_BYTES_PER_SEC_DEFAULT;
+        hs->host_tokens = hs->host_bytes_per_sec;
         strbuf_init(&hs->scratch);
         *ret = hs;
         return 0;
@@ -453,6 +519,29 @@ void hint_server_free(struct hint_server *hs)
         free(hs->conns);
         strbuf_free(&hs->scratch);
         free(hs);
+}
+
+void hint_server_set_host_read_budget(struct hint_server *hs, uint32_t bytes_per_sec)
+{
+        hs->host_bytes_per_sec = bytes_per_sec;
+        hs->host_tokens = MIN(hs->host_tokens, (uint64_t) bytes_per_sec);
+}
+
+/* Resize the per-vCPU grant arrays (new entries: none).  Returns 0 or -ENOMEM. */
+static int grants_resize(struct hint_conn *c, uint32_t n_vcpus)
+{
+        uint16_t *g = realloc(c->grant, n_vcpus * sizeof(*g)), *s;
+
+        if (!g)
+                return -ENOMEM;
+        c->grant = g;
+        s = realloc(c->grant_sent, n_vcpus * sizeof(*s));
+        if (!s)
+                return -ENOMEM;
+        c->grant_sent = s;
+        for (uint32_t i = c->n_vcpus; i < n_vcpus; i++)
+                c->grant[i] = c->grant_sent[i] = HINT_GRANT_NONE;
+        return 0;
 }
 
 void hint_server_set_clock(struct hint_server *hs, nsec_t (*clock)(void *userdata), void *userdata)
@@ -496,7 +585,10 @@ int hint_server_update_vm(struct hint_server *hs, const struct vm_info *vm, nsec
                 if (!c)
                         return -ENOMEM;
                 c->vm = hint_vm_new(n_vcpus, &hs->defaults, now);
-                if (!c->vm) {
+                if (!c->vm || grants_resize(c, n_vcpus) < 0) {
+                        hint_vm_free(c->vm);
+                        free(c->grant);
+                        free(c->grant_sent);
                         free(c);
                         return -ENOMEM;
                 }
@@ -514,7 +606,7 @@ int hint_server_update_vm(struct hint_server *hs, const struct vm_info *vm, nsec
         c->seen = true;
         memcpy(c->name, vm->name, sizeof(c->name));
         c->name[sizeof(c->name) - 1] = '\0';
-        if (c->n_vcpus != n_vcpus && hint_vm_set_vcpus(c->vm, n_vcpus) == 0)
+        if (c->n_vcpus != n_vcpus && grants_resize(c, n_vcpus) == 0 && hint_vm_set_vcpus(c->vm, n_vcpus) == 0)
                 c->n_vcpus = n_vcpus; /* vCPU hotplug */
         conn_try_connect(c, now);
         return 0;
@@ -532,6 +624,13 @@ void hint_server_update_end(struct hint_server *hs, nsec_t now)
                         continue;
                 }
                 hs->conns[w++] = c;
+                if (hint_vm_tick(c->vm, now)) {
+                        char name[VM_NAME_MAX * 4];
+
+                        log_debug("Hint channel of VM \"%s\" (pid %d): no line for %lld s, handshake stale.",
+                                  conn_name(c, name, sizeof(name)), (int) c->pid,
+                                  (long long) (HINT_STALE_NS / NSEC_PER_SEC));
+                }
                 /* Refill every channel's budget; a throttled one is read again. */
                 if (c->state == CONN_UP) {
                         conn_refill(c, now);
@@ -542,6 +641,8 @@ void hint_server_update_end(struct hint_server *hs, nsec_t now)
                 }
         }
         hs->n_conns = w;
+        if (hs->host_bytes_per_sec > 0)
+                host_refill(hs, now);
 }
 
 int hint_server_update_vms(struct hint_server *hs, const struct vm_info *vms, size_t n, nsec_t now)
@@ -562,14 +663,29 @@ int hint_server_update_vms(struct hint_server *hs, const struct vm_info *vms, si
         return r;
 }
 
+/* The policy changed a VM's LIMITs: a handshaked guest is told at once, others at their WELCOME. */
+static void conn_send_limits(struct hint_server *hs, struct hint_conn *c, nsec_t now)
+{
+        if (!hint_vm_take_limits_changed(c->vm) || c->state != CONN_UP || !c->vm->handshaked)
+                return;
+        strbuf_reset(&hs->scratch);
+        if (hint_format_limits(&hs->scratch, c->vm) < 0)
+                return;
+        c->io.limits_sent += c->n_vcpus;
+        conn_queue(c, &hs->scratch);
+        conn_flush(c, now);
+}
+
 int hint_server_set_defaults(struct hint_server *hs, const struct hint_policy *p, nsec_t now)
 {
         if (hint_policy_validate(p) < 0)
                 return -EINVAL;
         hs->defaults = *p;
         for (size_t i = 0; i < hs->n_conns; i++)
-                if (!hs->conns[i]->has_override)
+                if (!hs->conns[i]->has_override) {
                         (void) hint_vm_set_policy(hs->conns[i]->vm, p, now);
+                        conn_send_limits(hs, hs->conns[i], now);
+                }
         return 0;
 }
 
@@ -584,6 +700,7 @@ int hint_server_set_vm_policy(struct hint_server *hs, pid_t pid, const struct hi
         if (r < 0)
                 return r;
         c->has_override = p != NULL;
+        conn_send_limits(hs, c, now);
         return 0;
 }
 
@@ -652,6 +769,52 @@ int hint_server_send_grant(struct hint_server *hs, pid_t pid, uint32_t vcpu, uin
         return send_line(hs, pid, fmt_grant, vcpu, level, 0);
 }
 
+int hint_server_set_grant(struct hint_server *hs, pid_t pid, uint32_t vcpu, uint32_t level)
+{
+        struct hint_conn *c = find_conn(hs, pid, NULL);
+
+        if (!c)
+                return -ENOENT;
+        if (vcpu >= c->n_vcpus || (level > HINT_LEVEL_MAX && level != HINT_GRANT_NONE))
+                return -ERANGE;
+        c->grant[vcpu] = (uint16_t) level;
+        return 0;
+}
+
+void hint_server_send_grants(struct hint_server *hs, nsec_t now)
+{
+        for (size_t i = 0; i < hs->n_conns; i++) {
+                struct hint_conn *c = hs->conns[i];
+                uint64_t dropped;
+                bool any = false;
+
+                if (c->state != CONN_UP || !c->vm->handshaked)
+                        continue;
+                if (c->grants_sent_once && now >= c->last_grant_ns && now - c->last_grant_ns < HINT_GRANT_INTERVAL_NS)
+                        continue;
+                strbuf_reset(&hs->scratch);
+                for (uint32_t v = 0; v < c->n_vcpus; v++)
+                        if (c->grant[v] != HINT_GRANT_NONE && c->grant[v] != c->grant_sent[v]) {
+                                (void) hint_format_grant(&hs->scratch, v, c->grant[v]);
+                                any = true;
+                        }
+                if (!any)
+                        continue;
+                dropped = c->io.replies_dropped;
+                conn_queue(c, &hs->scratch);
+                /* what did not fit is sent again next time: mark only what was queued */
+                if (c->io.replies_dropped == dropped)
+                        for (uint32_t v = 0; v < c->n_vcpus; v++)
+                                if (c->grant[v] != HINT_GRANT_NONE && c->grant[v] != c->grant_sent[v]) {
+                                        c->grant_sent[v] = c->grant[v];
+                                        c->io.grants_sent++;
+                                }
+                c->grants_sent_once = true;
+                c->last_grant_ns = now;
+                conn_flush(c, now);
+        }
+}
+
 size_t hint_server_n_vms(const struct hint_server *hs)
 {
         return hs->n_conns;
@@ -664,6 +827,7 @@ static void fill_status(const struct hint_conn *c, struct hint_vm_status *s)
                 .n_vcpus = c->vm->n_vcpus,
                 .connected = c->state == CONN_UP,
                 .handshaked = c->vm->handshaked,
+                .stale = c->vm->stale,
                 .guest_vcpus = c->vm->guest_vcpus,
                 .policy = c->vm->policy,
                 .out_len = c->out_len,

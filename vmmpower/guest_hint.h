@@ -51,6 +51,19 @@
  * more than about 1% of a core (measured ~70 ns per line) on its bytes.
  */
 #define HINT_READ_BYTES_PER_SEC (2u << 20)
+/*
+ * Host-wide read budget (all VMs together), bytes per second; 0 turns it off.
+ * The per-VM budget bounds one guest; this bounds a host with many hostile
+ * ones: 4 MiB/s is about 380,000 hint lines/s, ~2.6% of a core at the
+ * measured ~70 ns per line, whatever the number of VMs.  So that a flood
+ * cannot delay well-behaved agents (a few hundred bytes per second), each
+ * channel may read HINT_READ_FREE_BYTES per second outside the host budget.
+ * The default, HINT_HOST_READ_BYTES_PER_SEC_DEFAULT, is in hint_proto.h (the
+ * configuration's [Hints] HostReadBytesPerSecond).
+ */
+#define HINT_READ_FREE_BYTES 4096u
+/* GRANT lines to one VM: the changed ones at most this often. */
+#define HINT_GRANT_INTERVAL_NS (500 * NSEC_PER_MSEC)
 #define HINT_RECONNECT_MIN_NS (1 * NSEC_PER_SEC)
 #define HINT_RECONNECT_MAX_NS (30 * NSEC_PER_SEC)
 #define HINT_LOG_INTERVAL_NS (60 * NSEC_PER_SEC)
@@ -71,6 +84,9 @@ struct hint_io_stats {
         uint64_t replies_dropped;   /* reply lines dropped: output buffer full */
         uint64_t write_errors;      /* send() errors other than EAGAIN */
         uint64_t read_throttles;    /* times reading stopped: HINT_READ_BYTES_PER_SEC used up */
+        uint64_t host_throttles;    /* times reading stopped: the host-wide budget used up */
+        uint64_t grants_sent;       /* GRANT lines queued */
+        uint64_t limits_sent;       /* LIMIT lines queued outside a WELCOME (policy change) */
 };
 
 struct hint_vm_status {
@@ -79,6 +95,7 @@ struct hint_vm_status {
         uint32_t n_vcpus;           /* the host's count */
         bool connected;
         bool handshaked;
+        bool stale;                 /* the handshake went stale (silence, HINT_STALE_NS) */
         uint32_t guest_vcpus;       /* from HELLO, clamped to n_vcpus */
         char agent[HINT_AGENT_MAX + 1]; /* guest bytes (validated charset); escape before showing */
         struct hint_policy policy;
@@ -109,6 +126,12 @@ void hint_server_update_begin(struct hint_server *hs);
 int hint_server_update_vm(struct hint_server *hs, const struct vm_info *vm, nsec_t now);
 void hint_server_update_end(struct hint_server *hs, nsec_t now);
 
+/*
+ * Host-wide read budget in bytes per second (0: none; default
+ * HINT_HOST_READ_BYTES_PER_SEC_DEFAULT).
+ */
+void hint_server_set_host_read_budget(struct hint_server *hs, uint32_t bytes_per_sec);
+
 /* Host defaults changed (reload): applied to every VM without an override. */
 int hint_server_set_defaults(struct hint_server *hs, const struct hint_policy *p, nsec_t now);
 /* Per-VM override (domain metadata); NULL returns the VM to the defaults.  -ENOENT if unknown. */
@@ -122,6 +145,19 @@ int hint_server_vm_state(const struct hint_server *hs, pid_t pid, nsec_t now, st
                          size_t n);
 /* The protocol state itself (NULL if unknown), e.g. for hint_vm_effective(). */
 const struct hint_vm *hint_server_hint_vm(const struct hint_server *hs, pid_t pid);
+
+/*
+ * What the host gives vCPU vcpu of VM pid now (0..1024; HINT_GRANT_NONE: not
+ * known, nothing is sent).  Stored; hint_server_send_grants() sends the
+ * changed ones to each handshaked guest, at most every HINT_GRANT_INTERVAL_NS,
+ * and all of them again after each WELCOME (a new connection, or a restarted
+ * agent on the same one: the host cannot tell, so every answered HELLO
+ * counts; WELCOMEs are at most every HINT_WELCOME_INTERVAL_NS).
+ * -ENOENT / -ERANGE.
+ */
+#define HINT_GRANT_NONE UINT16_MAX
+int hint_server_set_grant(struct hint_server *hs, pid_t pid, uint32_t vcpu, uint32_t level);
+void hint_server_send_grants(struct hint_server *hs, nsec_t now);
 
 /* Host -> guest: queue LIMIT / GRANT (dropped and counted if the buffer is full). */
 int hint_server_send_limit(struct hint_server *hs, pid_t pid, uint32_t vcpu, uint32_t min_level,

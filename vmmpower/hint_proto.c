@@ -28,17 +28,36 @@
  * Levels are state, not events: the guest re-sends its whole state about once
  * a second.  A LEVEL equal to the stored one only refreshes its timestamp and
  * takes no token, so the periodic re-send costs nothing; a change (LEVEL with
- * a new value, FASTER, SLOWER, BOOST) asks the bucket for a token.  Without a
- * token the state is still updated and used at the next regular control
- * period; it just does not wake the planner early.
+ * a new value, FASTER, SLOWER, BOOST) asks the bucket for a token.  With
+ * trust=full a change that finds the bucket empty is dropped (counted
+ * rate_limited; the guest's next re-send tries again): the bucket limits what
+ * a guest can make the host do, not only how often it re-plans.  Advisory
+ * hints have no effect on the host and need no token.
  *
- * Decay.  A level that is not refreshed decays exponentially towards
- * HINT_LEVEL_NEUTRAL: effective = neutral + (level - neutral) * w with
- * w = 2^(-age / half_life).  The default half-life of 2 s means a guest that
- * stops talking (crashed agent, host end reconnecting) loses half its
- * influence after two missed re-sends and all of it (w = 0 after
- * HINT_EXPIRY_HALF_LIVES = 8 half-lives, 16 s; 2^-8 < 0.4%) soon after.  w is
- * also exported as the hint's confidence so the planner can weigh it.
+ * Boosts.  A BOOST is clamped to boost_cap_ms, its effect to max_level (the
+ * planner runs the vCPU's domain at no more than max_level for it; max_level 0
+ * makes a boost a no-op), and it is paid from the VM's boost budget: a bucket
+ * of boost time holding boost_cap_ms, refilled at boost_cap_ms per
+ * boost_window (10 s by default, so at most 5% of the time boosted with the
+ * default 500 ms cap, however often the guest asks).  Only the time a BOOST
+ * adds to a running one is paid; what the budget cannot pay is refused
+ * (boost_denied).
+ *
+ * Decay.  A level that is not refreshed fades exponentially towards "no hint":
+ * effective = level * w with w = 2^(-age / half_life).  A silent guest (dead
+ * agent, host end reconnecting) therefore asks for less and less, never more.
+ * The default half-life of 2 s means it loses half its influence after two
+ * missed re-sends and all of it (w = 0 after HINT_EXPIRY_HALF_LIVES = 8
+ * half-lives, 16 s; 2^-8 < 0.4%) soon after.  w is also exported as the
+ * hint's confidence.  A handshake that hears no line at all for HINT_STALE_NS
+ * (5 s: five missed re-sends of powerhintd's 1 s period) is marked stale:
+ * forgotten like at a disconnect (counted `stale`) until the next HELLO.
+ *
+ * Replies.  A HELLO is answered with WELCOME and the LIMIT of every vCPU; a
+ * guest re-sends HELLO with every state batch, so repeats are answered at
+ * most every HINT_WELCOME_INTERVAL_NS (a HELLO flood costs parsing, not
+ * replies), the first one of a connection and the first after a policy
+ * change at once.
  *
  * Defaults.  trust=advisory: a hint can never make the host spend energy
  * unless the administrator said so.  Rate 10/s with burst 20: the guest agent
@@ -359,7 +378,14 @@ void hint_policy_init(struct hint_policy *p)
                 .rate_per_sec = HINT_DEFAULT_RATE_PER_SEC,
                 .burst = HINT_DEFAULT_BURST,
                 .half_life_ns = HINT_DEFAULT_HALF_LIFE_NS,
+                .boost_window_ns = HINT_DEFAULT_BOOST_WINDOW_NS,
         };
+}
+
+void hint_policy_limits(const struct hint_policy *p, uint32_t *min_level, uint32_t *max_level)
+{
+        *min_level = 0;
+        *max_level = p->max_level;
 }
 
 #define RATE_MAX 100000
@@ -370,7 +396,8 @@ int hint_policy_validate(const struct hint_policy *p)
         if ((unsigned) p->trust >= _HINT_TRUST_MAX || p->max_level > HINT_LEVEL_MAX ||
             p->boost_cap_ms > HINT_BOOST_MS_MAX || p->rate_per_sec < 1 || p->rate_per_sec > RATE_MAX ||
             p->burst < 1 || p->burst > BURST_MAX || p->half_life_ns < NSEC_PER_MSEC ||
-            p->half_life_ns > 3600 * NSEC_PER_SEC)
+            p->half_life_ns > 3600 * NSEC_PER_SEC || p->boost_window_ns < NSEC_PER_SEC ||
+            p->boost_window_ns > 3600 * NSEC_PER_SEC)
                 return -EINVAL;
         return 0;
 }
@@ -482,6 +509,10 @@ struct hint_vm *hint_vm_new(uint32_t n_vcpus, const struct hint_policy *p, nsec_
         vm->policy = *p;
         hint_framer_init(&vm->framer);
         hint_bucket_init(&vm->bucket, p, now);
+        vm->boost_budget_ns = (uint64_t) p->boost_cap_ms * NSEC_PER_MSEC;
+        vm->boost_budget_at_ns = now;
+        vm->last_rx_ns = now;
+        vm->welcome_due = true;
         return vm;
 }
 
@@ -493,14 +524,61 @@ void hint_vm_free(struct hint_vm *vm)
         free(vm);
 }
 
+static void boost_budget_refill(struct hint_vm *vm, nsec_t now)
+{
+        uint64_t cap = (uint64_t) vm->policy.boost_cap_ms * NSEC_PER_MSEC;
+        nsec_t elapsed = now - vm->boost_budget_at_ns;
+
+        if (now <= vm->boost_budget_at_ns)
+                return;
+        vm->boost_budget_at_ns = now;
+        if (elapsed >= vm->policy.boost_window_ns) {
+                vm->boost_budget_ns = cap;
+                return;
+        }
+        /* cap per window; rounding loses < 1 ns per refill, never credits more */
+        vm->boost_budget_ns += (uint64_t) ((unsigned __int128) elapsed * cap / (uint64_t) vm->policy.boost_window_ns);
+        vm->boost_budget_ns = MIN(vm->boost_budget_ns, cap);
+}
+
+static bool policy_equal(const struct hint_policy *a, const struct hint_policy *b)
+{
+        return a->trust == b->trust && a->max_level == b->max_level && a->boost_cap_ms == b->boost_cap_ms &&
+               a->rate_per_sec == b->rate_per_sec && a->burst == b->burst && a->half_life_ns == b->half_life_ns &&
+               a->boost_window_ns == b->boost_window_ns;
+}
+
 int hint_vm_set_policy(struct hint_vm *vm, const struct hint_policy *p, nsec_t now)
 {
+        uint32_t lo0, hi0, lo1, hi1;
+
         if (hint_policy_validate(p) < 0)
                 return -EINVAL;
+        if (policy_equal(&vm->policy, p))
+                return 0;
         hint_bucket_refill(&vm->bucket, &vm->policy, now);
+        boost_budget_refill(vm, now);
+        hint_policy_limits(&vm->policy, &lo0, &hi0);
+        hint_policy_limits(p, &lo1, &hi1);
         vm->policy = *p;
         vm->bucket.tokens_milli = MIN(vm->bucket.tokens_milli, (uint64_t) p->burst * MILLI);
+        vm->boost_budget_ns = MIN(vm->boost_budget_ns, (uint64_t) p->boost_cap_ms * NSEC_PER_MSEC);
+        /* a running boost longer than the new cap is cut to it */
+        for (uint32_t i = 0; i < vm->n_vcpus; i++)
+                if (vm->vcpus[i].boost_until_ns > now + (nsec_t) p->boost_cap_ms * NSEC_PER_MSEC)
+                        vm->vcpus[i].boost_until_ns = now + (nsec_t) p->boost_cap_ms * NSEC_PER_MSEC;
+        vm->welcome_due = true; /* the next HELLO learns the new policy at once */
+        if (lo0 != lo1 || hi0 != hi1)
+                vm->limits_changed = true;
         return 0;
+}
+
+bool hint_vm_take_limits_changed(struct hint_vm *vm)
+{
+        bool r = vm->limits_changed;
+
+        vm->limits_changed = false;
+        return r;
 }
 
 int hint_vm_set_vcpus(struct hint_vm *vm, uint32_t n_vcpus)
@@ -551,24 +629,31 @@ static void vm_reject(struct hint_vm *vm, enum hint_reject why)
         vm_err(vm, why, text[why]);
 }
 
-/* A state-changing hint asks for permission to actuate. */
-static void vm_want_actuation(struct hint_vm *vm)
+/*
+ * A state-changing hint asks for a token.  Returns whether it may be stored:
+ * with trust=full only with a token (the bucket limits the effect), advisory
+ * hints have no effect and are always kept for display.
+ */
+static bool vm_want_actuation(struct hint_vm *vm)
 {
         if (vm->policy.trust != HINT_TRUST_FULL)
-                return;
+                return true;
         if (hint_bucket_take(&vm->bucket, &vm->policy, vm->now)) {
                 vm->counters.actuations++;
                 vm->pending_actuations++;
-        } else
-                vm->counters.rate_limited++;
+                return true;
+        }
+        vm->counters.rate_limited++;
+        return false;
 }
 
+/* What FASTER/SLOWER apply to: the live (decayed) level, neutral if there is none. */
 static uint32_t vcpu_level_now(const struct hint_vm *vm, const struct hint_vcpu *v, nsec_t now)
 {
         struct hint_effective e;
 
         (void) hint_vm_effective(vm, (uint32_t) (v - vm->vcpus), now, &e);
-        return e.level;
+        return e.weight > 0 ? e.level : MIN((uint32_t) HINT_LEVEL_NEUTRAL, vm->policy.max_level);
 }
 
 static void vm_handle(struct hint_vm *vm, const struct hint_msg *m)
@@ -587,8 +672,18 @@ static void vm_handle(struct hint_vm *vm, const struct hint_msg *m)
                         vm->counters.clamped++;
                 }
                 memcpy(vm->agent, m->agent, sizeof(vm->agent));
-                if (vm->reply)
+                vm->stale = false;
+                if (!vm->welcome_due && vm->now >= vm->last_welcome_ns &&
+                    vm->now - vm->last_welcome_ns < HINT_WELCOME_INTERVAL_NS) {
+                        vm->counters.welcomes_suppressed++;
+                        return;
+                }
+                vm->welcome_due = false;
+                vm->last_welcome_ns = vm->now;
+                if (vm->reply) {
                         (void) hint_format_welcome(vm->reply, vm);
+                        (void) hint_format_limits(vm->reply, vm);
+                }
                 return;
         }
         if (!vm->handshaked)
@@ -608,17 +703,19 @@ static void vm_handle(struct hint_vm *vm, const struct hint_msg *m)
                 if (lvl != m->value)
                         vm->counters.clamped++;
                 changed = !v->has_level || v->level != lvl;
+                if (changed && !vm_want_actuation(vm))
+                        break; /* no token: not stored, the old level keeps fading */
                 v->has_level = true;
                 v->level = lvl;
                 v->level_at_ns = vm->now;
-                if (changed)
-                        vm_want_actuation(vm);
                 break;
         }
         case HINT_MSG_FASTER:
         case HINT_MSG_SLOWER: {
                 uint32_t base = vcpu_level_now(vm, v, vm->now);
 
+                if (!vm_want_actuation(vm))
+                        break;
                 if (m->type == HINT_MSG_FASTER) {
                         lvl = base + m->value;
                         if (lvl > p->max_level) {
@@ -630,21 +727,35 @@ static void vm_handle(struct hint_vm *vm, const struct hint_msg *m)
                 v->has_level = true;
                 v->level = lvl;
                 v->level_at_ns = vm->now;
-                vm_want_actuation(vm);
                 break;
         }
         case HINT_MSG_BOOST: {
                 uint32_t ms = MIN(m->value, p->boost_cap_ms);
-                nsec_t until;
+                nsec_t until, start;
+                uint64_t ext;
 
                 if (ms != m->value)
                         vm->counters.clamped++;
                 if (ms == 0)
                         break;
                 until = vm->now + (nsec_t) ms * NSEC_PER_MSEC;
-                if (until > v->boost_until_ns)
-                        v->boost_until_ns = until;
-                vm_want_actuation(vm);
+                start = MAX(v->boost_until_ns, vm->now);
+                if (until <= start)
+                        break; /* within a running boost: nothing to add */
+                boost_budget_refill(vm, vm->now);
+                if (vm->boost_budget_ns == 0) {
+                        vm->counters.boost_denied++;
+                        break;
+                }
+                if (!vm_want_actuation(vm))
+                        break;
+                ext = (uint64_t) (until - start);
+                if (ext > vm->boost_budget_ns) {
+                        ext = vm->boost_budget_ns;
+                        vm->counters.boost_denied++;
+                }
+                vm->boost_budget_ns -= ext;
+                v->boost_until_ns = start + (nsec_t) ext;
                 break;
         }
         case HINT_MSG_UTIL:
@@ -677,6 +788,7 @@ static void vm_frame_cb(enum hint_frame_event ev, const char *line, size_t len, 
                 break;
         }
         vm->counters.lines++;
+        vm->last_rx_ns = vm->now;
         if (len == 0)
                 return; /* resync / keepalive */
         if (hint_parse_line(line, len, &m, &why) < 0)
@@ -707,28 +819,41 @@ void hint_vm_disconnect(struct hint_vm *vm)
         vm->counters.partial_dropped += vm->framer.partial_dropped - before;
         vm->handshaked = false;
         vm->err_sent = false;
+        vm->welcome_due = true;
+}
+
+bool hint_vm_tick(struct hint_vm *vm, nsec_t now)
+{
+        if (!vm->handshaked || now < vm->last_rx_ns || now - vm->last_rx_ns < HINT_STALE_NS)
+                return false;
+        vm->handshaked = false;
+        vm->stale = true;
+        vm->welcome_due = true;
+        vm->counters.stale++;
+        return true;
 }
 
 int hint_vm_effective(const struct hint_vm *vm, uint32_t vcpu, nsec_t now, struct hint_effective *ret)
 {
         const struct hint_vcpu *v;
         struct hint_effective e = {};
-        int64_t lvl = HINT_LEVEL_NEUTRAL;
+        uint64_t lvl = 0;
 
         if (vcpu >= vm->n_vcpus)
                 return -ENOENT;
         v = &vm->vcpus[vcpu];
         if (v->has_level) {
                 e.weight = hint_decay_weight(now - v->level_at_ns, vm->policy.half_life_ns);
-                lvl = HINT_LEVEL_NEUTRAL + (((int64_t) v->level - HINT_LEVEL_NEUTRAL) * e.weight) / 1024;
+                lvl = ((uint64_t) v->level * e.weight) / 1024; /* fades toward "no hint", never up */
         }
-        e.level = (uint32_t) MIN(lvl, (int64_t) vm->policy.max_level);
+        e.level = (uint32_t) MIN(lvl, (uint64_t) vm->policy.max_level);
         if (v->has_util) {
                 e.util_weight = hint_decay_weight(now - v->util_at_ns, vm->policy.half_life_ns);
                 e.util = e.util_weight > 0 ? v->util : 0;
         }
         if (now < v->boost_until_ns) {
                 e.boosted = true;
+                e.boost_level = vm->policy.max_level;
                 e.boost_remaining_ns = v->boost_until_ns - now;
         }
         e.may_actuate = vm->policy.trust == HINT_TRUST_FULL;
@@ -756,6 +881,17 @@ int hint_format_welcome(struct strbuf *sb, const struct hint_vm *vm)
                      HINT_PROTO_VERSION, vm->n_vcpus, vm->policy.max_level, vm->policy.boost_cap_ms,
                      vm->policy.rate_per_sec, vm->policy.burst, hint_trust_to_string(vm->policy.trust));
         return append_line(sb, line, n);
+}
+
+int hint_format_limits(struct strbuf *sb, const struct hint_vm *vm)
+{
+        uint32_t lo, hi;
+        int r = 0;
+
+        hint_policy_limits(&vm->policy, &lo, &hi);
+        for (uint32_t i = 0; i < vm->n_vcpus && r == 0; i++)
+                r = hint_format_limit(sb, i, lo, hi);
+        return r;
 }
 
 int hint_format_limit(struct strbuf *sb, uint32_t vcpu, uint32_t min_level, uint32_t max_level)

@@ -30,7 +30,7 @@
 #define HINT_PROTO_VERSION 1
 #define HINT_LINE_MAX 128           /* bytes per line, including the '\n' */
 #define HINT_LEVEL_MAX 1024         /* levels, magnitudes and utilisation are 0..1024 */
-#define HINT_LEVEL_NEUTRAL 512      /* what a level decays towards */
+#define HINT_LEVEL_NEUTRAL 512      /* what FASTER/SLOWER start from without a live level */
 #define HINT_BOOST_MS_MAX 10000     /* protocol limit of one BOOST; policy caps further */
 #define HINT_VCPUS_MAX 4096         /* protocol limit of a vCPU index / count */
 #define HINT_AGENT_MAX 32           /* agent= token length */
@@ -121,6 +121,7 @@ struct hint_policy {
         enum hint_trust trust;
         uint32_t max_level;     /* LEVEL/FASTER results and BOOST are clamped to this (0..1024) */
         uint32_t boost_cap_ms;  /* BOOST durations clamped to this; 0 disables boosts */
+        nsec_t boost_window_ns; /* boost budget: at most boost_cap_ms of boost per window and VM (1 s..1 h) */
         uint32_t rate_per_sec;  /* token refill: hints per second that may actuate (1..100000) */
         uint32_t burst;         /* bucket size in tokens (1..100000) */
         nsec_t half_life_ns;    /* decay half-life of levels and utilisation (>= 1 ms) */
@@ -133,6 +134,13 @@ struct hint_policy {
 #define HINT_DEFAULT_RATE_PER_SEC 10
 #define HINT_DEFAULT_BURST 20
 #define HINT_DEFAULT_HALF_LIFE_NS (2 * NSEC_PER_SEC)
+#define HINT_DEFAULT_BOOST_WINDOW_NS (10 * NSEC_PER_SEC)
+/* Host-wide hint read budget, bytes per second over all VMs (guest_hint.h). */
+#define HINT_HOST_READ_BYTES_PER_SEC_DEFAULT (4u << 20)
+/* A handshake with no line from the guest for this long is stale (hint_vm_tick()). */
+#define HINT_STALE_NS (5 * NSEC_PER_SEC)
+/* A repeated HELLO is answered (WELCOME + LIMITs) at most this often. */
+#define HINT_WELCOME_INTERVAL_NS (500 * NSEC_PER_MSEC)
 /* A level or utilisation older than this many half-lives is expired (weight 0). */
 #define HINT_EXPIRY_HALF_LIVES 8
 
@@ -149,6 +157,8 @@ struct hint_policy_override {
         nsec_t half_life_ns;
 };
 
+/* LIMIT <vcpu> <min> <max> of a policy: the range of levels the host accepts now. */
+void hint_policy_limits(const struct hint_policy *p, uint32_t *min_level, uint32_t *max_level);
 /* Validate a policy.  Returns 0 or -EINVAL. */
 int hint_policy_validate(const struct hint_policy *p);
 /* *ret = defaults with overrides applied, validated.  Returns 0 or -EINVAL (ret untouched). */
@@ -193,8 +203,11 @@ struct hint_counters {
         uint64_t oversized;
         uint64_t partial_dropped; /* disconnect mid-line */
         uint64_t actuations;      /* hints that got a token and may actuate */
-        uint64_t rate_limited;    /* state-changing hints that found the bucket empty */
+        uint64_t rate_limited;    /* state-changing hints that found the bucket empty (trust=full: dropped) */
+        uint64_t boost_denied;    /* BOOSTs (or parts of them) refused: boost budget used up */
         uint64_t handshakes;
+        uint64_t welcomes_suppressed; /* HELLOs not answered: HINT_WELCOME_INTERVAL_NS */
+        uint64_t stale;           /* handshakes marked stale after HINT_STALE_NS of silence */
         uint64_t errors_suppressed; /* ERR replies not sent because of the ERR rate limit */
 };
 
@@ -204,6 +217,13 @@ struct hint_vm {
         struct hint_framer framer;
         struct hint_bucket bucket;
         bool handshaked;
+        bool stale;                  /* the last handshake went stale (silence); cleared by HELLO */
+        nsec_t last_rx_ns;           /* last complete line from the guest */
+        bool welcome_due;            /* answer the next HELLO whatever the interval (new connection, policy) */
+        nsec_t last_welcome_ns;
+        uint64_t boost_budget_ns;    /* boost time left in the VM's budget (<= boost_cap_ms) */
+        nsec_t boost_budget_at_ns;   /* last refill */
+        bool limits_changed;         /* policy changed the LIMITs: resend (hint_vm_take_limits_changed) */
         uint32_t guest_vcpus;        /* from HELLO, clamped to n_vcpus */
         char agent[HINT_AGENT_MAX + 1];
         nsec_t last_err_ns;          /* ERR replies: at most one per HINT_ERR_INTERVAL_NS */
@@ -234,14 +254,25 @@ int hint_vm_set_vcpus(struct hint_vm *vm, uint32_t n_vcpus);
 int hint_vm_feed(struct hint_vm *vm, const void *data, size_t n, nsec_t now, struct strbuf *reply);
 /* Socket closed: partial line dropped, handshake must be redone.  State stays and decays. */
 void hint_vm_disconnect(struct hint_vm *vm);
+/*
+ * Time passes without bytes (called once per control period): a handshake
+ * that heard no line for HINT_STALE_NS is marked stale (handshake forgotten,
+ * counted; the hints keep fading).  Returns true if it went stale now.
+ */
+bool hint_vm_tick(struct hint_vm *vm, nsec_t now);
+/* The LIMITs changed with the policy since the last call (then the caller sends them). */
+bool hint_vm_take_limits_changed(struct hint_vm *vm);
+/* Append the LIMIT line of every vCPU (what a WELCOME is followed by). */
+int hint_format_limits(struct strbuf *sb, const struct hint_vm *vm);
 
 /* What the planner sees for one vCPU at time now. */
 struct hint_effective {
-        uint32_t level;       /* decayed toward HINT_LEVEL_NEUTRAL, then clamped to max_level */
+        uint32_t level;       /* level x weight: fades toward 0 ("no hint"), clamped to max_level */
         uint32_t weight;      /* confidence 0..1024 (2^-age/half_life); 0 = no live hint */
         uint32_t util;        /* guest utilisation, 0 if none or expired */
         uint32_t util_weight; /* 0..1024 */
-        bool boosted;
+        bool boosted;         /* a boost is running (its level is boost_level) */
+        uint32_t boost_level; /* what a running boost asks for: max_level (0 = no effect) */
         nsec_t boost_remaining_ns;
         bool may_actuate;     /* trust == full */
 };

@@ -28,6 +28,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "actuator.h"
@@ -60,7 +61,11 @@ struct journal {
         uint32_t *index; /* open addressing: entry index + 1, 0 = empty */
         size_t index_size;
         struct journal_load_stats load;
+        char corrupt_file[64]; /* name (in dir) of the copy kept of a journal with corrupt records, "" = none */
 };
+
+static int write_all(int fd, const char *data, size_t len);
+static int rewrite(struct journal *j);
 
 static const char *const kind_names[_JOURNAL_KIND_MAX] = {
         [JOURNAL_KIND_SYSFS] = "sysfs",
@@ -339,6 +344,60 @@ static int apply_payload(struct journal *j, char *payload)
 }
 
 /*
+ * A complete record that failed its length/CRC check (or its syntax) in the
+ * middle of the file.  Its original cannot be trusted, so no knob gets an
+ * original from it; if its kind and key still read, say which knob it names
+ * and its original as far as it reads, so that an operator can put it back by
+ * hand (the whole file is kept aside: keep_corrupt_copy()).
+ *
+ * For a knob that also has good records (the original is theirs), the
+ * corrupt record may be its last write: the knob may then hold that record's
+ * "after".  It is taken as a value we may have produced (after = its after,
+ * before = the last good after), so restore still recognises the knob as
+ * ours.  A bit flip in that value only makes it match nothing: the knob then
+ * reads as changed by someone else, as without this.  A later good record for
+ * the key supersedes it as usual.
+ */
+static void salvage_corrupt(struct journal *j, const char *payload)
+{
+        _cleanup_free_ char *buf = strdup(payload);
+        char *tok[6] = { NULL }, *save = NULL, key[256], orig[256];
+        enum journal_kind kind;
+        struct entry *e;
+        size_t n = 0;
+
+        if (!buf)
+                return;
+        for (char *t = strtok_r(buf, " ", &save); t && n < ELEMENTSOF(tok); t = strtok_r(NULL, " ", &save))
+                tok[n++] = t;
+        if (n < 3 || strcmp(tok[0], "K") != 0 || kind_from_string(tok[1], &kind) < 0 || get_field(tok[2]) < 0 ||
+            !*tok[2])
+                return;
+        j->load.corrupt_keys++;
+        escape_bytes(tok[2], strlen(tok[2]), key, sizeof(key));
+        e = lookup(j, kind, tok[2]);
+        if (e && e->live && n == 6 && get_field(tok[5]) == 0 && strlen(tok[5]) < JOURNAL_VALUE_MAX) {
+                char *after = strdup(tok[5]);
+
+                if (after) {
+                        free(e->before);
+                        e->before = e->after;
+                        e->after = after;
+                        log_warning("Journal %s: a corrupt record for %s %s, which has good records: its original "
+                                    "is kept, the value the corrupt record wrote is taken as ours", j->path,
+                                    kind_names[kind], key);
+                        return;
+                }
+        }
+        if (n >= 4 && get_field(tok[3]) == 0)
+                escape_bytes(tok[3], strlen(tok[3]), orig, sizeof(orig));
+        else
+                snprintf(orig, sizeof(orig), "(unreadable)");
+        log_warning("Journal %s: a corrupt record names %s %s, original \"%s\" as far as it reads (unverified, "
+                    "not restored from it)", j->path, kind_names[kind], key, orig);
+}
+
+/*
  * Parse the file content.  Returns the offset just past the last good
  * record (where the next append goes), or -errno.
  */
@@ -380,8 +439,11 @@ static ssize_t load(struct journal *j, char *data, size_t len)
                         /* A torn record followed only by other garbage counts as torn. */
                         if (off >= len)
                                 j->load.torn++;
-                        else
+                        else {
                                 j->load.corrupt++;
+                                if (sp2)
+                                        salvage_corrupt(j, sp2 + 1);
+                        }
                         continue;
                 }
                 j->load.records++;
@@ -410,10 +472,49 @@ static void remove_stale_tmp(int dirfd)
         closedir(d);
 }
 
+/*
+ * A journal with corrupt records in the middle: keep the file as it was
+ * (JOURNAL_CORRUPT_PREFIX + UTC time, never removed by vmmpower) before the
+ * journal itself is rewritten with the good records only.  Best effort:
+ * logged when it fails.
+ */
+static int keep_corrupt_copy(struct journal *j, const char *raw, size_t len)
+{
+        char name[sizeof(j->corrupt_file)], stamp[32];
+        time_t t = time(NULL);
+        struct tm tm;
+        int fd = -1, r;
+
+        if (!gmtime_r(&t, &tm) || strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm) == 0)
+                return -EINVAL;
+        for (unsigned i = 0; i < 100 && fd < 0; i++) {
+                if (i == 0)
+                        snprintf(name, sizeof(name), "%s%s", JOURNAL_CORRUPT_PREFIX, stamp);
+                else
+                        snprintf(name, sizeof(name), "%s%s.%u", JOURNAL_CORRUPT_PREFIX, stamp, i);
+                fd = openat(j->dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+                if (fd < 0 && errno != EEXIST)
+                        return -errno;
+        }
+        if (fd < 0)
+                return -EEXIST;
+        r = write_all(fd, raw, len);
+        if (r == 0 && (fsync(fd) < 0 || fsync(j->dirfd) < 0))
+                r = -errno;
+        close(fd);
+        if (r < 0) {
+                (void) unlinkat(j->dirfd, name, 0);
+                return r;
+        }
+        snprintf(j->corrupt_file, sizeof(j->corrupt_file), "%s", name);
+        return 0;
+}
+
 int journal_open(const char *state_dir, struct journal **ret)
 {
         struct journal *j;
-        char *data = NULL;
+        char *data = NULL, *raw = NULL;
+        size_t raw_len = 0;
         struct stat st;
         int r, fd = -1;
 
@@ -473,6 +574,14 @@ int journal_open(const char *state_dir, struct journal **ret)
                                 break;
                         got += (size_t) n;
                 }
+                /* load() parses in place: keep the bytes in case they must be kept aside */
+                raw = malloc(got + 1);
+                if (!raw) {
+                        r = -ENOMEM;
+                        goto fail;
+                }
+                memcpy(raw, data, got);
+                raw_len = got;
                 good = load(j, data, got);
                 if (good < 0) {
                         r = log_error_errno((int) good, "%s is not a vmmpower journal, refusing to use it", j->path);
@@ -497,12 +606,33 @@ int journal_open(const char *state_dir, struct journal **ret)
                 j->n_records = j->load.records;
         }
         j->fd = fd;
+        fd = -1;
+        if (j->load.corrupt > 0) {
+                /* Keep the evidence, then drop the corrupt records from the journal so
+                 * that appends and the next open see only good ones (every good
+                 * record's original is kept). */
+                r = keep_corrupt_copy(j, raw, raw_len);
+                if (r < 0)
+                        log_warning_errno(r, "Journal %s: cannot keep a copy of the file with %u corrupt record(s): "
+                                          "%m; the journal is left as it is", j->path, j->load.corrupt);
+                else {
+                        log_warning("Journal %s: %u corrupt record(s) in the middle, %u good record(s) kept; the file "
+                                    "as it was is kept as %s/%s", j->path, j->load.corrupt, j->load.records, j->dir,
+                                    j->corrupt_file);
+                        r = rewrite(j);
+                        if (r < 0)
+                                log_warning_errno(r, "Journal %s: cannot rewrite it without the corrupt records: %m",
+                                                  j->path);
+                }
+        }
+        free(raw);
         free(data);
         *ret = j;
         return 0;
 fail:
         if (fd >= 0)
                 close(fd);
+        free(raw);
         free(data);
         journal_free(j);
         return r;
@@ -541,10 +671,51 @@ void journal_get_load_stats(const struct journal *j, struct journal_load_stats *
         *ret = j->load;
 }
 
+const char *journal_corrupt_file(const struct journal *j)
+{
+        return j->corrupt_file[0] ? j->corrupt_file : NULL;
+}
+
+int journal_count_corrupt_files(const char *state_dir, char *ret_newest, size_t size)
+{
+        size_t pl = strlen(JOURNAL_CORRUPT_PREFIX);
+        char newest[256] = "";
+        struct dirent *de;
+        int n = 0;
+        DIR *d;
+
+        d = opendir(state_dir);
+        if (!d)
+                return errno == ENOENT ? 0 : -errno;
+        while ((de = readdir(d)))
+                if (strncmp(de->d_name, JOURNAL_CORRUPT_PREFIX, pl) == 0) {
+                        n++;
+                        /* names carry the UTC time: the greatest is the newest */
+                        if (strcmp(de->d_name, newest) > 0)
+                                snprintf(newest, sizeof(newest), "%s", de->d_name);
+                }
+        closedir(d);
+        if (ret_newest && size > 0)
+                snprintf(ret_newest, size, "%s", newest);
+        return n;
+}
+
 const char *journal_original(const struct journal *j, enum journal_kind kind, const char *key)
 {
         const struct entry *e = lookup(j, kind, key);
         return e && e->live ? e->orig : NULL;
+}
+
+int journal_last_values(const struct journal *j, enum journal_kind kind, const char *key,
+                        const char **ret_before, const char **ret_after)
+{
+        const struct entry *e = lookup(j, kind, key);
+
+        if (!e || !e->live)
+                return 0;
+        *ret_before = e->before;
+        *ret_after = e->after;
+        return 1;
 }
 
 static int write_all(int fd, const char *data, size_t len)
@@ -786,7 +957,7 @@ static enum restore_result restore_one(struct entry *e, const struct journal_kno
 int journal_restore(struct journal *j, const struct journal_knob_io io[_JOURNAL_KIND_MAX],
                     struct restore_stats *ret)
 {
-        struct restore_stats st = { .torn = j->load.torn + j->load.corrupt };
+        struct restore_stats st = { .torn = j->load.torn + j->load.corrupt, .corrupt = j->load.corrupt };
         int r;
 
         /*
@@ -841,6 +1012,7 @@ int journal_restore(struct journal *j, const struct journal_knob_io io[_JOURNAL_
                 return log_error_errno(r, "Failed to update %s after restore: %m", j->path);
         log_info("Restore: %u restored, %u unchanged, %u changed by others (left), %u gone, %u failed, %u skipped",
                  st.restored, st.unchanged, st.foreign, st.gone, st.failed, st.skipped);
+        snprintf(st.corrupt_file, sizeof(st.corrupt_file), "%s", j->corrupt_file);
         if (ret)
                 *ret = st;
         return (int) j->n_live;

@@ -80,14 +80,39 @@ int journal_forget(struct journal *j, enum journal_kind kind, const char *key);
 
 /* The original recorded for a key, or NULL. */
 const char *journal_original(const struct journal *j, enum journal_kind kind, const char *key);
+/*
+ * The two values the last record for a key says the knob may hold: "before"
+ * (our write was not made or failed) and "after" (what we wrote, or what the
+ * kernel made of it).  1 and both set if the key has a live record, 0 if not.
+ */
+int journal_last_values(const struct journal *j, enum journal_kind kind, const char *key,
+                        const char **ret_before, const char **ret_after);
 size_t journal_n_entries(const struct journal *j);
 
 struct journal_load_stats {
         unsigned records;
         unsigned torn;    /* incomplete last record (cut off) */
         unsigned corrupt; /* complete line with bad length/CRC/syntax (skipped) */
+        unsigned corrupt_keys; /* corrupt records whose kind and key still read (logged) */
 };
 void journal_get_load_stats(const struct journal *j, struct journal_load_stats *ret);
+
+/*
+ * Corrupt records in the middle of the journal (not a torn tail): the file as
+ * it was is copied to <state_dir>/journal.corrupt-<UTC time> (never removed
+ * by vmmpower: evidence for the operator), a warning names it and every knob
+ * a corrupt record still names, and the journal is rewritten with the good
+ * records, each keeping its original.  The name of that copy made by this
+ * open, or NULL.
+ */
+#define JOURNAL_CORRUPT_PREFIX "journal.corrupt-"
+const char *journal_corrupt_file(const struct journal *j);
+/*
+ * Copies of corrupt journals in state_dir (made by any run): their number
+ * (0 when the directory does not exist) or -errno; the newest name in
+ * ret_newest (may be NULL).
+ */
+int journal_count_corrupt_files(const char *state_dir, char *ret_newest, size_t size);
 
 /*
  * How restore reads and writes a kind of knob.  read() returns the length
@@ -109,6 +134,8 @@ struct restore_stats {
         unsigned failed;    /* write/read-back failed: kept in the journal */
         unsigned skipped;   /* no way to restore this kind now: kept */
         unsigned torn;      /* torn/corrupt records ignored when loading */
+        unsigned corrupt;   /* of which corrupt in the middle (the file was kept aside) */
+        char corrupt_file[64]; /* that copy's name in the state directory, "" = none */
 };
 
 /*

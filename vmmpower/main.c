@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "daemon.h"
+#include "instance.h"
 #include "log.h"
 #include "version.h"
 
@@ -218,6 +219,11 @@ int main(int argc, char *argv[])
                         return 1;
                 }
                 detach_stdio();
+                /* The lock went with the fork; the pid in it is the parent's. */
+                r = instance_lock_write_pid(d.instance_fd);
+                if (r < 0)
+                        log_warning_errno(r, "Failed to write the pid to %s/%s: %m, ignoring.", d.instance_dir,
+                                          INSTANCE_LOCK_FILE);
         }
         if (ready_fd >= 0) {
                 char ok = 0;

@@ -11,6 +11,8 @@
 
 #include "apply.h"
 #include "daemon.h"
+#include "journal.h"
+#include "power_driver.h"
 
 static void label_value(struct strbuf *out, const char *s)
 {
@@ -173,6 +175,9 @@ void render_metrics(const struct daemon *d, struct strbuf *out)
                         { "vmmpower_hint_rejected_total", "counter", "Lines rejected (syntax, range, vCPU, trust...)." },
                         { "vmmpower_hint_actuations_total", "counter", "Hints that got a token and may actuate." },
                         { "vmmpower_hint_rate_limited_total", "counter", "State-changing hints over the token bucket." },
+                        { "vmmpower_hint_boost_denied_total", "counter", "Boosts (or parts) over the VM's boost budget." },
+                        { "vmmpower_hint_stale_total", "counter", "Handshakes marked stale after a silence." },
+                        { "vmmpower_hint_grants_total", "counter", "GRANT lines sent to the guest." },
                 };
                 for (size_t f = 0; f < ELEMENTSOF(fam); f++) {
                         header(out, fam[f].name, fam[f].type, fam[f].help);
@@ -194,7 +199,10 @@ void render_metrics(const struct daemon *d, struct strbuf *out)
                                                 v += st.counters.rejected[r];
                                         break;
                                 case 5: v = st.counters.actuations; break;
-                                default: v = st.counters.rate_limited; break;
+                                case 6: v = st.counters.rate_limited; break;
+                                case 7: v = st.counters.boost_denied; break;
+                                case 8: v = st.counters.stale; break;
+                                default: v = st.io.grants_sent; break;
                                 }
                                 strbuf_printf(out, "%s{vm=\"", fam[f].name);
                                 label_value(out, vm->info.name);
@@ -223,6 +231,17 @@ void render_metrics(const struct daemon *d, struct strbuf *out)
                 d->counters.hint_wakeups);
         counter(out, "vmmpower_hint_replans_total", "Plans redone at once because of such hints.",
                 d->counters.hint_replans);
+        counter(out, "vmmpower_qemu_hint_refused_total",
+                "Periods a plain-QEMU VM's [QEMU] HintSocket path was refused (not a socket, not owned by QEMU's user, bad name).",
+                d->counters.qemu_hint_refused);
+        if (d->hints) {
+                struct hint_io_stats io;
+
+                hint_server_totals(d->hints, NULL, &io);
+                counter(out, "vmmpower_hint_host_throttles_total",
+                        "Hint channel reads stopped by the host-wide read budget ([Hints] HostReadBytesPerSecond).",
+                        io.host_throttles);
+        }
         if (d->applier) {
                 struct apply_stats a;
 
@@ -239,6 +258,34 @@ void render_metrics(const struct daemon *d, struct strbuf *out)
                         a.knob_errors);
                 gauge(out, "vmmpower_apply_pins", "vCPUs placed by the current plan.", a.pins_current);
         }
+        if (d->applier) {
+                /* Knob ownership and write failures (docs/power-driver.md). */
+                struct apply_stats a;
+
+                applier_get_stats(d->applier, &a);
+                counter(out, "vmmpower_apply_knobs_foreign_total",
+                        "Knobs found changed by someone else: left to them, not written again, not restored.",
+                        a.driver_foreign);
+                counter(out, "vmmpower_apply_knob_retries_total",
+                        "Frequency cap / idle limit writes retried after a failure.", a.knob_retries);
+                counter(out, "vmmpower_apply_knob_unsupported_total",
+                        "Frequency caps / idle limits for which the host has no knob.", a.knob_unsupported);
+                counter(out, "vmmpower_apply_knob_class_retries_total",
+                        "Writes let through to a knob class disabled by EACCES/EPERM/EROFS after its backoff.",
+                        a.driver_class_retries);
+                header(out, "vmmpower_apply_knob_class_disabled", "gauge",
+                       "1 while writes of the knob class are denied (retried with backoff).");
+                for (unsigned c = 0; c < _POWER_KNOB_CLASS_MAX; c++)
+                        strbuf_printf(out, "vmmpower_apply_knob_class_disabled{class=\"%s\"} %d\n",
+                                      power_knob_class_to_string((enum power_knob_class) c),
+                                      (a.driver_classes_disabled >> c) & 1 ? 1 : 0);
+        }
+        {
+                int corrupt = journal_count_corrupt_files(d->cfg.state_dir, NULL, 0);
+
+                gauge(out, "vmmpower_journal_corrupt_files",
+                      "Copies of journals with corrupt records kept in the state directory.", MAX(corrupt, 0));
+        }
         counter(out, "vmmpower_period_overruns_total", "Control periods missed.", d->counters.overruns);
         gauge(out, "vmmpower_period_cpu_seconds", "Daemon CPU time spent in the last control period.",
               (double) d->counters.last_period_cpu_ns / NSEC_PER_SEC);
@@ -254,6 +301,8 @@ void render_metrics(const struct daemon *d, struct strbuf *out)
         counter(out, "vmmpower_control_requests_total", "Control socket requests.", d->counters.control_requests);
         counter(out, "vmmpower_control_denied_total", "Control requests denied by peer credentials.",
                 d->counters.control_denied);
+        counter(out, "vmmpower_control_rejected_total", "Control connections refused for lack of a client slot.",
+                d->counters.control_rejected);
         counter(out, "vmmpower_reload_errors_total", "Reloads rejected (bad configuration).",
                 d->counters.reload_errors);
         counter(out, "vmmpower_metrics_write_errors_total", "Failed writes of the metrics textfile.",

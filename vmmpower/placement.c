@@ -149,6 +149,8 @@ struct ws {
         double *dem;            /* [nv] */
         double *wait;           /* [nv] the wait it acts on (plan_vcpu_wait), 0 if none */
         uint8_t *boost;         /* [nv] */
+        double *floor;          /* [nv] perf floor (plan_hint.perf_floor), 0 = none */
+        double *fdom_floor;     /* [n_fdoms] scratch: the largest floor of a domain's vCPUs */
         unsigned *sorted;       /* [nv] by demand desc, key asc */
         int *sib;               /* [n_cpus] SMT sibling or -1 */
         /* state */
@@ -186,6 +188,8 @@ static void ws_free(struct ws *w)
         free(w->dem);
         free(w->wait);
         free(w->boost);
+        free(w->floor);
+        free(w->fdom_floor);
         free(w->sorted);
         free(w->sib);
         free(w->work);
@@ -416,6 +420,8 @@ static int ws_init(struct ws *w, const struct em_host *h, const struct plan_poli
         w->dem = calloc(nv1, sizeof(double));
         w->wait = calloc(nv1, sizeof(double));
         w->boost = calloc(nv1, 1);
+        w->floor = calloc(nv1, sizeof(double));
+        w->fdom_floor = calloc(h->n_fdoms ? h->n_fdoms : 1, sizeof(double));
         w->sorted = calloc(nv1, sizeof(unsigned));
         w->assign = calloc(nv1, sizeof(int));
         w->sib = malloc(n * sizeof(int));
@@ -447,7 +453,7 @@ static int ws_init(struct ws *w, const struct em_host *h, const struct plan_poli
         w->leaf0 = (w->segn - 1) / 3;
         w->seg = malloc((w->leaf0 + w->segn) * sizeof(double));
         w->cpu_pos = malloc(n * sizeof(int));
-        if (!w->dem || !w->wait || !w->boost || !w->sorted || !w->assign || !w->sib || !w->work || !w->base_work || !w->nvc ||
+        if (!w->dem || !w->wait || !w->boost || !w->floor || !w->fdom_floor || !w->sorted || !w->assign || !w->sib || !w->work || !w->base_work || !w->nvc ||
             !w->base_nvc || !w->resv || !w->cpu_boost || !w->in_set || !w->set_level || !w->set_load || !w->large || !w->cpu_large ||
             !w->set_lambda || !w->set_done || !w->set_flat || !w->set_free || !w->ework || !w->fixed || !w->active || !w->lat || !w->level || !w->fdom_start ||
             !w->fdom_cores || !w->spread_cores || !w->seg || !w->cpu_pos)
@@ -509,6 +515,8 @@ static int ws_init(struct ws *w, const struct em_host *h, const struct plan_poli
                         if (hn->util_floor > d)
                                 d = hn->util_floor;
                         w->boost[i] |= hn->boost;
+                        if (hn->perf_floor > w->floor[i]) /* also NaN: not taken */
+                                w->floor[i] = hn->perf_floor > 1.0 ? 1.0 : hn->perf_floor;
                 }
                 if (wdem[i])
                         d += w->wait[i];
@@ -983,6 +991,51 @@ static void pack_set_levels(struct ws *w)
         }
 }
 
+/*
+ * Guest performance floors (plan_hint.perf_floor): a domain runs at least at
+ * the lowest level whose capacity is the largest floor of its placed vCPUs;
+ * a packed vCPU may run anywhere in its pack set, so its floor holds for
+ * every domain of the set.  A floor never adds demand: an idle vCPU asking
+ * for a level below the lowest one costs nothing.
+ */
+static void perf_floors(struct ws *w)
+{
+        const struct em_host *h = w->h;
+        const struct energy_model *m = &h->model;
+        unsigned top = m->n_levels - 1;
+        bool any = false;
+
+        memset(w->fdom_floor, 0, h->n_fdoms * sizeof(double));
+        for (size_t i = 0; i < w->nv; i++) {
+                int c = w->assign[i];
+                if (!(w->floor[i] > 0.0) || !cpu_ok(h, c))
+                        continue;
+                any = true;
+                if (!w->pol->pin_single_cpu && in_pack_set(h, w->v[i].mode, w->boost[i], c)) {
+                        const struct em_group *g = &h->llcs[h->cores[h->cpu_core[c]].llc];
+                        for (unsigned k = g->first; k < g->end; k++)
+                                for (unsigned t = 0; t < h->cores[k].n_threads; t++) {
+                                        int s = h->cores[k].cpu[t];
+                                        if (w->in_set[s])
+                                                w->fdom_floor[h->cpu_fdom[s]] = MAX(w->fdom_floor[h->cpu_fdom[s]],
+                                                                                    w->floor[i]);
+                                }
+                }
+                w->fdom_floor[h->cpu_fdom[c]] = MAX(w->fdom_floor[h->cpu_fdom[c]], w->floor[i]);
+        }
+        if (!any)
+                return;
+        for (unsigned f = 0; f < h->n_fdoms; f++) {
+                unsigned L = w->level[f];
+                double need = w->fdom_floor[f] * m->levels[top].capacity;
+                if (need <= 0.0)
+                        continue;
+                while (L < top && m->levels[L].capacity + EPS < need)
+                        L++;
+                w->level[f] = (uint8_t) L;
+        }
+}
+
 /* Levels, idle limits and power of the current state. */
 static double finalize(struct ws *w, struct em_breakdown *b)
 {
@@ -1054,6 +1107,7 @@ static double finalize(struct ws *w, struct em_breakdown *b)
         }
         if (!w->pol->pin_single_cpu)
                 pack_set_levels(w);
+        perf_floors(w);
         return em_host_power(h, &l, b);
 }
 
@@ -1184,6 +1238,7 @@ void plan_free(struct plan *p)
         free(p->vcpu_cpu);
         free(p->vcpu_boost);
         free(p->vcpu_alone);
+        free(p->vcpu_demand);
         free(p->fdom_level);
         free(p->cpu_idle_state);
         free(p->cpu_max_latency_us);
@@ -1204,11 +1259,12 @@ static struct plan *plan_alloc(const struct em_host *h, size_t nv)
         p->vcpu_cpu = calloc(nv1, sizeof(int));
         p->vcpu_boost = calloc(nv1, 1);
         p->vcpu_alone = calloc(nv1, 1);
+        p->vcpu_demand = calloc(nv1, sizeof(double));
         p->fdom_level = calloc(h->n_fdoms ? h->n_fdoms : 1, 1);
         p->cpu_idle_state = calloc(h->n_cpus, 1);
         p->cpu_max_latency_us = calloc(h->n_cpus, sizeof(uint32_t));
         p->cpu_work = calloc(h->n_cpus, sizeof(double));
-        if (!p->vcpu_key || !p->vcpu_cpu || !p->vcpu_boost || !p->vcpu_alone || !p->fdom_level || !p->cpu_idle_state || !p->cpu_max_latency_us ||
+        if (!p->vcpu_key || !p->vcpu_cpu || !p->vcpu_boost || !p->vcpu_alone || !p->vcpu_demand || !p->fdom_level || !p->cpu_idle_state || !p->cpu_max_latency_us ||
             !p->cpu_work) {
                 plan_free(p);
                 return NULL;
@@ -1225,6 +1281,7 @@ bool plan_equal(const struct plan *a, const struct plan *b)
                memcmp(a->vcpu_cpu, b->vcpu_cpu, a->n_vcpus * sizeof(int)) == 0 &&
                memcmp(a->vcpu_boost, b->vcpu_boost, a->n_vcpus) == 0 &&
                memcmp(a->vcpu_alone, b->vcpu_alone, a->n_vcpus) == 0 &&
+               memcmp(a->vcpu_demand, b->vcpu_demand, a->n_vcpus * sizeof(double)) == 0 &&
                memcmp(a->fdom_level, b->fdom_level, a->n_fdoms) == 0 &&
                memcmp(a->cpu_idle_state, b->cpu_idle_state, a->n_cpus) == 0 &&
                memcmp(a->cpu_max_latency_us, b->cpu_max_latency_us, a->n_cpus * sizeof(uint32_t)) == 0 &&
@@ -1430,6 +1487,7 @@ static void fill_plan(struct ws *w, struct plan *p, nsec_t now)
                 p->vcpu_cpu[i] = w->assign[i];
                 p->vcpu_boost[i] = w->boost[i];
                 p->vcpu_alone[i] = w->large[i];
+                p->vcpu_demand[i] = w->dem[i];
         }
         memcpy(p->fdom_level, w->level, h->n_fdoms);
         for (unsigned c = 0; c < h->n_cpus; c++) {

@@ -43,8 +43,11 @@ struct plan_vcpu {
 /* Guest hints, already validated and bounded by host policy. */
 struct plan_hint {
         uint64_t key;          /* vCPU */
-        double util_floor;     /* plan for at least this utilisation (go_faster) */
-        bool boost;            /* run its frequency domain at the top level */
+        double util_floor;     /* plan for at least this utilisation */
+        bool boost;            /* run its frequency domain at the top level, its pCPU out of deep idle */
+        double perf_floor;     /* run its frequency domain at least at this fraction of the top level's
+                                * capacity (0..1): a guest's LEVEL, or a BOOST capped by MaxLevel.  A
+                                * packed vCPU's floor holds for every domain of its pack set. */
 };
 
 /*
@@ -109,6 +112,7 @@ struct plan {
         int *vcpu_cpu;               /* [n_vcpus], -1 = not placed (exclude with unknown CPU) */
         uint8_t *vcpu_boost;         /* [n_vcpus] 1: boosted by a hint (its CPU at the top level) */
         uint8_t *vcpu_alone;         /* [n_vcpus] 1: larger than its pack set's water level: pinned alone */
+        double *vcpu_demand;         /* [n_vcpus] the demand planned for it (step 1 of placement.c) */
         uint8_t *fdom_level;         /* [n_fdoms] perf level index */
         int8_t *cpu_idle_state;      /* [n_cpus] deepest allowed model idle state, -1 = none (offline: -1) */
         uint32_t *cpu_max_latency_us;/* [n_cpus] the same as an exit latency limit */

@@ -3,9 +3,12 @@
  * Power driver core, the sysfs backend and the sim backend (power_driver.h).
  *
  * The sysfs write path, for every knob:
- *   1. refuse without I/O if the knob is gone, its class is disabled, or
+ *   1. refuse without I/O if the knob is gone, someone else's, its class
+ *      is disabled (until the class's backoff lets one write through), or
  *      this exact value was rejected before (EINVAL is not going to change);
- *   2. read the current value; equal to the wanted one -> done, no record;
+ *   2. read the current value; not what we last wrote -> someone else
+ *      changed it: the knob is theirs from then on (journal record closed,
+ *      -ESTALE); equal to the wanted one -> done, no record;
  *   3. journal (original, current, wanted) durably; journal error -> no write;
  *   4. one write() of "value\n", checked;
  *   5. read back: different -> clamped: the journal learns the actual value
@@ -44,8 +47,17 @@ struct power_driver {
         struct power_driver_stats stats;
         struct power_write_info last;
         bool class_disabled[_POWER_KNOB_CLASS_MAX];
+        struct retry_state class_retry[_POWER_KNOB_CLASS_MAX]; /* when a disabled class is tried again */
         unsigned pending_retries;
 };
+
+/*
+ * A class disabled by EACCES/EPERM/EROFS is not given up for good: lockdown
+ * can be lifted, a read-only bind mount remounted, a container given the
+ * capability.  One write of the class is let through after 1 s, then after
+ * 2, 4, ... capped at 5 minutes, for as long as the denial lasts.
+ */
+#define CLASS_BACKOFF ((struct backoff) { 1 * NSEC_PER_SEC, 300 * NSEC_PER_SEC, UINT_MAX })
 
 /* ---------------------------------------------------------------- core */
 
@@ -259,6 +271,18 @@ bool power_driver_class_disabled(const struct power_driver *drv, enum power_knob
         return c < _POWER_KNOB_CLASS_MAX && drv->class_disabled[c];
 }
 
+const char *power_knob_class_to_string(enum power_knob_class c)
+{
+        static const char *const names[_POWER_KNOB_CLASS_MAX] = {
+                [POWER_KNOB_CPUFREQ] = "cpufreq",
+                [POWER_KNOB_CPUIDLE] = "cpuidle",
+                [POWER_KNOB_PM_QOS] = "pm_qos",
+                [POWER_KNOB_HALT_POLL] = "halt_poll",
+        };
+
+        return c < _POWER_KNOB_CLASS_MAX ? names[c] : NULL;
+}
+
 unsigned power_driver_pending_retries(const struct power_driver *drv)
 {
         return drv->pending_retries;
@@ -404,6 +428,9 @@ struct knob {
         char *path; /* relative to the root */
         enum power_knob_class cls;
         bool gone;
+        bool foreign;             /* changed by someone else: theirs, never written again */
+        bool ours_valid;          /* ours[] holds what the knob read back after our last write */
+        char ours[VALUE_MAX];
         char rejected[VALUE_MAX]; /* last value the kernel refused with EINVAL */
         char pending[VALUE_MAX];  /* value to retry (EBUSY) */
         struct retry_state retry;
@@ -498,13 +525,6 @@ static void knob_clear_pending(struct power_driver *drv, struct knob *k)
         k->pending[0] = '\0';
 }
 
-static const char *const class_names[_POWER_KNOB_CLASS_MAX] = {
-        [POWER_KNOB_CPUFREQ] = "cpufreq",
-        [POWER_KNOB_CPUIDLE] = "cpuidle",
-        [POWER_KNOB_PM_QOS] = "pm_qos",
-        [POWER_KNOB_HALT_POLL] = "halt_poll",
-};
-
 /* Apply the documented action for errno r on knob k.  Returns r. */
 static int knob_error(struct power_driver *drv, struct knob *k, const char *value, int r)
 {
@@ -548,10 +568,16 @@ static int knob_error(struct power_driver *drv, struct knob *k, const char *valu
         case EROFS:
                 st->denied++;
                 knob_clear_pending(drv, k);
+                (void) retry_schedule(&drv->class_retry[k->cls], &CLASS_BACKOFF, drv->now, NULL);
                 if (!drv->class_disabled[k->cls]) {
                         drv->class_disabled[k->cls] = true;
-                        log_warning_errno(r, "%s: %m; disabling all %s writes", k->path, class_names[k->cls]);
-                }
+                        log_warning_errno(r, "%s: %m; disabling all %s writes, trying one again in %" PRId64 " s",
+                                          k->path, power_knob_class_to_string(k->cls),
+                                          (drv->class_retry[k->cls].next_ns - drv->now) / NSEC_PER_SEC);
+                } else
+                        log_debug_errno(r, "%s: still %m; next %s write let through in %" PRId64 " ms", k->path,
+                                        power_knob_class_to_string(k->cls),
+                                        (drv->class_retry[k->cls].next_ns - drv->now) / NSEC_PER_MSEC);
                 break;
         case ENOENT:
         case ENODEV:
@@ -571,11 +597,59 @@ static int knob_error(struct power_driver *drv, struct knob *k, const char *valu
         return r;
 }
 
+/*
+ * Does the knob hold what we last made it hold?  Known in memory after a
+ * write of ours that read back; else the journal's last record says (before
+ * or after: the write may or may not have happened).  A knob without a
+ * record was never written by us and is free to take.
+ */
+static bool knob_is_ours(struct power_driver *drv, const struct knob *k, const char *cur)
+{
+        const char *before, *after;
+
+        if (k->ours_valid)
+                return value_eq(cur, k->ours);
+        if (journal_last_values(drv->cfg.journal, JOURNAL_KIND_SYSFS, k->path, &before, &after) <= 0)
+                return true;
+        return value_eq(cur, after) || value_eq(cur, before);
+}
+
+/* Someone else changed the knob: let it go for good (see power_driver.h). */
+static int knob_foreign(struct power_driver *drv, struct knob *k, const char *cur)
+{
+        const char *before = NULL, *after = NULL;
+        char ours[VALUE_MAX], found[VALUE_MAX];
+        int r;
+
+        snprintf(found, sizeof(found), "%.*s", (int) strcspn(cur, "\n"), cur);
+        if (k->ours_valid)
+                snprintf(ours, sizeof(ours), "%s", k->ours);
+        else if (journal_last_values(drv->cfg.journal, JOURNAL_KIND_SYSFS, k->path, &before, &after) > 0)
+                snprintf(ours, sizeof(ours), "%.*s", (int) strcspn(after, "\n"), after);
+        else
+                ours[0] = '\0';
+        k->foreign = true;
+        k->ours_valid = false;
+        knob_clear_pending(drv, k);
+        drv->stats.foreign++;
+        snprintf(drv->last.actual, sizeof(drv->last.actual), "%s", found);
+        /* Close the record: restore must not put our original over their value. */
+        r = journal_forget(drv->cfg.journal, JOURNAL_KIND_SYSFS, k->path);
+        if (r < 0)
+                log_debug_errno(r, "%s: cannot close the journal record (restore will see a foreign value): %m",
+                                k->path);
+        log_debug("%s: holds %s, we last wrote %s: changed by someone else, letting it go", k->path, found, ours);
+        if (drv->cfg.on_foreign)
+                drv->cfg.on_foreign(drv->cfg.foreign_userdata, k->path, ours, found);
+        return drv->last.error = -POWER_KNOB_FOREIGN;
+}
+
 static int knob_write(struct power_driver *drv, struct knob *k, const char *value)
 {
         struct sysfs *s = drv->priv;
         struct power_driver_stats *st = &drv->stats;
         char cur[VALUE_MAX + 2], data[VALUE_MAX + 2];
+        bool probe = false;
         int r;
 
         drv->last = (struct power_write_info) { 0 };
@@ -583,9 +657,19 @@ static int knob_write(struct power_driver *drv, struct knob *k, const char *valu
         snprintf(drv->last.wanted, sizeof(drv->last.wanted), "%s", value);
         if (k->gone)
                 return drv->last.error = -ENOENT;
+        if (k->foreign) {
+                st->foreign_refused++;
+                knob_clear_pending(drv, k);
+                return drv->last.error = -POWER_KNOB_FOREIGN;
+        }
         if (drv->class_disabled[k->cls]) {
-                st->class_disabled++;
-                return drv->last.error = -EACCES;
+                if (!retry_due(&drv->class_retry[k->cls], drv->now)) {
+                        st->class_disabled++;
+                        return drv->last.error = -EACCES;
+                }
+                /* The backoff is over: this write finds out whether the denial still holds. */
+                st->class_retries++;
+                probe = true;
         }
         if (k->rejected[0] && value_eq(k->rejected, value)) {
                 st->rejected_cached++;
@@ -597,6 +681,8 @@ static int knob_write(struct power_driver *drv, struct knob *k, const char *valu
         r = power_driver_sysfs_knob_read(s->root, k->path, cur, sizeof(cur));
         if (r < 0)
                 return knob_error(drv, k, value, r);
+        if (!knob_is_ours(drv, k, cur))
+                return knob_foreign(drv, k, cur);
         if (value_eq(cur, value)) {
                 st->skipped++;
                 knob_clear_pending(drv, k);
@@ -608,15 +694,25 @@ static int knob_write(struct power_driver *drv, struct knob *k, const char *valu
                 st->journal_errors++;
                 return drv->last.error = r;
         }
+        /* Until the read-back: the knob holds the record's before or after. */
+        k->ours_valid = false;
         snprintf(data, sizeof(data), "%s\n", value);
         r = power_driver_sysfs_knob_write(s->root, k->path, data);
         if (r < 0)
                 return knob_error(drv, k, value, r);
+        if (probe) {
+                drv->class_disabled[k->cls] = false;
+                retry_reset(&drv->class_retry[k->cls]);
+                st->class_reenabled++;
+                log_info("%s: written; %s writes are allowed again", k->path, power_knob_class_to_string(k->cls));
+        }
         r = power_driver_sysfs_knob_read(s->root, k->path, cur, sizeof(cur));
         if (r < 0)
                 return knob_error(drv, k, value, r);
         knob_clear_pending(drv, k);
         snprintf(drv->last.actual, sizeof(drv->last.actual), "%.*s", (int) strcspn(cur, "\n"), cur);
+        snprintf(k->ours, sizeof(k->ours), "%s", drv->last.actual);
+        k->ours_valid = true;
         if (!value_eq(cur, value)) {
                 st->clamped++;
                 (void) journal_note_actual(drv->cfg.journal, JOURNAL_KIND_SYSFS, k->path, cur);

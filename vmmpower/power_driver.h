@@ -30,8 +30,17 @@
  *      EINVAL/ERANGE/EOVERFLOW  value rejected: remembered for that knob,
  *                               the same value is not written again
  *      EBUSY/EAGAIN/EINTR       retried from late_callback with backoff
- *      EACCES/EPERM/EROFS       the knob class is disabled, logged once
+ *      EACCES/EPERM/EROFS       the knob class is disabled, logged once; one
+ *                               write of the class is let through again after
+ *                               a backoff (1 s, x2, capped at 5 min)
  *      ENOENT/ENODEV/ENXIO      CPU/policy gone: knob dropped
+ *    Ownership: before every write (and every release) the knob's current
+ *    value is compared with the value vmmpower last wrote to it (in memory,
+ *    else the journal's before/after).  A knob that holds anything else was
+ *    changed by someone else and belongs to them from then on: not written
+ *    again (-ESTALE, POWER_KNOB_FOREIGN), its journal record is closed so
+ *    restore leaves it, counted (`foreign`), reported once through
+ *    power_driver_config.on_foreign.  A knob vmmpower never wrote is free.
  *  - "sim": records the requested state in memory and calls a hook after
  *    each change (the energy model is plugged in there).  No host writes.
  *
@@ -112,7 +121,14 @@ struct power_driver_config {
         /* sim: called after every state change of cpu */
         void (*sim_hook)(void *userdata, struct power_driver *drv, unsigned cpu);
         void *sim_userdata;
+        /* sysfs, optional: a knob was found changed by someone else and is let go
+         * (called once per knob; ours / found are raw bytes, not escaped) */
+        void (*on_foreign)(void *userdata, const char *path, const char *ours, const char *found);
+        void *foreign_userdata;
 };
+
+/* Returned for a write to a knob that someone else changed since our last write. */
+#define POWER_KNOB_FOREIGN ESTALE
 
 enum power_knob_class {
         POWER_KNOB_CPUFREQ,
@@ -133,6 +149,10 @@ struct power_driver_stats {
         unsigned gave_up;         /* retries exhausted */
         unsigned denied;          /* EACCES/EPERM/EROFS */
         unsigned class_disabled;  /* writes refused because their class is disabled */
+        unsigned class_retries;   /* writes let through to a disabled class after its backoff */
+        unsigned class_reenabled; /* classes enabled again by such a write succeeding */
+        unsigned foreign;         /* knobs found changed by someone else: let go (journal record closed) */
+        unsigned foreign_refused; /* writes not made because the knob is someone else's */
         unsigned gone;            /* ENOENT/ENODEV/ENXIO */
         unsigned journal_errors;  /* journal failed: write not made */
         unsigned other_errors;
@@ -179,6 +199,7 @@ void power_driver_set_priv(struct power_driver *drv, void *priv);
 struct power_driver_stats *power_driver_stats(struct power_driver *drv);
 const struct power_write_info *power_driver_last_write(const struct power_driver *drv);
 bool power_driver_class_disabled(const struct power_driver *drv, enum power_knob_class c);
+const char *power_knob_class_to_string(enum power_knob_class c);
 /* Number of knobs with a retry pending. */
 unsigned power_driver_pending_retries(const struct power_driver *drv);
 

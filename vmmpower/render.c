@@ -11,6 +11,8 @@
 
 #include "apply.h"
 #include "daemon.h"
+#include "journal.h"
+#include "power_driver.h"
 #include "version.h"
 
 static double pct(double ratio)
@@ -66,6 +68,27 @@ static unsigned total_vcpus(const struct daemon *d)
         return n;
 }
 
+/*
+ * Why plans are not applied (NULL: they are), short for JSON ("why") and
+ * long for the text status: an applier that failed to start must not read
+ * like Apply = no, nor like one that applies.
+ */
+static const char *advisory_reason(const struct daemon *d, bool text)
+{
+        if (d->applier)
+                return NULL;
+        if (d->opts.dry_run)
+                return text ? "advisory, --dry-run: nothing on the host is changed" : "dry run";
+        if (!d->em)
+                return text ? "off, [Planner] Enabled = no: no plans" : "planner off";
+        if (!d->cfg.planner_apply)
+                return text ? "advisory, [Planner] Apply = no: plans are shown, not applied" : "Apply=no";
+        if (d->counters.apply_start_errors > 0)
+                return text ? "NOT APPLIED: the applier failed to start (see the log); plans stay advisory"
+                            : "failed to start";
+        return text ? "advisory: the applier has not started yet" : "not started";
+}
+
 /* The applier's state as a JSON object ("enabled":false when plans are advisory). */
 static void render_apply_json(const struct daemon *d, struct strbuf *out)
 {
@@ -73,9 +96,7 @@ static void render_apply_json(const struct daemon *d, struct strbuf *out)
 
         if (!d->applier) {
                 strbuf_printf(out, "{\"enabled\":false,\"why\":\"%s\",\"start_errors\":%" PRIu64 "}",
-                              d->opts.dry_run ? "dry run" : !d->em ? "planner off"
-                                                         : !d->cfg.planner_apply ? "Apply=no" : "not started",
-                              d->counters.apply_start_errors);
+                              advisory_reason(d, false), d->counters.apply_start_errors);
                 return;
         }
         applier_get_stats(d->applier, &a);
@@ -94,6 +115,97 @@ static void render_apply_json(const struct daemon *d, struct strbuf *out)
                       a.knob_changes, a.knob_errors, a.last_error, a.last_pass_ns, a.last_pass_cpu_ns,
                       a.driver_policies, a.driver_pm_qos, a.driver_writes, a.driver_clamped, a.driver_denied,
                       a.driver_busy);
+}
+
+/* Knob classes the power driver has disabled now (EACCES/EPERM/EROFS, retried with backoff), comma-separated. */
+static void disabled_classes(unsigned mask, char *buf, size_t size)
+{
+        size_t n = 0;
+
+        buf[0] = '\0';
+        for (unsigned c = 0; c < _POWER_KNOB_CLASS_MAX; c++)
+                if (mask & (1u << c))
+                        n += (size_t) snprintf(buf + n, n < size ? size - n : 0, "%s%s", n ? "," : "",
+                                               power_knob_class_to_string((enum power_knob_class) c));
+}
+
+/*
+ * Knob ownership and write failures (docs/power-driver.md): knobs left to
+ * someone else, failed and retried caps/limits, classes disabled by a denial,
+ * and copies of corrupt journals kept in the state directory.
+ */
+static void render_knobs(const struct daemon *d, bool json, struct strbuf *out)
+{
+        struct apply_stats a = { 0 };
+        char newest[256] = "", classes[64];
+        int corrupt = journal_count_corrupt_files(d->cfg.state_dir, newest, sizeof(newest));
+
+        if (d->applier)
+                applier_get_stats(d->applier, &a);
+        disabled_classes(a.driver_classes_disabled, classes, sizeof(classes));
+        if (json) {
+                strbuf_printf(out,
+                              ",\"knobs\":{\"foreign\":%u,\"foreign_refused\":%" PRIu64 ",\"changes\":%" PRIu64
+                              ",\"errors\":%" PRIu64 ",\"retries\":%" PRIu64 ",\"unsupported\":%" PRIu64
+                              ",\"gone\":%" PRIu64 ",\"class_retries\":%u,\"classes_disabled\":",
+                              a.driver_foreign, a.knob_foreign, a.knob_changes, a.knob_errors, a.knob_retries,
+                              a.knob_unsupported, a.knob_gone, a.driver_class_retries);
+                strbuf_json_string(out, classes);
+                strbuf_printf(out, "},\"journal\":{\"corrupt_files\":%d,\"newest_corrupt_file\":", MAX(corrupt, 0));
+                strbuf_json_string(out, newest);
+                strbuf_puts(out, "}");
+                return;
+        }
+        if (d->applier)
+                strbuf_printf(out,
+                              "knobs:         %u left to others (changed by someone else), %" PRIu64
+                              " caps/limits applied, %" PRIu64 " failed attempts (%" PRIu64 " retries)%s%s%s\n",
+                              a.driver_foreign, a.knob_changes, a.knob_errors, a.knob_retries,
+                              classes[0] ? ", denied: " : "", classes,
+                              classes[0] ? " (retried with backoff)" : "");
+        if (corrupt > 0)
+                strbuf_printf(out, "journal:       %d corrupt journal file(s) kept in %s, newest %s: inspect, then remove\n",
+                              corrupt, d->cfg.state_dir, newest);
+}
+
+/* Configured QMP sockets whose last query failed. */
+static unsigned qmp_failing(const struct daemon *d)
+{
+        unsigned n = 0;
+
+        for (unsigned i = 0; i < d->cfg.n_qmp_sockets && i < CONFIG_MAX_QMP; i++)
+                n += d->qmp_failing[i] > 0;
+        return n;
+}
+
+/* Text status: whether plans are applied, QMP, control socket, reloads and hook notifications. */
+static void render_status_more(const struct daemon *d, struct strbuf *out)
+{
+        const char *why = advisory_reason(d, true);
+
+        if (why)
+                strbuf_printf(out, "plans:         %s\n", why);
+        else {
+                struct apply_stats a;
+
+                applier_get_stats(d->applier, &a);
+                strbuf_printf(out,
+                              "plans:         applied: %" PRIu64 " passes, %" PRIu64 " pins, %" PRIu64
+                              " pin errors, %" PRIu64 " knob changes, %" PRIu64 " knob errors\n",
+                              a.passes, a.pins, a.pin_errors, a.knob_changes, a.knob_errors);
+        }
+        strbuf_printf(out,
+                      "QMP:           %u socket%s, %" PRIu64 " queries, %" PRIu64 " errors (%u failing, %" PRIu64
+                      " kept on their last answer, %" PRIu64 " gone)\n",
+                      d->cfg.n_qmp_sockets, d->cfg.n_qmp_sockets == 1 ? "" : "s", d->counters.qmp_queries,
+                      d->counters.qmp_errors, qmp_failing(d), d->counters.qmp_kept, d->counters.qmp_gone);
+        strbuf_printf(out,
+                      "control:       %" PRIu64 " requests, %" PRIu64 " denied, %" PRIu64 " refused (no slot), %" PRIu64
+                      " errors\n",
+                      d->counters.control_requests, d->counters.control_denied, d->counters.control_rejected,
+                      d->counters.control_errors);
+        strbuf_printf(out, "reloads:       %" PRIu64 " (%" PRIu64 " failed), %" PRIu64 " hook notifications\n",
+                      d->counters.reloads, d->counters.reload_errors, d->counters.notifies);
 }
 
 void render_status(const struct daemon *d, bool json, struct strbuf *out)
@@ -133,19 +245,24 @@ void render_status(const struct daemon *d, bool json, struct strbuf *out)
                               ts->open_errors, ts->vms_added, ts->vms_removed, ts->last_sample_cpu_ns);
                 strbuf_printf(out,
                               ",\"procscan\":{\"scans\":%llu,\"vanished\":%llu,\"errors\":%llu}"
-                              ",\"qmp\":{\"queries\":%" PRIu64 ",\"errors\":%" PRIu64 "}",
+                              ",\"qmp\":{\"sockets\":%u,\"queries\":%" PRIu64 ",\"errors\":%" PRIu64
+                              ",\"kept\":%" PRIu64 ",\"gone\":%" PRIu64 ",\"failing\":%u}",
                               d->procscan_stats.scans, d->procscan_stats.vanished, d->procscan_stats.errors,
-                              d->counters.qmp_queries, d->counters.qmp_errors);
+                              d->cfg.n_qmp_sockets, d->counters.qmp_queries, d->counters.qmp_errors,
+                              d->counters.qmp_kept, d->counters.qmp_gone, qmp_failing(d));
                 strbuf_puts(out, ",\"apply\":");
                 render_apply_json(d, out);
+                render_knobs(d, true, out);
                 strbuf_printf(out, ",\"hint_wakeups\":%" PRIu64 ",\"hint_replans\":%" PRIu64,
                               d->counters.hint_wakeups, d->counters.hint_replans);
                 strbuf_printf(out,
                               ",\"control\":{\"requests\":%" PRIu64 ",\"denied\":%" PRIu64 ",\"errors\":%" PRIu64
+                              ",\"rejected\":%" PRIu64
                               "},\"notifies\":%" PRIu64 ",\"reloads\":%" PRIu64 ",\"reload_errors\":%" PRIu64
                               ",\"last_period_cpu_ns\":%" PRId64 "}\n",
                               d->counters.control_requests, d->counters.control_denied,
-                              d->counters.control_errors, d->counters.notifies, d->counters.reloads,
+                              d->counters.control_errors, d->counters.control_rejected, d->counters.notifies,
+                              d->counters.reloads,
                               d->counters.reload_errors, d->counters.last_period_cpu_ns);
                 return;
         }
@@ -175,6 +292,8 @@ void render_status(const struct daemon *d, bool json, struct strbuf *out)
                       " read errors, last period %.1f us CPU\n",
                       tracker_sampler_name(d->tracker), ts->samples, ts->threads_gone, ts->read_errors,
                       (double) d->counters.last_period_cpu_ns / NSEC_PER_USEC);
+        render_status_more(d, out);
+        render_knobs(d, false, out);
 }
 
 /* The VM's hint channel: connection, agent (guest bytes: escaped), counters. */
@@ -198,10 +317,14 @@ static void json_vm_hints(const struct daemon *d, const struct vm_load *vm, stru
                       ",\"trust\":\"%s\",\"lines\":%" PRIu64 ",\"accepted\":%" PRIu64 ",\"clamped\":%" PRIu64
                       ",\"rejected\":%" PRIu64 ",\"resyncs\":%" PRIu64 ",\"actuations\":%" PRIu64
                       ",\"rate_limited\":%" PRIu64 ",\"connects\":%" PRIu64 ",\"disconnects\":%" PRIu64
-                      ",\"read_throttles\":%" PRIu64 "}",
+                      ",\"read_throttles\":%" PRIu64 ",\"host_throttles\":%" PRIu64 ",\"stale\":%s"
+                      ",\"stale_total\":%" PRIu64 ",\"boost_denied\":%" PRIu64 ",\"welcomes_suppressed\":%" PRIu64
+                      ",\"grants_sent\":%" PRIu64 ",\"limits_sent\":%" PRIu64 "}",
                       hint_trust_to_string(st.policy.trust), st.counters.lines, st.counters.accepted,
                       st.counters.clamped, rejected, st.counters.resyncs, st.counters.actuations,
-                      st.counters.rate_limited, st.io.connects, st.io.disconnects, st.io.read_throttles);
+                      st.counters.rate_limited, st.io.connects, st.io.disconnects, st.io.read_throttles,
+                      st.io.host_throttles, st.stale ? "true" : "false", st.counters.stale, st.counters.boost_denied,
+                      st.counters.welcomes_suppressed, st.io.grants_sent, st.io.limits_sent);
 }
 
 /* The VM's policy: where it came from, the placement mode and the effective hint policy. */
@@ -316,9 +439,9 @@ void render_vms(const struct daemon *d, bool json, struct strbuf *out)
                                 if (v->index >= 0 && v->index < n_eff)
                                         strbuf_printf(out,
                                                       ",\"hint\":{\"level\":%u,\"weight\":%u,\"util\":%u,"
-                                                      "\"boosted\":%s,\"may_actuate\":%s}}",
+                                                      "\"boosted\":%s,\"boost_level\":%u,\"may_actuate\":%s}}",
                                                       eff[v->index].level, eff[v->index].weight, eff[v->index].util,
-                                                      eff[v->index].boosted ? "true" : "false",
+                                                      eff[v->index].boosted ? "true" : "false", eff[v->index].boost_level,
                                                       eff[v->index].may_actuate ? "true" : "false");
                                 else
                                         strbuf_puts(out, ",\"hint\":null}");
@@ -481,16 +604,19 @@ void render_plan(const struct daemon *d, bool json, struct strbuf *out)
                         pid_t pid = (pid_t) (p->vcpu_key[i] >> 16);
                         strbuf_printf(out, "%s{\"vm\":", i ? "," : "");
                         strbuf_json_string(out, plan_vm_name(d, pid));
-                        strbuf_printf(out, ",\"pid\":%d,\"vcpu\":%u,\"util\":%.4f,\"cpu\":%d,\"alone\":%s}", (int) pid,
-                                      (unsigned) (p->vcpu_key[i] & 0xffff), d->plan_in[i].util, p->vcpu_cpu[i],
-                                      p->vcpu_alone[i] ? "true" : "false");
+                        strbuf_printf(out, ",\"pid\":%d,\"vcpu\":%u,\"util\":%.4f,\"wait\":%.4f,\"wait_avg\":%.4f,"
+                                      "\"demand\":%.4f,\"cpu\":%d,\"alone\":%s}", (int) pid,
+                                      (unsigned) (p->vcpu_key[i] & 0xffff), d->plan_in[i].util,
+                                      d->plan_in[i].wait_ratio, d->plan_in[i].wait_avg, p->vcpu_demand[i],
+                                      p->vcpu_cpu[i], p->vcpu_alone[i] ? "true" : "false");
                 }
                 strbuf_puts(out, "]}\n");
                 return;
         }
         strbuf_printf(out, "plan (%s): %s, %u of %u pCPUs active, %u moves (%u deferred)\n",
                       d->applier ? "applied" : d->opts.dry_run ? "dry run: shown, not applied"
-                                                               : "advisory: shown, not applied",
+                      : d->counters.apply_start_errors > 0 ? "NOT APPLIED: the applier failed to start"
+                                                           : "advisory: shown, not applied",
                       plan_decision_to_string(p->why.decision), p->why.n_active, cpuset_count(&d->topo->online),
                       p->why.moves, p->why.moves_deferred);
         strbuf_printf(out, "modelled power: plan %.0f mW, spread %.0f mW, previous placement %.0f mW, best %.0f mW\n",

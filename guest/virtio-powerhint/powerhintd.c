@@ -30,8 +30,13 @@
  * frequency (frequency invariance in the guest).  LIMIT is stored and
  * applied.  ERR is counted and logged escaped.
  *
+ * The host end going away (EOF or POLLHUP on the port) and coming back are
+ * logged at the default level, rate-limited (host_change()), and counted in
+ * the status (host_losses).
+ *
  * Applications ask for a boost over a local stream socket (default
- * /run/powerhintd.sock): one request line per connection, "BOOST <ms> <cpu>"
+ * /run/powerhintd.sock; its directory is created if missing, as in a busybox
+ * initramfs without /run): one request line per connection, "BOOST <ms> <cpu>"
  * or "STATUS"; answered with "OK", "ERR <text>" or the status text.  A boost is
  * forwarded to the host at once (the host caps and rate-limits it).
  *
@@ -70,6 +75,8 @@
 #define PSI_STEP_PERMILLE 100
 #define BOOST_MS_MAX 10000
 #define MAX_CPUS 4096
+/* At most one "host end went away" message (and its "connected again") per minute. */
+#define HOST_LOG_INTERVAL_MS 60000
 
 struct cpu_state {
         bool online;
@@ -99,6 +106,13 @@ struct daemon {
         bool port_is_socket;
         bool host_hup;
         int listen_fd;
+
+        /* the host end as last seen, for the log: see host_change() */
+        bool host_up;
+        bool down_logged;       /* this loss of the host end was logged */
+        bool down_log_ever;
+        int64_t down_since_ms, last_down_log_ms;
+        uint64_t host_losses, losses_unlogged;
 
         unsigned n_cpus;
         struct cpu_state cpus[MAX_CPUS];
@@ -390,6 +404,65 @@ static void port_close(struct daemon *d)
         hostmsg_framer_reset(&d->framer);
 }
 
+/*
+ * The operator learns when the host end goes away and when it is back, at the
+ * default log level, without a flapping host filling the log: the first loss
+ * is logged, and its reconnect; a later loss only HOST_LOG_INTERVAL_MS after
+ * the last logged one (if it still lasts by then, it is logged then), with
+ * the number of losses not logged in between.  host_losses counts them all.
+ */
+static void host_log_down(struct daemon *d, int64_t now)
+{
+        char more[64] = "";
+
+        if (d->host_up || d->down_logged ||
+            (d->down_log_ever && now - d->last_down_log_ms < HOST_LOG_INTERVAL_MS))
+                return;
+        if (d->losses_unlogged)
+                snprintf(more, sizeof(more), " (and %" PRIu64 " times before, not logged)", d->losses_unlogged);
+        log_msg(d, 0, "host end of %s went away%s, re-sending the state every period until it is back",
+                find_port(d) ?: "the port", more);
+        d->down_logged = true;
+        d->down_log_ever = true;
+        d->last_down_log_ms = now;
+        d->losses_unlogged = 0;
+}
+
+static void host_change(struct daemon *d, bool up)
+{
+        int64_t now = now_ms();
+
+        if (up == d->host_up)
+                return;
+        d->host_up = up;
+        if (!up) {
+                d->host_losses++;
+                d->down_logged = false;
+                d->down_since_ms = now;
+                host_log_down(d, now);
+                return;
+        }
+        if (d->host_losses == 0)
+                log_msg(d, 0, "host connected on %s", find_port(d) ?: "the port");
+        else if (d->down_logged)
+                log_msg(d, 0, "host connected again on %s after %.1f s", find_port(d) ?: "the port",
+                        (double) (now - d->down_since_ms) / 1000.0);
+        else
+                d->losses_unlogged++;
+}
+
+/* EOF, POLLHUP or a write error on the port: the host end is gone. */
+static void host_lost(struct daemon *d)
+{
+        hostmsg_framer_reset(&d->framer);
+        d->welcomed = false;
+        if (d->port_is_socket)
+                port_close(d);
+        else
+                d->host_hup = true;
+        host_change(d, false);
+}
+
 static int port_open(struct daemon *d)
 {
         const char *path = find_port(d);
@@ -431,6 +504,15 @@ static int port_open(struct daemon *d)
         d->port_opens++;
         hostmsg_framer_reset(&d->framer);
         log_msg(d, 1, "opened %s", path);
+        if (!d->port_is_socket) {
+                /* a virtio port opens without a host end: POLLHUP until it connects */
+                struct pollfd p = { .fd = fd, .events = POLLIN };
+
+                if (poll(&p, 1, 0) >= 0 && (p.revents & POLLHUP))
+                        d->host_hup = true;
+        }
+        if (!d->host_hup)
+                host_change(d, true);
         return 0;
 }
 
@@ -450,10 +532,7 @@ static void port_send(struct daemon *d, const char *buf, size_t len, unsigned li
         if (n >= 0 || errno == EAGAIN || errno == EINTR)
                 return;
         log_msg(d, 2, "write to port: %s", strerror(errno));
-        if (d->port_is_socket)
-                port_close(d);
-        else
-                d->host_hup = true;
+        host_lost(d);
 }
 
 static void send_state(struct daemon *d)
@@ -558,28 +637,57 @@ static void port_read(struct daemon *d)
                 if (n < 0 && (errno == EAGAIN || errno == EINTR))
                         return;
                 /* EOF or error: the host end went away */
-                hostmsg_framer_reset(&d->framer);
-                d->welcomed = false;
-                if (d->port_is_socket)
-                        port_close(d);
-                else
-                        d->host_hup = true;
+                host_lost(d);
                 return;
         }
 }
 
 /* ---- local socket ---- */
 
+/*
+ * mkdir -p of the directory that will hold path (mode 0755): a busybox
+ * initramfs, or a system without a /run tmpfs, has no /run.
+ */
+static int make_parent_dirs(const char *path)
+{
+        char dir[sizeof(((struct sockaddr_un *) 0)->sun_path)];
+        char *slash;
+
+        if (strlen(path) >= sizeof(dir))
+                return -ENAMETOOLONG;
+        strcpy(dir, path);
+        slash = strrchr(dir, '/');
+        if (!slash || slash == dir)
+                return 0; /* relative name in the working directory, or directly under / */
+        *slash = 0;
+        for (char *p = dir + 1;; p++) {
+                if (*p == '/' || *p == 0) {
+                        char c = *p;
+
+                        *p = 0;
+                        if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+                                return -errno;
+                        *p = c;
+                        if (!c)
+                                break;
+                }
+        }
+        return 0;
+}
+
 static int listen_open(struct daemon *d)
 {
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
-        int fd;
+        int fd, r;
 
         if (!d->sock_path || !*d->sock_path)
                 return 0;
         if (strlen(d->sock_path) >= sizeof(sa.sun_path))
                 return -ENAMETOOLONG;
         strcpy(sa.sun_path, d->sock_path);
+        r = make_parent_dirs(d->sock_path);
+        if (r < 0)
+                return r;
         fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0)
                 return -errno;
@@ -609,9 +717,10 @@ static size_t status_text(struct daemon *d, char *buf, size_t size)
                 OUT("host max_level=%u boost_cap_ms=%u rate=%u burst=%u trust=%s\n", d->welcome.max_level,
                     d->welcome.boost_cap_ms, d->welcome.rate, d->welcome.burst, d->welcome.trust);
         OUT("periods=%" PRIu64 " lines_sent=%" PRIu64 " writes_dropped=%" PRIu64 " host_lines=%" PRIu64
-            " host_bad=%" PRIu64 " host_errs=%" PRIu64 " boosts=%" PRIu64 " psi_permille=%u\n",
-            d->periods, d->lines_sent, d->writes_dropped, d->host_lines, d->host_bad, d->host_errs, d->boosts,
-            d->psi_permille);
+            " host_bad=%" PRIu64 " host_errs=%" PRIu64 " host_losses=%" PRIu64 " boosts=%" PRIu64
+            " psi_permille=%u\n",
+            d->periods, d->lines_sent, d->writes_dropped, d->host_lines, d->host_bad, d->host_errs, d->host_losses,
+            d->boosts, d->psi_permille);
         for (unsigned i = 0; i < d->n_cpus; i++) {
                 const struct cpu_state *c = &d->cpus[i];
                 if (!c->online)
@@ -709,9 +818,10 @@ static void period(struct daemon *d, unsigned elapsed_ms)
                 struct pollfd p = { .fd = d->port_fd, .events = POLLIN };
                 if (poll(&p, 1, 0) >= 0 && !(p.revents & POLLHUP)) {
                         d->host_hup = false;
-                        log_msg(d, 1, "host connected");
+                        host_change(d, true);
                 }
         }
+        host_log_down(d, now_ms()); /* a loss not logged yet because of the rate limit */
         if (d->port_fd >= 0)
                 send_state(d);
 }
@@ -801,7 +911,8 @@ int main(int argc, char **argv)
 
         r = listen_open(&d);
         if (r < 0) {
-                fprintf(stderr, "powerhintd: cannot listen on %s: %s\n", d.sock_path, strerror(-r));
+                fprintf(stderr, "powerhintd: cannot listen on %s: %s (--socket PATH for another place, "
+                        "--socket \"\" for none)\n", d.sock_path, strerror(-r));
                 return 1;
         }
         r = sample_stat(&d);
@@ -845,13 +956,8 @@ int main(int argc, char **argv)
                                 accept_clients(&d);
                         else if (p[i].revents & POLLIN)
                                 port_read(&d);
-                        else if (p[i].revents & (POLLHUP | POLLERR)) {
-                                d.welcomed = false;
-                                if (d.port_is_socket)
-                                        port_close(&d);
-                                else
-                                        d.host_hup = true;
-                        }
+                        else if (p[i].revents & (POLLHUP | POLLERR))
+                                host_lost(&d);
                 }
         }
         if (d.listen_fd >= 0) {

@@ -99,9 +99,16 @@ static int powerhint_target_index(struct cpufreq_policy *policy, unsigned int in
 	return 0;
 }
 
+/*
+ * The core clamps target_freq to policy->min..max before calling this, so it
+ * need not be a table entry (scaling_max_freq between two entries).  Pick the
+ * lowest entry at or above it, the rule (CPUFREQ_RELATION_L) the core uses for
+ * target_index(); cpufreq_table_find_index_l() follows the table's order,
+ * which is ascending here.
+ */
 static unsigned int powerhint_fast_switch(struct cpufreq_policy *policy, unsigned int target_freq)
 {
-	int index = cpufreq_table_find_index_dl(policy, target_freq, false);
+	int index = cpufreq_table_find_index_l(policy, target_freq, false);
 
 	if (index < 0)
 		return 0;

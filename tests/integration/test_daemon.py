@@ -218,8 +218,9 @@ class DaemonBadInput(unittest.TestCase):
     def setUpClass(cls):
         vmlib.require_root()
 
-    def start(self, sections=None, **kw):
-        d = Daemon(sections, **kw).start()
+    def start(self, sections=None, existing=None, **kw):
+        d = existing or Daemon(sections, **kw)
+        d.start()
         self.addCleanup(d.stop)
         return d
 
@@ -430,6 +431,199 @@ class DaemonBadInput(unittest.TestCase):
         self.assertIn("STOPPING=1", rest)
         ns.close()
 
+    def _second(self, config, extra=()):
+        """Start a vmmpowerd that must refuse to run: returns (rc, stderr); one still running
+        after 15 s is stopped and the test fails."""
+        p = subprocess.Popen([VMMPOWERD, "--foreground", "--config", config] + list(extra), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, universal_newlines=True)
+        try:
+            _, err = p.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            p.terminate()
+            _, err = p.communicate(timeout=15)
+            self.fail("a second daemon %r started and ran:\n%s" % (list(extra), err))
+        return p.returncode, err
+
+    def test_second_daemon_on_one_config(self):
+        """One daemon per state directory, in every mode: a second one started on the same
+        config (applying, --dry-run, --once) exits non-zero naming the first one's pid, before
+        it touches the journal, the control socket or a hint channel; the first stays
+        reachable on an unchanged socket. A daemon with another state directory but the same
+        ControlSocket does not take the live socket over either; one with its own state
+        directory and socket runs alongside."""
+        a = self.start(args=["--dry-run"])
+        sock_ino = os.stat(a.socket).st_ino
+        for extra in ([], ["--dry-run"], ["--once"]):
+            rc, err = self._second(a.config, extra)
+            self.assertNotEqual(rc, 0, err)
+            self.assertIn("Another vmmpowerd (pid %d) is running" % a.proc.pid, err)
+            # it stopped at the lock: nothing restored, no socket bound, no libvirt (hint channels)
+            self.assertEqual(err.strip().count("\n"), 0, err)
+            self.assertIsNone(a.proc.poll())
+            self.assertEqual(os.stat(a.socket).st_ino, sock_ino, "control socket replaced")
+            rc, out, err = a.ctl("version")
+            self.assertEqual(rc, 0, err)
+        pidfile = os.path.join(a.tmp, "state", "vmmpowerd.pid")
+        with open(pidfile) as f:
+            self.assertEqual(int(f.read()), a.proc.pid)
+        # Another state directory, the same control socket: refused, the socket stays A's.
+        b = Daemon(args=["--dry-run"])
+        with open(b.config) as f:
+            conf = f.read()
+        with open(b.config, "w") as f:
+            f.write(conf.replace(b.socket, a.socket))
+        rc, err = self._second(b.config, ["--dry-run"])
+        self.assertNotEqual(rc, 0, err)
+        self.assertIn("Control socket %s is served by another process (pid %d)" % (a.socket, a.proc.pid), err)
+        self.assertEqual(os.stat(a.socket).st_ino, sock_ino, "control socket replaced")
+        self.assertEqual(a.ctl("version")[0], 0)
+        # Its own state directory and socket: both run.
+        c = self.start(args=["--dry-run"])
+        self.assertEqual(c.ctl("version")[0], 0)
+        self.assertEqual(a.ctl("version")[0], 0)
+        # A stopped daemon removes its socket and lock file; the next one starts.
+        self.assertEqual(a.stop(), 0)
+        self.assertFalse(os.path.exists(a.socket))
+        self.assertFalse(os.path.exists(pidfile))
+        a2 = self.start(existing=a)
+        self.assertEqual(a2.ctl("version")[0], 0)
+
+    def test_reload_moves_the_instance_lock(self):
+        """A reload to a StateDirectory another daemon holds fails and keeps the running one;
+        a reload to a free one moves the lock (the old lock file is removed)."""
+        a = self.start(args=["--dry-run"])
+        b = self.start(args=["--dry-run"])
+        old_lock = os.path.join(a.tmp, "state", "vmmpowerd.pid")
+        with open(a.config) as f:
+            good = f.read()
+        with open(a.config, "w") as f:
+            f.write(good.replace(os.path.join(a.tmp, "state"), os.path.join(b.tmp, "state")))
+        rc, _, err = a.ctl("reload")
+        self.assertEqual(rc, 1, err)
+        self.assertIn("Another vmmpowerd (pid %d) is running" % b.proc.pid, a.log())
+        self.assertTrue(os.path.exists(old_lock))
+        with open(os.path.join(b.tmp, "state", "vmmpowerd.pid")) as f:
+            self.assertEqual(int(f.read()), b.proc.pid)
+        new_state = os.path.join(a.tmp, "state2")
+        with open(a.config, "w") as f:
+            f.write(good.replace(os.path.join(a.tmp, "state"), new_state))
+        rc, _, err = a.ctl("reload")
+        self.assertEqual(rc, 0, err)
+        self.assertFalse(os.path.exists(old_lock))
+        with open(os.path.join(new_state, "vmmpowerd.pid")) as f:
+            self.assertEqual(int(f.read()), a.proc.pid)
+        rc, err = self._second(a.config, ["--dry-run"])
+        self.assertIn("Another vmmpowerd (pid %d) is running with state directory %s" % (a.proc.pid, new_state), err)
+        self.assertEqual(a.stop(), 0)
+        self.assertFalse(os.path.exists(os.path.join(new_state, "vmmpowerd.pid")))
+
+    def test_daemonized(self):
+        """Without --foreground: the parent exits 0 once start-up is done, the lock file names
+        the daemon (not the parent), a second start fails, and SIGTERM ends it (its signalfd
+        is made after the fork) with socket and lock file removed."""
+        d = Daemon({"Libvirt": {"Enabled": "no"}}, args=["--dry-run"])
+        p = subprocess.run([VMMPOWERD, "--config", d.config, "--dry-run"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, universal_newlines=True, timeout=30)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        pidfile = os.path.join(d.tmp, "state", "vmmpowerd.pid")
+        with open(pidfile) as f:
+            pid = int(f.read())
+        self.addCleanup(lambda: os.path.exists("/proc/%d" % pid) and os.kill(pid, signal.SIGKILL))
+        with open("/proc/%d/comm" % pid) as f:
+            self.assertEqual(f.read().strip(), "vmmpowerd")
+        self.assertEqual(d.ctl("version")[0], 0)
+        rc, err = self._second(d.config, ["--dry-run"])
+        self.assertNotEqual(rc, 0)
+        self.assertIn("Another vmmpowerd (pid %d) is running" % pid, err)
+        os.kill(pid, signal.SIGTERM)
+        d.wait_for(lambda: not os.path.exists("/proc/%d" % pid), 10, "daemon %d to exit on SIGTERM" % pid)
+        self.assertFalse(os.path.exists(d.socket))
+        self.assertFalse(os.path.exists(pidfile))
+
+    def test_status_tells_whether_plans_are_applied(self):
+        """`vmmpowerctl status` (text and --json) tells an applier that acts from Apply = no,
+        --dry-run and an applier that failed to start (its journal's state directory held by
+        another process), and shows QMP errors, reloads and hook notifications. The applier
+        works on a copy of a fixture sysfs tree; no VM is tracked (libvirt off, no procfs
+        scan), so nothing on the host is changed."""
+        import fcntl
+        import shutil
+        import tempfile
+        fixture = os.path.join(vmlib.SOURCE_DIR, "tests", "data", "topology", "debian-2cpu-haltpoll", "sys")
+
+        def daemon(extra=None, args=()):
+            tmp = tempfile.mkdtemp(prefix="vmmpt-sysfs-")
+            self.addCleanup(shutil.rmtree, tmp)
+            sysfs = os.path.join(tmp, "sys")
+            shutil.copytree(fixture, sysfs, symlinks=True)
+            conf = {"Daemon": {"SysfsRoot": sysfs}, "QEMU": {"ProcScan": "no", "QMPSocket": os.path.join(tmp, "no.qmp")},
+                    "Libvirt": {"Enabled": "no"}}
+            for sec, kv in (extra or {}).items():
+                conf.setdefault(sec, {}).update(kv)
+            return Daemon(conf, args=list(args))
+
+        def plans_line(d):
+            rc, text, err = d.ctl("status")
+            self.assertEqual(rc, 0, err)
+            lines = [l for l in text.splitlines() if l.startswith("plans:")]
+            self.assertEqual(len(lines), 1, text)
+            return lines[0], text
+
+        # applying
+        d = daemon()
+        self.start(existing=d)
+        d.wait_for(lambda: d.status()["apply"].get("passes", 0) >= 1, 15, "an applier pass")
+        line, text = plans_line(d)
+        self.assertRegex(line, r"^plans: +applied: [1-9]\d* passes")
+        self.assertTrue(d.status()["apply"]["enabled"])
+        # QMP errors (a socket nobody serves), reloads, hook notifications: text and JSON
+        self.assertEqual(d.ctl("notify", "started", "vmmpt-x")[0], 0)
+        self.assertEqual(d.ctl("reload")[0], 0)
+        d.wait_for(lambda: d.status()["qmp"]["errors"] >= 2, 15, "failed QMP queries")
+        st = d.status()
+        rc, text, _ = d.ctl("status")
+        self.assertRegex(text, r"QMP: +1 socket, [1-9]\d* queries, [1-9]\d* errors \(1 failing, 0 kept on their "
+                               r"last answer, 0 gone\)")
+        self.assertIn("reloads:       1 (0 failed), 1 hook notifications", text)
+        self.assertEqual((st["reloads"], st["reload_errors"], st["notifies"]), (1, 0, 1))
+        self.assertEqual(st["qmp"]["failing"], 1)
+        self.assertEqual(st["qmp"]["sockets"], 1)
+        self.assertRegex(text, r"control: +[1-9]\d* requests, 0 denied, 0 refused \(no slot\), 0 errors")
+        d.stop()
+
+        # Apply = no
+        d = daemon({"Planner": {"Apply": "no"}})
+        self.start(existing=d)
+        line, _ = plans_line(d)
+        self.assertIn("advisory, [Planner] Apply = no", line)
+        self.assertEqual(d.status()["apply"]["why"], "Apply=no")
+        d.stop()
+
+        # --dry-run
+        d = daemon(args=["--dry-run"])
+        self.start(existing=d)
+        line, _ = plans_line(d)
+        self.assertIn("advisory, --dry-run", line)
+        self.assertEqual(d.status()["apply"]["why"], "dry run")
+        d.stop()
+
+        # the applier cannot open its journal: the state directory is locked by someone else
+        d = daemon()
+        state = os.path.join(d.tmp, "state")
+        os.makedirs(state)
+        fd = os.open(state, os.O_RDONLY | os.O_DIRECTORY)
+        self.addCleanup(os.close, fd)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        self.start(existing=d)
+        line, text = plans_line(d)
+        self.assertIn("NOT APPLIED: the applier failed to start", line)
+        st = d.status()
+        self.assertEqual((st["apply"]["enabled"], st["apply"]["why"], st["apply"]["start_errors"]),
+                         (False, "failed to start", 1))
+        rc, plan, _ = d.ctl("plan")
+        self.assertIn("NOT APPLIED", plan)
+        log("status with a failed applier: %s" % line)
+
     def test_sigterm_and_once(self):
         d = Daemon()
         d.start()
@@ -440,6 +634,93 @@ class DaemonBadInput(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("VCPU", p.stdout)
         self.assertIn("BUSY%", p.stdout)
+
+
+class DaemonSecondOnHintChannel(unittest.TestCase):
+    """Issue 16 item 17: two daemons fought for each VM's hint channel (QEMU serves one
+    client per channel). A second daemon on the same config now exits at the instance lock,
+    before libvirt discovery: the first keeps its one connection to the channel. The guest
+    need not boot (the host end connects to QEMU's chardev), so it is destroyed at once."""
+
+    def test_first_keeps_the_hint_channel(self):
+        vmlib.require_root()
+        vmlib.ensure_libvirtd()
+        g = vmlib.define_and_start_domain("hint2", 1, test=self)
+        a = Daemon(args=["--dry-run"]).start()
+        self.addCleanup(a.stop)
+
+        def hints():
+            vm = a.vm_by_pid(g.pid)
+            return vm and vm.get("hints")
+        a.wait_for(lambda: (hints() or {}).get("connected"), 30, "the first daemon on the hint channel")
+        before = hints()
+        p = subprocess.run([VMMPOWERD, "--foreground", "--dry-run", "--config", a.config], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, universal_newlines=True, timeout=30)
+        self.assertNotEqual(p.returncode, 0, p.stderr)
+        self.assertIn("Another vmmpowerd (pid %d) is running" % a.proc.pid, p.stderr)
+        a.wait_periods(2)
+        after = hints()
+        self.assertTrue(after["connected"])
+        self.assertEqual((after["connects"], after["disconnects"]), (before["connects"], before["disconnects"]))
+        log("hint channel of %s: the first daemon stays connected (%d connect, %d disconnects), the second "
+            "exited" % (g.name, after["connects"], after["disconnects"]))
+
+
+class DaemonQmpBusy(unittest.TestCase):
+    """A plain QEMU found only through its QMP socket stays tracked while someone else holds
+    its monitor (QEMU serves one QMP client at a time: the daemon's queries time out), the
+    failures are counted and shown, and the VM leaves once its process is gone. The QEMU is
+    paused (-S, no guest, no disk): no CPU load."""
+
+    def test_vm_stays_while_qmp_is_held(self):
+        vmlib.require_root()
+        name = vmlib.full_name("qmpbusy")
+        os.makedirs(vmlib.RUN_DIR, exist_ok=True)
+        qmp = os.path.join(vmlib.RUN_DIR, name + ".qmp")
+        pidfile = os.path.join(vmlib.RUN_DIR, name + ".pid")
+        subprocess.run(["qemu-system-x86_64", "-name", name, "-machine", "pc,accel=tcg", "-S", "-display", "none",
+                        "-nodefaults", "-m", "64", "-smp", "2", "-qmp", "unix:%s,server=on,wait=off" % qmp,
+                        "-daemonize", "-pidfile", pidfile], check=True, timeout=60)
+        with open(pidfile) as f:
+            pid = int(f.read())
+        self.addCleanup(lambda: os.path.exists("/proc/%d" % pid) and os.kill(pid, signal.SIGKILL))
+        d = Daemon({"QEMU": {"QMPSocket": qmp, "ProcScan": "no", "ProcScanInterval": "1s"},
+                    "Libvirt": {"Enabled": "no"}}, args=["--dry-run"]).start()
+        self.addCleanup(d.stop)
+        d.wait_for(lambda: d.vm_by_pid(pid) is not None, 15, "QEMU %d found through QMP" % pid)
+        self.assertEqual(len(d.vm_by_pid(pid)["vcpus"]), 2)
+
+        hold = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        hold.settimeout(10)
+        hold.connect(qmp)
+        self.assertIn(b"QMP", hold.recv(4096))  # we have the monitor; the daemon's connects queue
+        e0 = d.status()["qmp"]["errors"]
+        t0 = time.monotonic()
+        seen = 0
+        while True:
+            st = d.status()
+            self.assertIsNotNone(d.vm_by_pid(pid), "VM dropped after %d failed QMP queries:\n%s" % (
+                st["qmp"]["errors"] - e0, d.log()))
+            seen += 1
+            if st["qmp"]["errors"] >= e0 + 5:
+                break
+            self.assertLess(time.monotonic() - t0, 30, "no failed QMP queries while the monitor is held")
+            time.sleep(0.2)
+        self.assertGreaterEqual(st["qmp"]["kept"], 5)
+        self.assertEqual(st["qmp"]["failing"], 1)
+        rc, text, err = d.ctl("status")
+        self.assertEqual(rc, 0, err)
+        self.assertRegex(text, r"QMP: +1 sockets?, \d+ queries, [1-9]\d* errors \(1 failing, [1-9]\d* kept")
+        self.assertIn("QMP query of %s failed" % qmp, d.log())
+        log("QMP monitor held for %.1fs: %d failed queries, VM present at each of %d polls" % (
+            time.monotonic() - t0, st["qmp"]["errors"] - e0, seen))
+
+        hold.close()
+        d.wait_for(lambda: d.status()["qmp"]["failing"] == 0, 15, "QMP answering again")
+        self.assertIsNotNone(d.vm_by_pid(pid))
+        os.kill(pid, signal.SIGKILL)
+        d.wait_for(lambda: d.vm_by_pid(pid) is None, 10, "the killed QEMU to leave")
+        self.assertEqual(d.vm_by_pid(pid), None)
 
 
 class DaemonKvmHaltPoll(unittest.TestCase):

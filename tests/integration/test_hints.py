@@ -2,10 +2,15 @@
 """Guest hints end to end: a libvirt TCG guest with the org.vmmpower.hint.0 channel, the
 virtio_powerhint cpufreq module and powerhintd inside; the real vmmpowerd on the host.
 A busy vCPU in the guest raises that vCPU's hint level in the daemon, going idle brings it
-back, and restarting vmmpowerd or powerhintd resumes the flow by itself. Must run as root."""
+back, and restarting vmmpowerd or powerhintd resumes the flow by itself. Issue 16: the guest's
+`powerhint status` shows the host's GRANT and a LIMIT the host sent; with trust=full an idle
+guest is planned as with advisory trust (its planned demand is its measured one), and after
+`kill -9 powerhintd` its hints fade (never up), its planned demand never rises above the host's
+own measurement and the handshake goes stale. Must run as root."""
 
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -18,6 +23,9 @@ from daemonlib import Daemon  # noqa: E402
 SRC = os.path.join(vmlib.SOURCE_DIR, "guest", "virtio-powerhint")
 # Readable by QEMU's user (libvirt-qemu): not a private temp dir.
 GUEST_DIR = "/var/cache/vmmpower-test/guest-hints"
+NS = "https://vmmpower.org/xmlns/policy/1"
+STALE_S = 5.0   # HINT_STALE_NS
+DEMAND_SLACK = 0.01  # "within 1%": of a CPU, per vCPU, above what the host measured
 HIGH = 768   # level of a busy vCPU (powerhintd sends 1024)
 LOW = 512    # an idle vCPU's level stays at or below neutral
 
@@ -127,6 +135,149 @@ class HintsEndToEnd(unittest.TestCase):
         self.g.console.busy(1)
         self.d.wait_for(lambda: (self.levels().get(1) or 0) >= HIGH, 30, "vCPU1 level up after agent restart")
         self.g.console.idle("all")
+
+
+    # ---- issue 16
+
+    def set_policy(self, hints_attrs):
+        vmlib.virsh("metadata", self.g.name, "--uri", NS, "--key", "vmmpower", "--set",
+                    "<policy><hints %s/></policy>" % hints_attrs)
+
+    def remove_policy(self):
+        vmlib.virsh("metadata", self.g.name, "--uri", NS, "--remove", check=False)
+
+    def guest_status(self):
+        rc, out = self.g.console.run("powerhint status")
+        self.assertEqual(rc, 0, out)
+        cpus = {}
+        for line in out:
+            f = line.split()
+            if f and f[0].startswith("cpu") and f[0][3:].isdigit():
+                cpus[int(f[0][3:])] = dict(kv.split("=", 1) for kv in f[1:] if "=" in kv)
+        return cpus
+
+    def plan_vcpus(self):
+        return [v for v in self.d.json("plan").get("vcpus", []) if v["pid"] == self.g.pid]
+
+    def over_measurement(self, vs):
+        """Planned vCPUs whose demand is above what the host measured (util, plus the wait the
+        planner may add) by more than DEMAND_SLACK."""
+        return [v for v in vs if v["demand"] > v["util"] + max(v["wait"], v["wait_avg"]) + DEMAND_SLACK]
+
+    def sample_demand(self, seconds, check=None):
+        """Sum of the VM's planned demand per sample, and the vCPUs planned over the measurement;
+        self.excess: the largest demand - measurement seen."""
+        xs, bad = [], []
+        self.excess = float("-inf")
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            vs = self.plan_vcpus()
+            xs.append(sum(v["demand"] for v in vs))
+            bad += self.over_measurement(vs)
+            for v in vs:
+                self.excess = max(self.excess, v["demand"] - v["util"] - max(v["wait"], v["wait_avg"]))
+            if check:
+                check()
+            time.sleep(0.5)
+        return xs, bad
+
+    def test_5_grant_and_limit_seen_in_guest(self):
+        self.wait_handshake()
+        applied = not self.d.json("plan").get("advisory", True)
+        log("plan applied by this daemon: %s" % applied)
+        self.assertTrue(applied, "GRANTs are sent only for an applied plan")
+
+        def granted():
+            st = self.guest_status()
+            return st if st and all("granted" in c for c in st.values()) else None
+        self.d.wait_for(granted, 30, "granted= for every vCPU in powerhint status")
+        st = self.guest_status()
+        log("guest powerhint status after GRANTs: %s" % st)
+        for c in st.values():
+            self.assertTrue(1 <= int(c["granted"]) <= 1024, c)
+        self.assertGreater(self.vm()["hints"]["grants_sent"], 0)
+        # LIMIT: a policy change reaches the guest (its own default is 0-1024)
+        try:
+            self.set_policy('max-level="640"')
+            self.d.wait_for(lambda: all(c.get("limit") == "0-640" for c in self.guest_status().values()), 30,
+                            "limit=0-640 in powerhint status")
+            log("after max-level=640: %s" % self.guest_status())
+        finally:
+            self.remove_policy()
+        self.d.wait_for(lambda: all(c.get("limit") == "0-1024" for c in self.guest_status().values()), 30,
+                        "limit=0-1024 again")
+        self.assertGreater(self.vm()["hints"]["limits_sent"], 0)
+
+    def test_6_idle_full_trust_planned_as_advisory(self):
+        self.wait_handshake()
+        self.g.console.idle("all")
+        self.d.wait_for(lambda: all((l or 0) <= 128 for l in self.levels().values()), 60, "idle levels")
+        adv, bad_adv = self.sample_demand(6)
+        excess_adv = self.excess
+        try:
+            self.set_policy('trust="full"')
+            self.d.wait_for(lambda: self.vm()["hints"]["trust"] == "full", 30, "trust=full")
+            self.d.wait_periods(2)
+            full, bad_full = self.sample_demand(10)
+            excess_full = self.excess
+            levels = self.levels()
+            live = [v["hint"] for v in self.vm()["vcpus"] if v.get("hint")]
+        finally:
+            self.remove_policy()
+        log("idle guest, hint levels %s: planned demand (sum over its vCPUs) advisory mean %.4f, "
+            "full trust mean %.4f; largest demand - measurement per vCPU: advisory %+.4f, full %+.4f; "
+            "samples over the measurement + %.2f: advisory %d, full %d" % (
+                levels, statistics.mean(adv), statistics.mean(full), excess_adv, excess_full, DEMAND_SLACK,
+                len(bad_adv), len(bad_full)))
+        # the hints were live and trusted while sampled (else the check would prove nothing)
+        self.assertTrue(live and all(h["may_actuate"] and h["weight"] > 0 and h["level"] > 0 for h in live), live)
+        self.assertEqual(bad_full, [], "full trust planned more than the measurement")
+
+    def test_7_killed_agent_plans_no_more(self):
+        self.wait_handshake()
+        try:
+            self.set_policy('trust="full"')
+            self.d.wait_for(lambda: self.vm()["hints"]["trust"] == "full", 30, "trust=full")
+            self.g.console.idle("all")
+            self.d.wait_periods(3)
+            rc, out = self.g.console.run("kill -9 $(pidof powerhintd)")
+            self.assertEqual(rc, 0, out)
+            t0 = time.monotonic()
+            # the agent's last batch (its levels may still go up from running the kill) is in
+            # once the line counter stops
+            last = [self.vm()["hints"]["lines"]]
+
+            def quiet():
+                time.sleep(1.5)
+                n = self.vm()["hints"]["lines"]
+                done, last[0] = n == last[0], n
+                return done
+            self.d.wait_for(quiet, 20, "the dead agent's last line")
+            before = {k: (l or 0) for k, l in self.levels().items()}
+            prev = dict(before)
+            rises = []
+
+            def check():
+                for k, l in self.levels().items():
+                    if (l or 0) > prev[k]:
+                        rises.append((k, l, prev[k]))
+                    prev[k] = l or 0
+            xs, bad = self.sample_demand(20, check)
+            h = self.vm()["hints"]
+            log("kill -9 powerhintd: levels after its last line %s, 20 s later %s; planned demand %.4f -> %.4f; "
+                "level rises %d, demand over the measurement %d; stale %s" % (
+                    before, self.levels(), xs[0], xs[-1], len(rises), len(bad), h.get("stale")))
+            self.assertEqual(rises, [])
+            self.assertEqual(bad, [])
+            self.assertTrue(h["stale"], h)
+            self.assertFalse(h["handshaked"], h)
+            self.assertGreaterEqual(h["stale_total"], 1)
+            self.assertGreater(time.monotonic() - t0, STALE_S)
+        finally:
+            self.remove_policy()
+            self.start_agent()
+        self.wait_handshake()
+        self.assertFalse(self.vm()["hints"]["stale"])
 
 
 if __name__ == "__main__":

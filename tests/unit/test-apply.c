@@ -7,6 +7,7 @@
  */
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <sched.h>
@@ -23,6 +24,7 @@
 
 #include "apply.h"
 #include "journal.h"
+#include "power_driver.h"
 #include "util.h"
 
 #define CPU_REL "devices/system/cpu"
@@ -85,6 +87,7 @@ static int teardown(void **state)
 {
         struct fixture *f = *state;
 
+        power_driver_sysfs_set_io(NULL); /* a failed test may leave its fault injection installed */
         f->stop = 1;
         for (int i = 0; i < 2; i++)
                 pthread_join(f->thr[i], NULL);
@@ -278,6 +281,173 @@ static void test_libvirt_unreachable(void **state)
         restore_and_check(f);
 }
 
+/* ---- knob bookkeeping (issue 16, item 7) ---- */
+
+/* Writes to paths containing `match` fail with `write_errno` while it is non-zero (set by the test thread). */
+static const char *fault_match;
+static int fault_errno;
+
+static int fault_write(void *ud, const char *path, const char *data, size_t len)
+{
+        if (fault_match && strstr(path, fault_match) && __atomic_load_n(&fault_errno, __ATOMIC_SEQ_CST))
+                return -__atomic_load_n(&fault_errno, __ATOMIC_SEQ_CST);
+        return power_sysfs_default_write(NULL, path, data, len);
+}
+
+static void fault_install(const char *match, int err)
+{
+        const struct power_sysfs_io io = { power_sysfs_default_read, fault_write, NULL };
+
+        fault_match = match;
+        __atomic_store_n(&fault_errno, err, __ATOMIC_SEQ_CST);
+        power_driver_sysfs_set_io(&io);
+}
+
+/* Poll (deadline 15 s) until the knob reads `want`; true if it did. */
+static bool wait_knob(struct fixture *f, const char *rel, const char *want)
+{
+        char buf[64];
+
+        for (nsec_t until = now_ns() + 15 * NSEC_PER_SEC; now_ns() < until; usleep(20 * 1000)) {
+                knob(f, rel, buf, sizeof(buf));
+                if (strcmp(buf, want) == 0)
+                        return true;
+        }
+        return false;
+}
+
+/*
+ * A frequency cap whose write fails is not taken for applied: it is counted
+ * as a failure (not a change) and tried again on later passes, without a new
+ * plan, until it goes through.
+ */
+static void test_failed_knob_retried(void **state)
+{
+        struct fixture *f = *state;
+        struct applier *a;
+        struct apply_stats st;
+        char buf[64];
+
+        fault_install("policy0/scaling_max_freq", EIO);
+        a = start(f);
+        submit_wait(a, request(f, 1, 0, 2000000, -1));
+        knob(f, CPU_REL "/cpufreq/policy0/scaling_max_freq", buf, sizeof(buf));
+        assert_string_equal(buf, "3800000");
+        knob(f, CPU_REL "/cpufreq/policy1/scaling_max_freq", buf, sizeof(buf));
+        assert_string_equal(buf, "2000000");
+        applier_get_stats(a, &st);
+        assert_int_equal(st.knob_changes, 1); /* policy1 only */
+        assert_true(st.knob_errors >= 1);
+        assert_int_equal(st.last_error, -EIO);
+
+        /* The fault clears; the same plan stays: the cap is retried and applied. */
+        __atomic_store_n(&fault_errno, 0, __ATOMIC_SEQ_CST);
+        assert_true(wait_knob(f, CPU_REL "/cpufreq/policy0/scaling_max_freq", "2000000"));
+        assert_int_equal(applier_wait_idle(a, 10 * NSEC_PER_SEC), 0);
+        applier_get_stats(a, &st);
+        assert_true(st.knob_retries >= 1);
+        print_message("failed cap: %" PRIu64 " failed attempts, %" PRIu64 " retries, %" PRIu64 " changes\n",
+                      st.knob_errors, st.knob_retries, st.knob_changes);
+        applier_free(a);
+        power_driver_sysfs_set_io(NULL);
+        restore_and_check(f);
+}
+
+/*
+ * A cap that fails with EBUSY (the driver keeps retrying it) and whose plan
+ * then goes back to the value applied before: the applier writes that value
+ * once more, which supersedes the driver's pending retry of the abandoned
+ * one (else the retry would later put a value no plan wants).
+ */
+static void test_failed_knob_reverted(void **state)
+{
+        struct fixture *f = *state;
+        struct applier *a;
+        struct apply_stats st;
+        char buf[64];
+
+        fault_install("policy0/scaling_max_freq", 0);
+        a = start(f);
+        submit_wait(a, request(f, 1, 0, 2000000, -1));
+        __atomic_store_n(&fault_errno, EBUSY, __ATOMIC_SEQ_CST);
+        submit_wait(a, request(f, 1, 0, 1500000, -1));
+        applier_get_stats(a, &st);
+        assert_int_equal(st.driver_pending_retries, 1);
+        submit_wait(a, request(f, 1, 0, 2000000, -1));
+        applier_get_stats(a, &st);
+        assert_int_equal(st.driver_pending_retries, 0);
+        __atomic_store_n(&fault_errno, 0, __ATOMIC_SEQ_CST);
+        knob(f, CPU_REL "/cpufreq/policy0/scaling_max_freq", buf, sizeof(buf));
+        assert_string_equal(buf, "2000000");
+        applier_free(a);
+        power_driver_sysfs_set_io(NULL);
+        restore_and_check(f);
+}
+
+/* A cap for a pCPU without a cpufreq policy is not a "knob change". */
+static void test_unsupported_not_a_change(void **state)
+{
+        struct fixture *f = *state;
+        struct applier *a = start(f);
+        struct apply_request *r = apply_request_new(0, 3);
+        struct apply_stats st;
+
+        assert_non_null(r);
+        for (unsigned c = 0; c < 3; c++)
+                r->cpu_max_khz[c] = 2000000; /* cpu2 does not exist in the fixture */
+        submit_wait(a, r);
+        applier_get_stats(a, &st);
+        assert_int_equal(st.knob_changes, 2);
+        assert_int_equal(st.knob_unsupported, 1);
+        assert_int_equal(st.knob_errors, 0);
+        applier_free(a);
+        restore_and_check(f);
+}
+
+/* A cap someone else changed: left to them, counted, not restored. */
+static void test_foreign_knob_left(void **state)
+{
+        struct fixture *f = *state;
+        struct applier *a = start(f);
+        struct apply_stats st;
+        char buf[64];
+
+        char logpath[400];
+        int saved_stderr, fd;
+
+        submit_wait(a, request(f, 1, 0, 2000000, -1));
+        sh("echo 3000000 > '%s/" CPU_REL "/cpufreq/policy0/scaling_max_freq'", f->root);
+        /* The daemon's log (stderr) while the knob is found changed, then asked again. */
+        snprintf(logpath, sizeof(logpath), "%s/log", f->tmp);
+        saved_stderr = dup(STDERR_FILENO);
+        fd = open(logpath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        assert_true(saved_stderr >= 0 && fd >= 0);
+        dup2(fd, STDERR_FILENO);
+        close(fd);
+        submit_wait(a, request(f, 1, 0, 1500000, -1));
+        submit_wait(a, request(f, 1, 0, 1400000, -1));
+        fflush(stderr);
+        dup2(saved_stderr, STDERR_FILENO);
+        close(saved_stderr);
+        knob(f, CPU_REL "/cpufreq/policy0/scaling_max_freq", buf, sizeof(buf));
+        assert_string_equal(buf, "3000000");
+        knob(f, CPU_REL "/cpufreq/policy1/scaling_max_freq", buf, sizeof(buf));
+        assert_string_equal(buf, "1400000");
+        applier_get_stats(a, &st);
+        assert_int_equal(st.knob_foreign, 2); /* both targets refused */
+        assert_int_equal(st.driver_foreign, 1); /* one knob let go */
+        assert_int_equal(st.knob_errors, 0);
+        /* logged once, at notice, with both values */
+        sh("test \"$(grep -c 'policy0/scaling_max_freq holds \\\"3000000\\\", vmmpower last wrote \\\"2000000\\\": "
+           "changed by someone else' '%s')\" = 1", logpath);
+        applier_free(a);
+        assert_int_equal(journal_restore_all(f->state, f->root, NULL, NULL), 0);
+        knob(f, CPU_REL "/cpufreq/policy0/scaling_max_freq", buf, sizeof(buf));
+        assert_string_equal(buf, "3000000"); /* theirs: not restored */
+        sh("echo 3800000 > '%s/" CPU_REL "/cpufreq/policy0/scaling_max_freq'", f->root);
+        restore_and_check(f);
+}
+
 /* Requests faster than the thread: only the latest state is applied. */
 static void test_latest_wins(void **state)
 {
@@ -301,6 +471,10 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_gone_thread, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_libvirt_unreachable, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_latest_wins, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_failed_knob_retried, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_failed_knob_reverted, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_unsupported_not_a_change, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_foreign_knob_left, setup, teardown),
         };
         if (sysconf(_SC_NPROCESSORS_ONLN) < 2) {
                 printf("1..0 # SKIP needs 2 online CPUs\n");

@@ -75,6 +75,7 @@ static void assert_full(const struct vp_config *c)
         assert_string_equal(c->qmp_sockets[0], "/run/qemu/vm1.qmp");
         assert_string_equal(c->qmp_sockets[1], "/run/qemu/vm2.qmp");
         assert_int_equal(c->qmp_timeout_ns, 200 * NSEC_PER_MSEC);
+        assert_string_equal(c->qemu_hint_socket, "/run/qemu/%n/hint.%%sock");
         assert_int_equal(c->load_half_life_ns, 8 * NSEC_PER_SEC);
         assert_string_equal(c->metrics_textfile, "/var/lib/prometheus/node-exporter/vmmpower.prom");
         assert_false(c->hints_enabled);
@@ -342,6 +343,45 @@ static void test_qmp_list(void **state)
         assert_int_equal(strlen(c.qmp_sockets[c.n_qmp_sockets - 1]), 107);
 }
 
+/* [QEMU] HintSocket: a pattern with %n, "" for off; anything else names the line. */
+static void test_hint_socket(void **state)
+{
+        static const char *const bad[] = {
+                "run/%n.hint",           /* relative */
+                "/run/qemu/web1.hint",   /* no %n: every VM on one socket */
+                "/run/%s.hint",          /* unknown escape */
+                "/run/%n.hint%",         /* trailing '%' */
+                "/run/%N.hint",
+        };
+        struct vp_config c;
+        struct config_error err;
+        char line[300];
+
+        config_defaults(&c);
+        assert_string_equal(c.qemu_hint_socket, "");
+        assert_int_equal(parse_str("[QEMU]\nHintSocket = /run/qemu/%n.hint\n", &c, &err), 0);
+        assert_string_equal(c.qemu_hint_socket, "/run/qemu/%n.hint");
+        assert_int_equal(parse_str("[QEMU]\nHintSocket =\n", &c, &err), 0);
+        assert_string_equal(c.qemu_hint_socket, "");
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                snprintf(line, sizeof(line), "[QEMU]\n\nHintSocket = %s\n", bad[i]);
+                memset(&err, 0, sizeof(err));
+                assert_int_equal(parse_str(line, &c, &err), -EINVAL);
+                assert_int_equal(err.line, 3);
+                assert_non_null(strstr(err.message, "invalid value for HintSocket"));
+                assert_non_null(strstr(err.message, "%n for the VM name"));
+                assert_string_equal(c.qemu_hint_socket, "");
+        }
+        /* the pattern must fit in a unix socket address (107 bytes) */
+        strcpy(line, "[QEMU]\nHintSocket = /%n");
+        memset(line + strlen(line), 's', 105); /* 108 bytes */
+        line[strlen("[QEMU]\nHintSocket = ") + 108] = '\0';
+        assert_int_equal(parse_str(line, &c, &err), -EINVAL);
+        line[strlen(line) - 1] = '\0';
+        assert_int_equal(parse_str(line, &c, &err), 0);
+        assert_int_equal(strlen(c.qemu_hint_socket), 107);
+}
+
 static void test_values(void **state)
 {
         static const struct {
@@ -405,6 +445,13 @@ static void test_values(void **state)
                 { "[Hints]\nHalfLife = 1ms\n", 1 },
                 { "[Hints]\nHalfLife = 999us\n", 0 },
                 { "[Hints]\nHalfLife = 60min\n", 1 },
+                { "[Hints]\nBoostWindow = 1s\n", 1 },
+                { "[Hints]\nBoostWindow = 999ms\n", 0 },
+                { "[Hints]\nBoostWindow = 60min\n", 1 },
+                { "[Hints]\nBoostWindow = 61min\n", 0 },
+                { "[Hints]\nHostReadBytesPerSecond = 0\n", 1 },
+                { "[Hints]\nHostReadBytesPerSecond = 1073741824\n", 1 },
+                { "[Hints]\nHostReadBytesPerSecond = 1073741825\n", 0 },
                 { "[hints]\nTrust = full\n", 0 },
         };
 
@@ -573,7 +620,7 @@ static void test_docs_cover_keys(void **state)
                         fail_msg("shipped vmmpower.conf lacks '#%s'", line);
                 n_keys++;
         }
-        assert_int_equal(n_keys, 32); /* 33 keys, QMPSocket skipped */
+        assert_int_equal(n_keys, 35); /* 36 keys, QMPSocket skipped */
         free(man);
         free(shipped);
         free(dump);
@@ -610,6 +657,7 @@ int main(void)
                 cmocka_unit_test(test_bad_dropin),
                 cmocka_unit_test(test_line_length),
                 cmocka_unit_test(test_qmp_list),
+                cmocka_unit_test(test_hint_socket),
                 cmocka_unit_test(test_values),
                 cmocka_unit_test(test_dump_round_trip),
                 cmocka_unit_test(test_world_writable),

@@ -400,7 +400,20 @@ static void test_vm_handshake(void **state)
         assert_true(vm->counters.clamped == 1);
         assert_string_equal(vm->agent, "powerhintd/0.1");
         assert_string_equal(out.data,
-                            "WELCOME 1 vcpus=2 max_level=900 boost_cap_ms=500 rate=10 burst=3 trust=full\n");
+                            "WELCOME 1 vcpus=2 max_level=900 boost_cap_ms=500 rate=10 burst=3 trust=full\n"
+                            "LIMIT 0 0 900\nLIMIT 1 0 900\n");
+
+        /* a repeated HELLO within HINT_WELCOME_INTERVAL_NS is not answered (a HELLO flood costs
+         * no replies); one after it is */
+        strbuf_reset(&out);
+        for (int i = 0; i < 100; i++)
+                feed(vm, "HELLO 1 vcpus=2\n", 2 * NSEC_PER_SEC + i * NSEC_PER_MSEC, &out);
+        assert_int_equal(out.len, 0);
+        assert_true(vm->counters.welcomes_suppressed == 100);
+        assert_true(vm->counters.handshakes == 101);
+        feed(vm, "HELLO 1 vcpus=2\n", 2 * NSEC_PER_SEC + HINT_WELCOME_INTERVAL_NS, &out);
+        assert_non_null(strstr(out.data, "WELCOME 1 vcpus=2 "));
+        assert_non_null(strstr(out.data, "LIMIT 1 0 900\n"));
 
         /* vCPU index beyond the real count */
         feed(vm, "LEVEL 2 100\nUTIL 4095 1\n", 2 * NSEC_PER_SEC, NULL);
@@ -411,7 +424,11 @@ static void test_vm_handshake(void **state)
         assert_false(vm->handshaked);
         feed(vm, "LEVEL 0 100\n", 3 * NSEC_PER_SEC, NULL);
         assert_true(vm->counters.rejected[HINT_REJECT_HANDSHAKE] == 3);
-        assert_true(vm->counters.handshakes == 1);
+        assert_true(vm->counters.handshakes == 102);
+        /* the first HELLO of the next connection is answered at once */
+        strbuf_reset(&out);
+        feed(vm, "HELLO 1 vcpus=2\n", 3 * NSEC_PER_SEC, &out);
+        assert_non_null(strstr(out.data, "WELCOME 1 "));
 
         strbuf_free(&out);
         hint_vm_free(vm);
@@ -424,41 +441,62 @@ static void test_vm_levels_and_tokens(void **state)
         nsec_t t = 10 * NSEC_PER_SEC;
 
         assert_int_equal(feed(vm, "HELLO 1 vcpus=4\n", t, NULL), 0);
-        /* three changes: three tokens (burst 3), the fourth is rate-limited but still applied */
+        /* three changes: three tokens (burst 3); the fourth finds the bucket empty and, with
+         * trust=full, is dropped: the bucket limits the effect, not only the re-planning */
         assert_int_equal(feed(vm, "LEVEL 0 100\nLEVEL 1 200\nLEVEL 2 300\nLEVEL 3 1000\n", t, NULL), 3);
         assert_true(vm->counters.actuations == 3);
         assert_true(vm->counters.rate_limited == 1);
         assert_true(vm->counters.clamped == 1); /* 1000 > max_level 900 */
         assert_int_equal(hint_vm_effective(vm, 3, t, &e), 0);
-        assert_int_equal(e.level, 900);
-        assert_int_equal(e.weight, 1024);
+        assert_int_equal(e.level, 0);
+        assert_int_equal(e.weight, 0);
         assert_true(e.may_actuate);
+        /* FASTER / SLOWER / BOOST without a token: no effect either */
+        assert_int_equal(feed(vm, "FASTER 0 500\nSLOWER 1 100\nBOOST 2 100\n", t, NULL), 0);
+        assert_true(vm->counters.rate_limited == 4);
+        hint_vm_effective(vm, 0, t, &e);
+        assert_int_equal(e.level, 100);
+        hint_vm_effective(vm, 1, t, &e);
+        assert_int_equal(e.level, 200);
+        hint_vm_effective(vm, 2, t, &e);
+        assert_false(e.boosted);
 
-        /* re-sending the same level refreshes, takes no token */
+        /* re-sending the same level refreshes, takes no token; the dropped one is re-sent and,
+         * with a token now, stored */
         t += NSEC_PER_SEC; /* refills 10 tokens, capped at 3 */
-        assert_int_equal(feed(vm, "LEVEL 0 100\nLEVEL 1 200\nLEVEL 2 300\nLEVEL 3 900\n", t, NULL), 0);
+        assert_int_equal(feed(vm, "LEVEL 0 100\nLEVEL 1 200\nLEVEL 2 300\n", t, NULL), 0);
         hint_bucket_refill(&vm->bucket, &vm->policy, t);
         assert_true(vm->bucket.tokens_milli == 3000); /* a take would have left 2000 */
+        assert_int_equal(feed(vm, "LEVEL 3 1000\n", t, NULL), 1);
+        assert_int_equal(hint_vm_effective(vm, 3, t, &e), 0);
+        assert_int_equal(e.level, 900);
+        assert_int_equal(e.weight, 1024);
         assert_int_equal(hint_vm_effective(vm, 0, t, &e), 0);
         assert_int_equal(e.weight, 1024);
         assert_int_equal(e.level, 100);
 
-        /* decay toward neutral: after one half-life (2 s) halfway from 100 to 512 */
+        /* a level that is not refreshed fades toward "no hint" (0), never up: after one
+         * half-life (2 s) half of it */
         assert_int_equal(hint_vm_effective(vm, 0, t + 2 * NSEC_PER_SEC, &e), 0);
         assert_int_equal(e.weight, 512);
-        assert_int_equal(e.level, 512 - (512 - 100) / 2);
-        /* expired after 8 half-lives: neutral, weight 0 */
+        assert_int_equal(e.level, 50);
+        for (nsec_t dt = 0; dt < 20 * NSEC_PER_SEC; dt += 100 * NSEC_PER_MSEC) {
+                struct hint_effective f;
+                hint_vm_effective(vm, 0, t + dt, &f);
+                assert_true(f.level <= 100);
+        }
+        /* expired after 8 half-lives: weight 0, level 0 */
         assert_int_equal(hint_vm_effective(vm, 0, t + 16 * NSEC_PER_SEC, &e), 0);
         assert_int_equal(e.weight, 0);
-        assert_int_equal(e.level, 512);
-        /* a high level decays down */
+        assert_int_equal(e.level, 0);
+        /* a high level fades down */
         assert_int_equal(hint_vm_effective(vm, 3, t + 2 * NSEC_PER_SEC, &e), 0);
-        assert_int_equal(e.level, 512 + (900 - 512) / 2);
+        assert_int_equal(e.level, 450);
 
         /* FASTER/SLOWER work on the decayed level; FASTER clamps at max_level */
         assert_int_equal(feed(vm, "FASTER 0 50\n", t + 2 * NSEC_PER_SEC, NULL), 1);
         assert_int_equal(hint_vm_effective(vm, 0, t + 2 * NSEC_PER_SEC, &e), 0);
-        assert_int_equal(e.level, 306 + 50);
+        assert_int_equal(e.level, 50 + 50);
         feed(vm, "SLOWER 0 1024\n", t + 2 * NSEC_PER_SEC, NULL);
         hint_vm_effective(vm, 0, t + 2 * NSEC_PER_SEC, &e);
         assert_int_equal(e.level, 0);
@@ -468,10 +506,10 @@ static void test_vm_levels_and_tokens(void **state)
         assert_int_equal(e.level, 900);
         assert_true(vm->counters.clamped == clamped + 1);
 
-        /* FASTER on a vCPU without a level starts from neutral */
+        /* FASTER on a vCPU without a (live) level starts from neutral */
         hint_vm_set_vcpus(vm, 5);
-        feed(vm, "FASTER 4 10\n", t + 2 * NSEC_PER_SEC, NULL);
-        hint_vm_effective(vm, 4, t + 2 * NSEC_PER_SEC, &e);
+        assert_int_equal(feed(vm, "FASTER 4 10\n", t + 3 * NSEC_PER_SEC, NULL), 1);
+        hint_vm_effective(vm, 4, t + 3 * NSEC_PER_SEC, &e);
         assert_int_equal(e.level, 522);
 
         /* UTIL: stored, no token, expires */
@@ -497,31 +535,151 @@ static void test_vm_boost(void **state)
         assert_int_equal(feed(vm, "BOOST 0 200\n", t, NULL), 1);
         hint_vm_effective(vm, 0, t + 199 * NSEC_PER_MSEC, &e);
         assert_true(e.boosted);
+        assert_int_equal(e.boost_level, 900); /* the boost asks for max_level, not the top */
         assert_true(e.boost_remaining_ns == NSEC_PER_MSEC);
         hint_vm_effective(vm, 0, t + 200 * NSEC_PER_MSEC, &e);
         assert_false(e.boosted);
         assert_true(e.boost_remaining_ns == 0);
 
-        /* capped at 500 ms, counted */
+        /* capped at 500 ms, counted; only the 300 ms it adds are paid from the budget
+         * (500 ms per 10 s window): the budget is now empty */
         feed(vm, "BOOST 0 10000\n", t, NULL);
         assert_true(vm->counters.clamped == 1);
+        assert_true(vm->boost_budget_ns == 0);
         hint_vm_effective(vm, 0, t + 499 * NSEC_PER_MSEC, &e);
         assert_true(e.boosted);
         hint_vm_effective(vm, 0, t + 500 * NSEC_PER_MSEC, &e);
         assert_false(e.boosted);
 
-        /* a shorter boost does not cut a longer one short */
-        feed(vm, "BOOST 0 500\nBOOST 0 10\n", t + NSEC_PER_SEC, NULL);
-        hint_vm_effective(vm, 0, t + NSEC_PER_SEC + 400 * NSEC_PER_MSEC, &e);
+        /* 1 s after the last payment the budget has refilled 50 ms: a 100 ms boost gets 50 ms, counted */
+        assert_int_equal(feed(vm, "BOOST 0 100\n", t + NSEC_PER_SEC, NULL), 1);
+        assert_true(vm->counters.boost_denied == 1);
+        hint_vm_effective(vm, 0, t + NSEC_PER_SEC + 49 * NSEC_PER_MSEC, &e);
+        assert_true(e.boosted);
+        hint_vm_effective(vm, 0, t + NSEC_PER_SEC + 50 * NSEC_PER_MSEC, &e);
+        assert_false(e.boosted);
+        /* an empty budget refuses without taking a token */
+        uint64_t act = vm->counters.actuations;
+        assert_int_equal(feed(vm, "BOOST 0 100\n", t + NSEC_PER_SEC, NULL), 0);
+        assert_true(vm->counters.boost_denied == 2);
+        assert_true(vm->counters.actuations == act);
+
+        /* a full window later: a shorter boost does not cut a longer one short */
+        t += 20 * NSEC_PER_SEC;
+        feed(vm, "BOOST 0 500\nBOOST 0 10\n", t, NULL);
+        hint_vm_effective(vm, 0, t + 400 * NSEC_PER_MSEC, &e);
         assert_true(e.boosted);
 
-        /* boost_cap 0 disables boosts */
+        /* max_level 0: a boost runs but asks for nothing */
         struct hint_policy p = vm->policy;
+        p.max_level = 0;
+        assert_int_equal(hint_vm_set_policy(vm, &p, t), 0);
+        hint_vm_effective(vm, 0, t + 400 * NSEC_PER_MSEC, &e);
+        assert_int_equal(e.boost_level, 0);
+
+        /* boost_cap 0 disables boosts, and cuts the running one */
         p.boost_cap_ms = 0;
         assert_int_equal(hint_vm_set_policy(vm, &p, t + 2 * NSEC_PER_SEC), 0);
         assert_int_equal(feed(vm, "BOOST 0 100\n", t + 3 * NSEC_PER_SEC, NULL), 0);
         hint_vm_effective(vm, 0, t + 3 * NSEC_PER_SEC, &e);
         assert_false(e.boosted);
+        hint_vm_free(vm);
+}
+
+/*
+ * Issue 16 (1): metadata max-level='0' boost-cap-ms='200', the guest sends BOOST 0 10000
+ * every 150 ms for a minute.  The boosted time stays within the budget (the cap plus
+ * cap/window of the time: 2%), and a boost never asks for more than max_level.
+ */
+static void test_vm_boost_duty_cycle(void **state)
+{
+        struct hint_policy p;
+        struct hint_vm *vm;
+        struct hint_effective e;
+        nsec_t t0 = 7 * NSEC_PER_SEC, end = t0 + 60 * NSEC_PER_SEC, boosted_ns = 0, step = NSEC_PER_MSEC;
+        double allowed_ns;
+
+        hint_policy_init(&p);
+        p.trust = HINT_TRUST_FULL;
+        p.max_level = 0;
+        p.boost_cap_ms = 200;
+        vm = hint_vm_new(2, &p, 0);
+        assert_non_null(vm);
+        feed(vm, "HELLO 1 vcpus=2\n", t0, NULL);
+        for (nsec_t t = t0; t < end; t += step) {
+                if ((t - t0) % (150 * NSEC_PER_MSEC) == 0)
+                        feed(vm, "BOOST 0 10000\n", t, NULL);
+                hint_vm_effective(vm, 0, t, &e);
+                if (e.boosted) {
+                        boosted_ns += step;
+                        assert_int_equal(e.boost_level, 0);
+                }
+        }
+        allowed_ns = 200 * NSEC_PER_MSEC + (double) (end - t0) * 200 / 10000;
+        printf("boost abuse: boosted %.0f ms of %.0f s (%.2f%%), budget allows %.0f ms\n", boosted_ns / 1e6,
+               (end - t0) / 1e9, 100.0 * boosted_ns / (end - t0), allowed_ns / 1e6);
+        assert_true(boosted_ns > 0);
+        assert_true((double) boosted_ns <= allowed_ns + (double) step);
+        assert_true(vm->counters.boost_denied > 0);
+        hint_vm_free(vm);
+}
+
+/* A handshake that hears nothing for HINT_STALE_NS is stale; the next HELLO clears it. */
+static void test_vm_stale(void **state)
+{
+        struct hint_vm *vm = new_vm(1, HINT_TRUST_FULL, 0);
+        struct strbuf out;
+        nsec_t t = NSEC_PER_SEC;
+
+        strbuf_init(&out);
+        feed(vm, "\nHELLO 1 vcpus=1\nLEVEL 0 128\n", t, &out);
+        assert_true(vm->handshaked);
+        assert_false(hint_vm_tick(vm, t + HINT_STALE_NS - 1));
+        feed(vm, "\n", t + HINT_STALE_NS - 1, NULL); /* an empty line counts as a sign of life */
+        assert_false(hint_vm_tick(vm, t + HINT_STALE_NS));
+        t += HINT_STALE_NS - 1;
+        assert_true(hint_vm_tick(vm, t + HINT_STALE_NS));
+        assert_false(vm->handshaked);
+        assert_true(vm->stale);
+        assert_true(vm->counters.stale == 1);
+        assert_false(hint_vm_tick(vm, t + 2 * HINT_STALE_NS)); /* once */
+        /* the next batch handshakes again and gets a WELCOME at once */
+        strbuf_reset(&out);
+        feed(vm, "\nHELLO 1 vcpus=1\nLEVEL 0 128\n", t + HINT_STALE_NS + 1, &out);
+        assert_true(vm->handshaked);
+        assert_false(vm->stale);
+        assert_non_null(strstr(out.data, "WELCOME 1 "));
+        strbuf_free(&out);
+        hint_vm_free(vm);
+}
+
+/* A policy change re-sends LIMITs (when the range changed) and answers the next HELLO at once. */
+static void test_vm_policy_limits(void **state)
+{
+        struct hint_vm *vm = new_vm(2, HINT_TRUST_FULL, 0);
+        struct hint_policy p = vm->policy;
+        struct strbuf out;
+
+        strbuf_init(&out);
+        feed(vm, "HELLO 1 vcpus=2\n", 0, &out);
+        assert_false(hint_vm_take_limits_changed(vm));
+        assert_int_equal(hint_vm_set_policy(vm, &p, 0), 0); /* the same policy: nothing */
+        assert_false(hint_vm_take_limits_changed(vm));
+        p.rate_per_sec = 20;
+        assert_int_equal(hint_vm_set_policy(vm, &p, 0), 0); /* no LIMIT change */
+        assert_false(hint_vm_take_limits_changed(vm));
+        p.max_level = 300;
+        assert_int_equal(hint_vm_set_policy(vm, &p, 0), 0);
+        assert_true(hint_vm_take_limits_changed(vm));
+        assert_false(hint_vm_take_limits_changed(vm));
+        strbuf_reset(&out);
+        assert_int_equal(hint_format_limits(&out, vm), 0);
+        assert_string_equal(out.data, "LIMIT 0 0 300\nLIMIT 1 0 300\n");
+        strbuf_reset(&out);
+        feed(vm, "HELLO 1 vcpus=2\n", NSEC_PER_MSEC, &out); /* within the interval, but due */
+        assert_string_equal(out.data, "WELCOME 1 vcpus=2 max_level=300 boost_cap_ms=500 rate=20 burst=3 trust=full\n"
+                                      "LIMIT 0 0 300\nLIMIT 1 0 300\n");
+        strbuf_free(&out);
         hint_vm_free(vm);
 }
 
@@ -549,6 +707,7 @@ static void test_vm_trust(void **state)
         feed(vm, "HELLO 1 vcpus=2\nLEVEL 1 800\n", 0, &out);
         assert_true(vm->counters.rejected[HINT_REJECT_TRUST] == 1);
         assert_string_equal(out.data, "WELCOME 1 vcpus=2 max_level=900 boost_cap_ms=500 rate=10 burst=3 trust=none\n"
+                                      "LIMIT 0 0 900\nLIMIT 1 0 900\n"
                                       "ERR trust hints disabled by host policy\n");
         hint_vm_effective(vm, 1, 0, &e);
         assert_int_equal(e.weight, 0);
@@ -649,6 +808,9 @@ int main(void)
                 cmocka_unit_test(test_vm_handshake),
                 cmocka_unit_test(test_vm_levels_and_tokens),
                 cmocka_unit_test(test_vm_boost),
+                cmocka_unit_test(test_vm_boost_duty_cycle),
+                cmocka_unit_test(test_vm_stale),
+                cmocka_unit_test(test_vm_policy_limits),
                 cmocka_unit_test(test_vm_trust),
                 cmocka_unit_test(test_vm_garbage_and_chunks),
                 cmocka_unit_test(test_vm_new_bad),

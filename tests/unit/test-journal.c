@@ -346,6 +346,122 @@ static void test_torn_and_corrupt(void **state)
         sh("rm '%s'", jp);
 }
 
+/*
+ * A corrupt record in the middle (issue 16, item 8): the file as it was is
+ * kept aside byte for byte, every good record keeps its original (and is
+ * restored), the knob the corrupt record names is reported, and restore does
+ * not delete the evidence.  The rewritten journal is clean: opening it again
+ * makes no second copy.
+ */
+static void test_corrupt_kept_aside(void **state)
+{
+        char root[300], sd[300], jp[400], saved[400], name[256], copy[700], buf[64];
+        struct journal_load_stats ls;
+        struct restore_stats st;
+        struct journal *j;
+        char data[4096];
+        ssize_t n;
+        int fd;
+
+        path_of(root, sizeof(root), "ca-root");
+        path_of(sd, sizeof(sd), "ca-state");
+        path_of(saved, sizeof(saved), "ca-saved");
+        snprintf(jp, sizeof(jp), "%s/journal", sd);
+        mkdir(root, 0755);
+        put(root, "k1", "a\n");
+        put(root, "k2", "b\n");
+        put(root, "k3", "c\n");
+        put(root, "k4", "d\n");
+        assert_int_equal(journal_open(sd, &j), 0);
+        jwrite(j, root, "k1", "A");
+        jwrite(j, root, "k2", "B");
+        jwrite(j, root, "k4", "D");
+        jwrite(j, root, "k4", "E"); /* k4's last write: its record gets a bad CRC below */
+        jwrite(j, root, "k3", "C");
+        jwrite(j, root, "k1", "AA");
+        journal_free(j);
+
+        /* Bit flip in the value of k2's record: CRC wrong, line complete, good records after it. */
+        fd = open(jp, O_RDWR);
+        n = read(fd, data, sizeof(data) - 1);
+        assert_true(n > 0);
+        data[n] = '\0';
+        char *k2 = strstr(data, " k2 b%0A b%0A B");
+        assert_non_null(k2);
+        k2[strlen(" k2 b%0A b%0A ")] = 'X';
+        /* k4's second record: payload intact, CRC digit changed */
+        char *k4 = strstr(data, " K sysfs k4 d%0A D%0A E");
+        assert_non_null(k4);
+        k4[-1] = k4[-1] == '0' ? '1' : '0';
+        assert_int_equal(pwrite(fd, data, (size_t) n, 0), n);
+        close(fd);
+        sh("cp '%s' '%s'", jp, saved);
+        assert_int_equal(journal_count_corrupt_files(sd, NULL, 0), 0);
+
+        assert_int_equal(journal_open(sd, &j), 0);
+        journal_get_load_stats(j, &ls);
+        assert_int_equal(ls.corrupt, 2);
+        assert_int_equal(ls.corrupt_keys, 2);
+        assert_int_equal(ls.records, 4);
+        assert_non_null(journal_corrupt_file(j));
+        snprintf(name, sizeof(name), "%s", journal_corrupt_file(j));
+        assert_int_equal(strncmp(name, JOURNAL_CORRUPT_PREFIX, strlen(JOURNAL_CORRUPT_PREFIX)), 0);
+        snprintf(copy, sizeof(copy), "%s/%s", sd, name);
+        sh("cmp '%s' '%s'", saved, copy); /* the evidence, byte for byte */
+        /* every good record's original */
+        assert_string_equal(journal_original(j, JOURNAL_KIND_SYSFS, "k1"), "a\n");
+        assert_string_equal(journal_original(j, JOURNAL_KIND_SYSFS, "k3"), "c\n");
+        assert_string_equal(journal_original(j, JOURNAL_KIND_SYSFS, "k4"), "d\n");
+        /* k4 holds what its corrupt last record wrote: still recognised as ours and restored */
+        assert_int_equal(journal_restore(j, sysfs_io(root), &st), 0);
+        assert_int_equal(st.restored, 3);
+        assert_int_equal(st.foreign, 0);
+        assert_int_equal(st.corrupt, 2);
+        assert_string_equal(st.corrupt_file, name);
+        journal_free(j);
+        get(root, "k1", buf, sizeof(buf));
+        assert_string_equal(buf, "a\n");
+        get(root, "k3", buf, sizeof(buf));
+        assert_string_equal(buf, "c\n");
+        get(root, "k4", buf, sizeof(buf));
+        assert_string_equal(buf, "d\n");
+        /* The journal is done with, the evidence stays. */
+        assert_false(exists(jp));
+        assert_true(exists(copy));
+        assert_int_equal(journal_count_corrupt_files(sd, buf, sizeof(buf)), 1);
+        assert_string_equal(buf, name);
+
+        /* A journal with a corrupt record that is rewritten (not restored): clean on the next open. */
+        assert_int_equal(journal_open(sd, &j), 0);
+        jwrite(j, root, "k1", "A");
+        jwrite(j, root, "k3", "C");
+        journal_free(j);
+        fd = open(jp, O_RDWR);
+        n = read(fd, data, sizeof(data) - 1);
+        assert_true(n > 0);
+        data[n] = '\0';
+        char *k1 = strstr(data, " k1 a%0A a%0A A");
+        assert_non_null(k1);
+        k1[strlen(" k1 a%0A a%0A ")] = 'Z';
+        assert_int_equal(pwrite(fd, data, (size_t) n, 0), n);
+        close(fd);
+        assert_int_equal(journal_open(sd, &j), 0);
+        assert_non_null(journal_corrupt_file(j));
+        assert_int_equal(journal_n_entries(j), 1);
+        journal_free(j);
+        assert_int_equal(journal_open(sd, &j), 0);
+        journal_get_load_stats(j, &ls);
+        assert_int_equal(ls.corrupt, 0);
+        assert_null(journal_corrupt_file(j));
+        assert_int_equal(journal_n_entries(j), 1);
+        journal_free(j);
+        assert_int_equal(journal_count_corrupt_files(sd, NULL, 0), 2);
+        put(root, "k1", "a\n"); /* its record was lost: put back by hand */
+        assert_int_equal(journal_restore_all(sd, root, NULL, &st), 0);
+        get(root, "k3", buf, sizeof(buf));
+        assert_string_equal(buf, "c\n");
+}
+
 /* cpufreq-like pair: scaling_min_freq reads back clamped to scaling_max_freq. */
 struct fake_policy {
         unsigned min_req, max_req;
@@ -702,6 +818,7 @@ int main(void)
                 cmocka_unit_test(test_roundtrip),
                 cmocka_unit_test(test_foreign_gone_partial),
                 cmocka_unit_test(test_torn_and_corrupt),
+                cmocka_unit_test(test_corrupt_kept_aside),
                 cmocka_unit_test(test_restore_order_clamp),
                 cmocka_unit_test(test_escaping_and_kinds),
                 cmocka_unit_test(test_compaction),

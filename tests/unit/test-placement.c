@@ -1108,6 +1108,82 @@ static void test_hints(void **state)
         free_host(&f);
 }
 
+/*
+ * Performance floors (a guest's LEVEL, a BOOST capped by MaxLevel): a floor raises the
+ * domain's level, never the planned work; a floor under the lowest level's capacity (an idle
+ * guest's agent at its lowest step, 128) changes nothing: issue 16 (13), the same plan as
+ * without the hint (advisory trust).
+ */
+static void test_perf_floor(void **state)
+{
+        struct host_fixture f;
+        struct plan_policy pol;
+        struct plan_vcpu v[3] = {
+                { .key = 1, .vm = 1, .util = 0.02, .cur_cpu = -1 },
+                { .key = 2, .vm = 1, .util = 0.03, .cur_cpu = -1 },
+                { .key = 3, .vm = 2, .util = 0.20, .cur_cpu = -1 },
+        };
+        struct plan *p = NULL, *q = NULL;
+        const struct energy_model *m;
+        unsigned top, want = 0;
+        double low;
+
+        load_host("xeon-spr-2s", "xeon-spr-2s", &f);
+        m = &f.h->model;
+        top = m->n_levels - 1;
+        low = (double) m->levels[0].capacity / m->levels[top].capacity;
+        assert_true(low > 128.0 / 1024.0); /* the fixture has a lowest level above the idle step */
+        policy(&pol);
+        assert_int_equal(plan_compute(f.h, &pol, v, 3, NULL, 0, NULL, 0, &p), 0);
+
+        /* idle guest: floors of 128/1024 on both its vCPUs: the plan is the same */
+        struct plan_hint idle[2] = { { .key = 1, .perf_floor = 128.0 / 1024 }, { .key = 2, .perf_floor = 128.0 / 1024 } };
+        assert_int_equal(plan_compute(f.h, &pol, v, 3, idle, 2, NULL, 0, &q), 0);
+        assert_true(plan_equal(p, q));
+        assert_true(fabs(plan_power(f.h, p, NULL) - plan_power(f.h, q, NULL)) < 1e-9);
+        plan_free(q);
+
+        /* full speed asked: the domain at the top level, the work unchanged */
+        struct plan_hint full = { .key = 1, .perf_floor = 1.0 };
+        assert_int_equal(plan_compute(f.h, &pol, v, 3, &full, 1, NULL, 0, &q), 0);
+        assert_int_equal(q->fdom_level[f.h->cpu_fdom[q->vcpu_cpu[0]]], top);
+        {       /* the placement may change (the floor costs energy where it lands), the work not */
+                double wp = 0.0, wq = 0.0;
+                for (unsigned c = 0; c < q->n_cpus; c++) {
+                        wp += p->cpu_work[c];
+                        wq += q->cpu_work[c];
+                }
+                assert_true(fabs(wq - wp) < 1e-9);
+        }
+        assert_true(p->fdom_level[f.h->cpu_fdom[p->vcpu_cpu[0]]] < top);
+        /* the pCPU's idle is not limited (that is a boost's) */
+        assert_int_equal(q->cpu_max_latency_us[q->vcpu_cpu[0]], p->cpu_max_latency_us[p->vcpu_cpu[0]]);
+        /* every domain of its pack set runs at the floor */
+        for (unsigned c = 0; c < q->n_cpus; c++)
+                if (cpuset_isset(&q->active, c) && f.h->cores[f.h->cpu_core[c]].llc ==
+                                                           f.h->cores[f.h->cpu_core[q->vcpu_cpu[0]]].llc)
+                        assert_int_equal(q->fdom_level[f.h->cpu_fdom[c]], top);
+        plan_free(q);
+
+        /* half speed: the lowest level with half the top capacity, not more unless it is cheaper */
+        while (want < top && m->levels[want].capacity < 0.5 * m->levels[top].capacity)
+                want++;
+        struct plan_hint half = { .key = 3, .perf_floor = 0.5 };
+        assert_int_equal(plan_compute(f.h, &pol, v, 3, &half, 1, NULL, 0, &q), 0);
+        assert_true(q->fdom_level[f.h->cpu_fdom[q->vcpu_cpu[2]]] >= want);
+        assert_true(m->levels[q->fdom_level[f.h->cpu_fdom[q->vcpu_cpu[2]]]].capacity >= 0.5 * m->levels[top].capacity);
+        assert_true(p->fdom_level[f.h->cpu_fdom[p->vcpu_cpu[2]]] < want);
+        plan_free(q);
+
+        /* a floor of 0 and NaN are no floor */
+        struct plan_hint none[2] = { { .key = 1, .perf_floor = 0.0 }, { .key = 2, .perf_floor = NAN } };
+        assert_int_equal(plan_compute(f.h, &pol, v, 3, none, 2, NULL, 0, &q), 0);
+        assert_true(plan_equal(p, q));
+        plan_free(q);
+        plan_free(p);
+        free_host(&f);
+}
+
 static void test_idle_limits(void **state)
 {
         struct host_fixture f;
@@ -1509,6 +1585,7 @@ int main(void)
                 cmocka_unit_test(test_determinism),
                 cmocka_unit_test(test_modes),
                 cmocka_unit_test(test_hints),
+                cmocka_unit_test(test_perf_floor),
                 cmocka_unit_test(test_idle_limits),
                 cmocka_unit_test(test_grow_without_wake),
                 cmocka_unit_test(test_small_host_and_churn),

@@ -592,6 +592,184 @@ static void test_journal_failure_blocks_write(void **state)
         fixture_teardown(&f);
 }
 
+/* ---- ownership: a knob someone else changed is theirs (issue 16, item 2) ---- */
+
+struct foreign_seen {
+        unsigned calls;
+        char path[256], ours[64], found[64];
+};
+
+static void on_foreign(void *ud, const char *path, const char *ours, const char *found)
+{
+        struct foreign_seen *fs = ud;
+
+        fs->calls++;
+        snprintf(fs->path, sizeof(fs->path), "%s", path);
+        snprintf(fs->ours, sizeof(fs->ours), "%s", ours);
+        snprintf(fs->found, sizeof(fs->found), "%s", found);
+}
+
+/* The fixture's driver again, with the on_foreign callback. */
+static void fixture_watch_foreign(struct fixture *f, struct foreign_seen *fs)
+{
+        struct power_driver_config cfg = { .sysfs_root = f->root, .journal = f->j, .on_foreign = on_foreign,
+                                           .foreign_userdata = fs };
+
+        power_driver_free(f->drv);
+        assert_int_equal(power_driver_new("sysfs", &cfg, &f->drv), 0);
+}
+
+static void admin_writes(struct fixture *f, const char *rel, const char *value)
+{
+        sh("echo %s > '%s/%s'", value, f->root, rel);
+}
+
+/*
+ * The daemon writes 2000000, an administrator writes 3000000: the next write
+ * (1500000) is refused, the administrator's value stays, and restore leaves
+ * it (its journal record is closed).  The same for a release of a PM QoS
+ * limit.  Other knobs are still ours and restored.
+ */
+static void test_foreign_change(void **state)
+{
+        struct power_perf_request req = { .flags = POWER_PERF_MAX_KHZ, .max_khz = 2000000 };
+        struct power_idle_constraint ic = { .deepest_state = -1, .latency_us = 20 };
+        struct foreign_seen fs = { 0 };
+        struct power_driver_stats *st;
+        struct restore_stats rs;
+        struct fixture f;
+
+        fixture_setup(&f, "sysfs-cpufreq/small-2cpu/sys");
+        fixture_watch_foreign(&f, &fs);
+        st = power_driver_stats(f.drv);
+        assert_int_equal(power_driver_set_perf(f.drv, 0, &req), 0);
+        assert_int_equal(power_driver_set_perf(f.drv, 1, &req), 0);
+        assert_knob(&f, POL0 "/scaling_max_freq", "2000000");
+
+        admin_writes(&f, POL0 "/scaling_max_freq", "3000000");
+        req.max_khz = 1500000;
+        assert_int_equal(power_driver_set_perf(f.drv, 0, &req), -POWER_KNOB_FOREIGN);
+        assert_knob(&f, POL0 "/scaling_max_freq", "3000000");
+        assert_int_equal(st->foreign, 1);
+        assert_int_equal(fs.calls, 1);
+        assert_string_equal(fs.path, POL0 "/scaling_max_freq");
+        assert_string_equal(fs.ours, "2000000");
+        assert_string_equal(fs.found, "3000000");
+        assert_null(journal_original(f.j, JOURNAL_KIND_SYSFS, POL0 "/scaling_max_freq"));
+        /* From then on: theirs, refused without I/O, reported once. */
+        req.max_khz = 1600000;
+        assert_int_equal(power_driver_set_perf(f.drv, 0, &req), -POWER_KNOB_FOREIGN);
+        assert_knob(&f, POL0 "/scaling_max_freq", "3000000");
+        assert_int_equal(st->foreign, 1);
+        assert_int_equal(st->foreign_refused, 1);
+        assert_int_equal(fs.calls, 1);
+        /* The other policy is still ours. */
+        assert_int_equal(power_driver_set_perf(f.drv, 1, &req), 0);
+        assert_knob(&f, CPU_REL "/cpufreq/policy1/scaling_max_freq", "1600000");
+
+        /* Release: our limit is lifted only if the knob still holds it. */
+        assert_int_equal(power_driver_enter_idle(f.drv, 1, &ic), 0);
+        admin_writes(&f, CPU_REL "/cpu1/power/pm_qos_resume_latency_us", "50");
+        ic.latency_us = -1;
+        assert_int_equal(power_driver_enter_idle(f.drv, 1, &ic), -POWER_KNOB_FOREIGN);
+        assert_knob(&f, CPU_REL "/cpu1/power/pm_qos_resume_latency_us", "50");
+        assert_int_equal(st->foreign, 2);
+        assert_int_equal(fs.calls, 2);
+
+        /* Restore: both of theirs are left, policy1 is ours and goes back. */
+        journal_free(f.j);
+        f.j = NULL;
+        assert_int_equal(journal_restore_all(f.state, f.root, NULL, &rs), 0);
+        assert_int_equal(rs.restored, 1);
+        assert_int_equal(rs.failed, 0);
+        assert_knob(&f, POL0 "/scaling_max_freq", "3000000");
+        assert_knob(&f, CPU_REL "/cpu1/power/pm_qos_resume_latency_us", "50");
+        assert_knob(&f, CPU_REL "/cpufreq/policy1/scaling_max_freq", "3800000");
+        fixture_teardown(&f);
+}
+
+/* A knob this process never wrote is free to take; one the journal of a
+ * previous run still holds is ours if it reads the record's before or after. */
+static void test_ownership_from_journal(void **state)
+{
+        struct power_perf_request req = { .flags = POWER_PERF_MAX_KHZ, .max_khz = 2000000 };
+        struct power_driver_config cfg = { 0 };
+        struct foreign_seen fs = { 0 };
+        struct fixture f;
+
+        fixture_setup(&f, "sysfs-cpufreq/small-2cpu/sys");
+        assert_int_equal(power_driver_set_perf(f.drv, 0, &req), 0);
+        assert_int_equal(power_driver_set_perf(f.drv, 1, &req), 0);
+        /* A new driver on the same journal (no memory of its own writes). */
+        fixture_watch_foreign(&f, &fs);
+        req.max_khz = 2100000;
+        assert_int_equal(power_driver_set_perf(f.drv, 0, &req), 0);
+        assert_knob(&f, POL0 "/scaling_max_freq", "2100000");
+        admin_writes(&f, CPU_REL "/cpufreq/policy1/scaling_max_freq", "2900000");
+        power_driver_free(f.drv);
+        cfg.sysfs_root = f.root;
+        cfg.journal = f.j;
+        assert_int_equal(power_driver_new("sysfs", &cfg, &f.drv), 0);
+        assert_int_equal(power_driver_set_perf(f.drv, 1, &req), -POWER_KNOB_FOREIGN);
+        assert_knob(&f, CPU_REL "/cpufreq/policy1/scaling_max_freq", "2900000");
+        assert_int_equal(power_driver_stats(f.drv)->foreign, 1);
+        assert_int_equal(fs.calls, 0); /* no callback configured this time */
+        admin_writes(&f, CPU_REL "/cpufreq/policy1/scaling_max_freq", "3800000");
+        assert_restores_pristine(&f);
+        fixture_teardown(&f);
+}
+
+/*
+ * EPERM does not disable a class until restart (issue 16, item 9): after a
+ * backoff (1 s, then 2 s, ...) one write is let through; still denied: the
+ * backoff grows; allowed: the class works again.
+ */
+static void test_eperm_class_retry(void **state)
+{
+        struct fixture f;
+        struct faults fl = { .match = "policy0/scaling_max_freq", .write_errno = EPERM };
+        struct power_perf_request req = { .flags = POWER_PERF_LEVEL, .level_permille = 100 };
+        struct power_driver_stats *st;
+        nsec_t t = 1000 * NSEC_PER_SEC;
+        unsigned w;
+
+        fixture_setup(&f, "sysfs-cpufreq/small-2cpu/sys");
+        st = power_driver_stats(f.drv);
+        install(&fl);
+        power_driver_set_now(f.drv, t);
+        assert_int_equal(power_driver_set_perf(f.drv, 0, &req), -EPERM);
+        assert_true(power_driver_class_disabled(f.drv, POWER_KNOB_CPUFREQ));
+        assert_int_equal(st->denied, 1);
+        /* Within the backoff: refused without I/O. */
+        power_driver_set_now(f.drv, t + 999 * NSEC_PER_MSEC);
+        w = fl.writes;
+        assert_int_equal(power_driver_set_perf(f.drv, 0, &req), -EACCES);
+        assert_int_equal(fl.writes, w);
+        assert_int_equal(st->class_disabled, 1);
+        assert_int_equal(st->class_retries, 0);
+        /* After 1 s one write goes through; still denied: next in 2 s. */
+        power_driver_set_now(f.drv, t + 1 * NSEC_PER_SEC);
+        assert_int_equal(power_driver_set_perf(f.drv, 0, &req), -EPERM);
+        assert_int_equal(fl.writes, w + 1);
+        assert_int_equal(st->class_retries, 1);
+        assert_int_equal(st->denied, 2);
+        assert_true(power_driver_class_disabled(f.drv, POWER_KNOB_CPUFREQ));
+        power_driver_set_now(f.drv, t + 2999 * NSEC_PER_MSEC);
+        assert_int_equal(power_driver_set_perf(f.drv, 1, &req), -EACCES);
+        assert_int_equal(fl.writes, w + 1);
+        /* The denial is lifted: the next write after the backoff enables the class again. */
+        fl.write_errno = 0;
+        power_driver_set_now(f.drv, t + 3 * NSEC_PER_SEC);
+        assert_int_equal(power_driver_set_perf(f.drv, 0, &req), 0);
+        assert_false(power_driver_class_disabled(f.drv, POWER_KNOB_CPUFREQ));
+        assert_int_equal(st->class_retries, 2);
+        assert_int_equal(st->class_reenabled, 1);
+        assert_int_equal(power_driver_set_perf(f.drv, 1, &req), 0);
+        assert_knob(&f, CPU_REL "/cpufreq/policy1/scaling_max_freq", "1100000");
+        assert_restores_pristine(&f);
+        fixture_teardown(&f);
+}
+
 /*
  * The real /sys of this host: no cpufreq, PM QoS per CPU, kvm halt_poll_ns
  * where kvm is loaded (read-only in a container), and cpuidle states where
@@ -776,6 +954,9 @@ int main(void)
                 cmocka_unit_test(test_clamped),
                 cmocka_unit_test(test_other_errno),
                 cmocka_unit_test(test_journal_failure_blocks_write),
+                cmocka_unit_test(test_foreign_change),
+                cmocka_unit_test(test_ownership_from_journal),
+                cmocka_unit_test(test_eperm_class_retry),
                 cmocka_unit_test(test_real_sysfs),
                 cmocka_unit_test(test_real_sysfs_clamp),
                 cmocka_unit_test(test_sim),

@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "plan_input.h"
@@ -45,39 +47,243 @@ static void test_trace_parse(void **state)
         struct sim_trace *t = NULL;
         struct sim_error err = { 0 };
 
-        assert_int_equal(sim_trace_parse("# comment\nvm-a,10,20,30\nvm-b,0,100,5.5\n", "pl", &t, &err), 0);
+        assert_int_equal(sim_trace_parse_as("# comment\nvm-a,10,20,30\nvm-b,0,100,5\n", "pl", SIM_TRACE_PLANETLAB, 0,
+                                            &t, &err), 0);
         assert_int_equal(t->n_vms, 2);
         assert_int_equal(t->n_intervals, 3);
         assert_int_equal(t->vcpus[1], 1);
-        assert_true(fabs(sim_trace_util(t, 1, 2) - 0.055) < 1e-6);
+        assert_true(fabs(sim_trace_util(t, 1, 2) - 0.05) < 1e-6);
         assert_true(t->interval_ns == 300 * NSEC_PER_SEC);
         sim_trace_free(t);
 
-        assert_int_equal(sim_trace_parse("# vmmpower-trace v1 interval_s=60\nweb,4,10,20\n", "g", &t, &err), 0);
+        assert_int_equal(sim_trace_parse("# vmmpower-trace v1 interval_s=60\nweb,4,10,20.5\n", "g", &t, &err), 0);
         assert_int_equal(t->vcpus[0], 4);
         assert_true(t->interval_ns == 60 * NSEC_PER_SEC);
+        assert_true(fabs(sim_trace_util(t, 0, 1) - 0.205) < 1e-6);
         sim_trace_free(t);
 
-        static const struct { const char *text; unsigned line; } bad[] = {
-                { "a,1,2\nb,1\n", 2 },                          /* sample count differs */
-                { "a,1,x\n", 1 },                               /* not a number */
-                { "a,1,101\n", 1 },                             /* over 100% */
-                { "a,1,-1\n", 1 },
-                { "# c\n\na,1,2\nb,1,,3\n", 4 },                /* empty field */
-                { "# vmmpower-trace v1 interval_s=0\n", 1 },    /* bad header */
-                { "# vmmpower-trace v1 interval_s=60\nweb,0,10\n", 2 }, /* vcpus 0 */
-                { "a b,1\n", 1 },                               /* space in a name */
+        static const struct { const char *text; enum sim_trace_format fmt; unsigned line; } bad[] = {
+                { "a,1,2\nb,1\n", SIM_TRACE_PLANETLAB, 2 },                /* sample count differs */
+                { "a,1,x\n", SIM_TRACE_PLANETLAB, 1 },                      /* not a number */
+                { "a,1,101\n", SIM_TRACE_PLANETLAB, 1 },                    /* over 100% */
+                { "a,1,-1\n", SIM_TRACE_PLANETLAB, 1 },
+                { "# c\n\na,1,2\nb,1,,3\n", SIM_TRACE_PLANETLAB, 4 },      /* empty field */
+                { "a,1,2\nb,1,5.5\n", SIM_TRACE_PLANETLAB, 2 },             /* CoMon's samples are whole numbers */
+                { "# vmmpower-trace v1 interval_s=60\nweb,2,10\n", SIM_TRACE_PLANETLAB, 1 }, /* the other format */
+                { "a;\t1;\t2\n", SIM_TRACE_PLANETLAB, 1 },                 /* a Bitbrains row */
+                { "# vmmpower-trace v1 interval_s=0\n", SIM_TRACE_VMMPOWER, 1 },    /* bad header */
+                { "# vmmpower-trace v1 interval_s=60\nweb,0,10\n", SIM_TRACE_VMMPOWER, 2 }, /* vcpus 0 */
+                { "# vmmpower-trace v1 interval_s=60\na b,1,1\n", SIM_TRACE_VMMPOWER, 2 }, /* space in a name */
+                /* no format stated: a vmmpower body without its header, equal-length rows, was read as PlanetLab */
+                { "web,4,10,20\ndb,2,30,40\n", SIM_TRACE_VMMPOWER, 1 },
+                { "# PlanetLab\nvm,1,2\n", SIM_TRACE_VMMPOWER, 1 },
         };
         for (unsigned i = 0; i < ELEMENTSOF(bad); i++) {
                 t = NULL;
                 memset(&err, 0, sizeof(err));
-                assert_int_equal(sim_trace_parse(bad[i].text, "bad.csv", &t, &err), -EINVAL);
+                assert_int_equal(sim_trace_parse_as(bad[i].text, "bad.csv", bad[i].fmt, 0, &t, &err), -EINVAL);
                 assert_null(t);
                 if (err.line != bad[i].line)
                         fail_msg("case %u: line %u, expected %u (%s)", i, err.line, bad[i].line, err.message);
                 assert_string_equal(err.file, "bad.csv");
         }
-        assert_int_equal(sim_trace_parse("# only a comment\n", "e", &t, &err), -EINVAL);
+        assert_int_equal(sim_trace_parse_as("# only a comment\n", "e", SIM_TRACE_PLANETLAB, 0, &t, &err), -EINVAL);
+        assert_int_equal(sim_trace_format_from_string("bitbrains"), SIM_TRACE_BITBRAINS);
+        assert_int_equal(sim_trace_format_from_string("auto"), -EINVAL);
+}
+
+static void load_host(struct sim_host *h);
+
+/* ---- GWA-T-12 Bitbrains ----------------------------------------------------------------------- */
+
+#define BB_HDR                                                                                                      \
+        "Timestamp [ms];\tCPU cores;\tCPU capacity provisioned [MHZ];\tCPU usage [MHZ];\tCPU usage [%];\t"           \
+        "Memory capacity provisioned [KB];\tMemory usage [KB];\tDisk read throughput [KB/s];\t"                       \
+        "Disk write throughput [KB/s];\tNetwork received throughput [KB/s];\tNetwork transmitted throughput [KB/s]\n"
+
+/* One Bitbrains row: cores of 2600 MHz, usage pct. */
+static int bb_row(char *p, unsigned long long ts, unsigned cores, double pct)
+{
+        return sprintf(p, "%llu;\t%u;\t%.5f;\t%.8f;\t%.8f;\t%u;\t%u;\t0.0;\t1.5;\t0.2;\t0.1\n", ts, cores,
+                       cores * 2600.0, cores * 2600.0 * pct / 100, pct, 4194304u, 1048576u);
+}
+
+static void test_trace_bitbrains(void **state)
+{
+        struct sim_trace *t = NULL;
+        struct sim_error err = { 0 };
+        char buf[4096], *p = buf;
+
+        /* timestamps in seconds (as the published files hold them), 300 s apart but for a 150 s gap; 2 cores */
+        p += sprintf(p, "%s", BB_HDR);
+        p += bb_row(p, 1376314846, 2, 10);
+        p += bb_row(p, 1376314846 + 300, 2, 50);
+        p += bb_row(p, 1376314846 + 450, 2, 90);
+        p += bb_row(p, 1376314846 + 900, 2, 20);
+        assert_int_equal(sim_trace_parse_as(buf, "dir/17.csv", SIM_TRACE_BITBRAINS, 300 * NSEC_PER_SEC, &t, &err), 0);
+        assert_string_equal(t->name[0], "17");
+        assert_int_equal(t->vcpus[0], 2);
+        /* rows hold until the next; the last for the gap before it (450 s): 1200 s covered, 4 intervals */
+        assert_int_equal(t->n_intervals, 4);
+        assert_true(fabs(sim_trace_util(t, 0, 0) - 0.10) < 1e-6);
+        assert_true(fabs(sim_trace_util(t, 0, 1) - 0.70) < 1e-6); /* 150 s at 50%, 150 s at 90% */
+        assert_true(fabs(sim_trace_util(t, 0, 2) - 0.90) < 1e-6);
+        assert_true(fabs(sim_trace_util(t, 0, 3) - 0.20) < 1e-6);
+        sim_trace_free(t);
+
+        /* milliseconds (13 digits) and a VM resized from 1 to 4 cores: u is of the largest size */
+        p = buf;
+        p += sprintf(p, "%s", BB_HDR);
+        p += bb_row(p, 1376314846000ULL, 1, 80);
+        p += bb_row(p, 1376315146000ULL, 4, 50);
+        assert_int_equal(sim_trace_parse_as(buf, "r.csv", SIM_TRACE_BITBRAINS, 300 * NSEC_PER_SEC, &t, &err), 0);
+        assert_int_equal(t->vcpus[0], 4);
+        assert_int_equal(t->n_intervals, 2);
+        assert_true(fabs(sim_trace_util(t, 0, 0) - 0.20) < 1e-6);
+        assert_true(fabs(sim_trace_util(t, 0, 1) - 0.50) < 1e-6);
+        sim_trace_free(t);
+
+        static const struct { const char *text; unsigned line; } bad[] = {
+                { "Timestamp [ms];CPU cores\n1;\t1\n", 1 },                                  /* not the header */
+                { "vm,1,2\n", 1 },                                                             /* PlanetLab */
+                { BB_HDR "1376314846,\t2,\t5200,\t520,\t10,\t1,\t1,\t0,\t0,\t0,\t0\n", 2 }, /* commas */
+                { BB_HDR "1376314846;\t2;\t5200;\t520;\t10;\t1;\t1;\t0;\t0;\t0\n", 2 },      /* 10 fields */
+                { BB_HDR "1376314846;2;5200;520;10;1;1;0;0;0;0\n", 2 },                         /* no tab */
+                { BB_HDR "1376314846;\t2;\t5200;\t520;\t10;\t1;\t1;\t0;\t0;\t0;\t0\n"
+                         "1376314846;\t2;\t5200;\t520;\t10;\t1;\t1;\t0;\t0;\t0;\t0\n", 3 },  /* time stands still */
+                { BB_HDR "1376314846;\t2;\t5200;\t520;\t100.5;\t1;\t1;\t0;\t0;\t0;\t0\n", 2 }, /* over 100% */
+                { BB_HDR "1376314846;\t0;\t0;\t0;\t0;\t1;\t1;\t0;\t0;\t0;\t0\n", 2 },        /* 0 cores */
+                { BB_HDR "1376314846;\t2;\t5200;\t520;\t1e1;\t1;\t1;\t0;\t0;\t0;\t0\n", 2 },   /* not a decimal */
+                { BB_HDR "-5;\t2;\t5200;\t520;\t10;\t1;\t1;\t0;\t0;\t0;\t0\n", 2 },           /* timestamp */
+                { BB_HDR "1376314846;\t2;\t5200;\t520;\t10;\t1;\t1;\t0;\t0;\t0;\t0\n", 2 },   /* one row */
+        };
+        for (unsigned i = 0; i < ELEMENTSOF(bad); i++) {
+                t = NULL;
+                memset(&err, 0, sizeof(err));
+                assert_int_equal(sim_trace_parse_as(bad[i].text, "bb.csv", SIM_TRACE_BITBRAINS, 0, &t, &err), -EINVAL);
+                assert_null(t);
+                if (err.line != bad[i].line)
+                        fail_msg("case %u: line %u, expected %u (%s)", i, err.line, bad[i].line, err.message);
+                assert_string_equal(err.file, "bb.csv");
+        }
+}
+
+/* The share rule: sums to the VM's demand, no vCPU over 1, balance 1 = even, balance 0 = vCPU 0 first. */
+static void test_vcpu_share(void **state)
+{
+        static const double us[] = { 0, 0.1, 0.3, 0.5, 0.9, 1 }, bals[] = { 0, 0.25, 0.5, 1 };
+
+        for (unsigned n = 1; n <= 8; n++)
+                for (unsigned a = 0; a < ELEMENTSOF(us); a++)
+                        for (unsigned b = 0; b < ELEMENTSOF(bals); b++) {
+                                double sum = 0;
+                                for (unsigned j = 0; j < n; j++) {
+                                        double x = sim_trace_vcpu_share(us[a], n, j, bals[b]);
+                                        assert_true(x >= 0 && x <= 1 + 1e-12);
+                                        if (bals[b] == 1)
+                                                assert_true(fabs(x - us[a]) < 1e-12);
+                                        sum += x;
+                                }
+                                assert_true(fabs(sum - us[a] * n) < 1e-9);
+                        }
+        /* 4 vCPUs at a mean of 30% (1.2 vCPUs): all of it concentrated, then with a quarter balanced */
+        assert_true(fabs(sim_trace_vcpu_share(0.3, 4, 0, 0) - 1.0) < 1e-12);
+        assert_true(fabs(sim_trace_vcpu_share(0.3, 4, 1, 0) - 0.2) < 1e-12);
+        assert_true(sim_trace_vcpu_share(0.3, 4, 2, 0) == 0);
+        assert_true(fabs(sim_trace_vcpu_share(0.3, 4, 0, 0.25) - 0.975) < 1e-12);  /* 0.075 + 0.9 */
+        assert_true(fabs(sim_trace_vcpu_share(0.3, 4, 1, 0.25) - 0.075) < 1e-12);  /* 0.075 + 0 */
+        assert_true(fabs(sim_trace_vcpu_share(0.8, 2, 0, 0.25) - 1.0) < 1e-12);    /* 0.2 + 0.8 (full) */
+        assert_true(fabs(sim_trace_vcpu_share(0.8, 2, 1, 0.25) - 0.6) < 1e-12);    /* 0.2 + (1.2 - 0.8) */
+}
+
+/* A synthetic multi-vCPU Bitbrains-format directory (one file per VM, written here), simulated with whole VMs. */
+static void test_bitbrains_whole_vms(void **state)
+{
+        char dir[] = "/tmp/vmmpower-test-bb-XXXXXX", path[256];
+        static const unsigned cores[] = { 4, 4, 4, 8, 2 };
+        struct sim_trace *t = NULL;
+        struct sim_error err = { 0 };
+        struct sim_host h;
+        struct sim_config c;
+        struct sim_result r, e;
+        uint64_t s = 11;
+
+        assert_non_null(mkdtemp(dir));
+        for (unsigned v = 0; v < ELEMENTSOF(cores); v++) {
+                snprintf(path, sizeof(path), "%s/%u.csv", dir, v + 1);
+                FILE *f = fopen(path, "w");
+                assert_non_null(f);
+                fputs(BB_HDR, f);
+                /* each VM starts a little later (the common window is what all cover): 13 rows of 300 s */
+                for (unsigned k = 0; k < 13; k++) {
+                        char row[512];
+                        bb_row(row, 1376314846ULL + 37 * v + 300 * k, cores[v], (double) (splitmix64(&s) % 6000) / 100);
+                        fputs(row, f);
+                }
+                assert_int_equal(fclose(f), 0);
+        }
+        assert_int_equal(sim_trace_load_as(dir, SIM_TRACE_BITBRAINS, 300 * NSEC_PER_SEC, &t, &err), 0);
+        assert_int_equal(t->n_vms, ELEMENTSOF(cores));
+        assert_int_equal(t->n_intervals, 12); /* 13 x 300 s less the last VM's 148 s late start, whole intervals */
+        assert_int_equal(t->vcpus[3], 8);
+        assert_string_equal(t->name[4], "5");
+
+        /* a broken file in the directory: refused with its FILE:LINE */
+        snprintf(path, sizeof(path), "%s/6.csv", dir);
+        FILE *f = fopen(path, "w");
+        assert_non_null(f);
+        fputs(BB_HDR "1376314846;\t2;\t5200;\t520;\t10;\t1;\t1;\t0;\t0;\t0;\t0\nbad\n", f);
+        assert_int_equal(fclose(f), 0);
+        struct sim_trace *t2 = NULL;
+        assert_int_equal(sim_trace_load_as(dir, SIM_TRACE_BITBRAINS, 0, &t2, &err), -EINVAL);
+        assert_null(t2);
+        assert_string_equal(err.file, path);
+        assert_int_equal(err.line, 3);
+        unlink(path);
+
+        /* 32 CPUs x 0.7 = 22 vCPUs: whole VMs of 2, 4 and 8 reach 22 at most, none is cut (before: 22 with
+         * the last VM cut short; with a target of 23 the odd vCPU is left out) */
+        load_host(&h);
+        sim_config_defaults(&c);
+        c.seed = 3;
+        c.step_ns = 60 * NSEC_PER_SEC;
+        c.window_ns = 500 * NSEC_PER_MSEC;
+        c.n_intervals = 4;
+        c.oversub = 23.0 / 32;
+        assert_int_equal(h.em->n_online, 32);
+        assert_int_equal(sim_run(&h, t, &c, &r), 0);
+        assert_int_equal(r.want_vcpus, 23);
+        assert_true(r.n_vcpus <= 23 && r.n_vcpus % 2 == 0);
+        assert_true(r.n_vcpus >= 23 - 1);
+        /* every VM whole: the vCPUs are a sum of the drawn VMs' sizes */
+        assert_true(r.n_vms >= 3);
+        assert_true(r.p[SIM_VMM].energy_j > 0 && r.p[SIM_B0].energy_j > 0);
+        /* the split moves demand between a VM's vCPUs, never adds or drops any */
+        c.vcpu_balance = 1.0;
+        assert_int_equal(sim_run(&h, t, &c, &e), 0);
+        assert_int_equal(e.n_vcpus, r.n_vcpus);
+        assert_true(fabs(e.demand_cpu_s - r.demand_cpu_s) < 1e-6 * r.demand_cpu_s);
+        /* concentrated demand packs onto fewer busy CPUs: the fluid bound is the same, B0's energy is not */
+        assert_true(fabs(e.p[SIM_FLUID].energy_j - r.p[SIM_FLUID].energy_j) > 0 ||
+                    e.p[SIM_B0].energy_j != r.p[SIM_B0].energy_j);
+        sim_result_free(&r);
+        sim_result_free(&e);
+
+        /* --vms: exactly N whole VMs */
+        c.n_vms = 3;
+        assert_int_equal(sim_run(&h, t, &c, &r), 0);
+        assert_int_equal(r.n_vms, 3);
+        assert_int_equal(r.want_vcpus, 0);
+        assert_true(r.n_vcpus >= 3 * 2 && r.n_vcpus % 2 == 0);
+        sim_result_free(&r);
+
+        sim_host_done(&h);
+        sim_trace_free(t);
+        for (unsigned v = 0; v < ELEMENTSOF(cores); v++) {
+                snprintf(path, sizeof(path), "%s/%u.csv", dir, v + 1);
+                unlink(path);
+        }
+        rmdir(dir);
 }
 
 /* A synthetic trace: n VMs, k intervals of 60 s, utilisations from a fixed LCG (some idle, some busy;
@@ -550,6 +756,7 @@ static void test_tracker_sees_delivered(void **state)
                 c.oversub = 2;
                 c.policy.level_headroom_pct = k ? 100 : 95;
                 c.policy.wait_budget = 1.0; /* no wait-driven growth: levels only */
+                c.vcpu_balance = 1.0;       /* every vCPU at the trace's steady load, as designed */
                 assert_int_equal(sim_run(&h, t, &c, &r), 0);
                 undone[k] = r.p[SIM_VMM].overload_s / r.demand_cpu_s;
                 sim_result_free(&r);
@@ -560,6 +767,49 @@ static void test_tracker_sees_delivered(void **state)
                 fail_msg("level headroom 100%%: %.4f undone, 95%%: %.4f", undone[1], undone[0]);
         sim_trace_free(t);
         sim_host_done(&h);
+}
+
+/* The plot: an axis fitted to the data (not from 0), both of two equal policies labelled, the second panel. */
+static void test_svg_plot(void **state)
+{
+        struct sim_result r = { .n_intervals = 96, .interval_ns = 300 * NSEC_PER_SEC, .demand_cpu_s = 1000 };
+        char *text = NULL;
+        size_t len = 0;
+
+        for (int p = 0; p < _SIM_POLICY_MAX; p++) {
+                r.p[p].interval_w = calloc(r.n_intervals, sizeof(double));
+                assert_non_null(r.p[p].interval_w);
+                for (unsigned k = 0; k < r.n_intervals; k++)
+                        r.p[p].interval_w[k] = 200 + 3 * p + (k % 2 ? 4 : 0); /* noise a moving average removes */
+                r.p[p].energy_j = 3.6e6 * (1 + 0.1 * p);
+        }
+        for (unsigned k = 0; k < r.n_intervals; k++)
+                r.p[SIM_B2].interval_w[k] = r.p[SIM_B0].interval_w[k];
+        r.p[SIM_B2].energy_j = r.p[SIM_B0].energy_j;
+        wait_hist_add(&r.p[SIM_B1].hist, 2e6);
+        r.p[SIM_VMM].overload_s = 5;
+        FILE *f = open_memstream(&text, &len);
+        assert_non_null(f);
+        assert_int_equal(sim_write_svg(&r, "t<&>", f), 0);
+        assert_int_equal(fclose(f), 0);
+        assert_non_null(strstr(text, "t&lt;&amp;&gt;"));
+        assert_non_null(strstr(text, "60-minute centred moving average"));
+        assert_null(strstr(text, "text-anchor=\"end\">0</text>"));   /* the axis does not start at 0 */
+        assert_non_null(strstr(text, "text-anchor=\"end\">200</text>")); /* it starts just below the data */
+        assert_non_null(strstr(text, ">B0 1.10 kWh (100.0%)"));
+        assert_non_null(strstr(text, ">B2 1.10 kWh (100.0%)"));
+        /* B0's and B2's labels at least 15 px apart although their lines end at the same value */
+        const char *a = strstr(text, ">B0 1.10"), *b = strstr(text, ">B2 1.10");
+        while (a > text && strncmp(a, " y=\"", 4) != 0)
+                a--;
+        while (b > text && strncmp(b, " y=\"", 4) != 0)
+                b--;
+        assert_true(fabs(atof(a + 4) - atof(b + 4)) >= 15 - 1e-6);
+        assert_non_null(strstr(text, "run-queue wait p99 per wake-up (ms)"));
+        assert_non_null(strstr(text, "undelivered demand (% of the demand)"));
+        assert_non_null(strstr(text, ">0.5</text>")); /* vmmpower's 5 of 1000 CPU-s */
+        free(text);
+        sim_result_free(&r);
 }
 
 static void test_bad_host_and_config(void **state)
@@ -588,6 +838,9 @@ int main(void)
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_burst_mean),
                 cmocka_unit_test(test_trace_parse),
+                cmocka_unit_test(test_trace_bitbrains),
+                cmocka_unit_test(test_vcpu_share),
+                cmocka_unit_test(test_bitbrains_whole_vms),
                 cmocka_unit_test(test_deterministic),
                 cmocka_unit_test(test_bounds_below_policies),
                 cmocka_unit_test(test_same_plan_as_daemon),
@@ -597,6 +850,7 @@ int main(void)
                 cmocka_unit_test(test_evsim_wait_avg),
                 cmocka_unit_test(test_tracker_sees_delivered),
                 cmocka_unit_test(test_bad_host_and_config),
+                cmocka_unit_test(test_svg_plot),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -160,15 +160,26 @@ static int teardown(void **state)
         return 0;
 }
 
-static void start_agent(struct env *e)
+/* The agent with its local socket at sock, its stderr to log_path (NULL: inherited). */
+static void start_agent_at(struct env *e, const char *sock, const char *log_path)
 {
         e->pid = fork();
         assert_true(e->pid >= 0);
         if (e->pid == 0) {
+                if (log_path) {
+                        int fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+                        if (fd < 0 || dup2(fd, 2) < 0)
+                                _exit(126);
+                }
                 execl(powerhintd_bin, powerhintd_bin, "--port", e->port, "--proc-root", e->proc, "--sys-root", e->sys,
-                      "--socket", e->sock, "--interval-ms", "100", (char *) NULL);
+                      "--socket", sock, "--interval-ms", "100", (char *) NULL);
                 _exit(127);
         }
+}
+
+static void start_agent(struct env *e)
+{
+        start_agent_at(e, e->sock, NULL);
 }
 
 static void accept_host(struct env *e)
@@ -418,12 +429,76 @@ static void test_reconnect_and_boost(void **state)
         assert_int_equal(run_cli("/nonexistent/sock", "status", NULL, NULL, NULL, buf, sizeof(buf)), 3);
 }
 
+static int count_lines_with(const char *text, const char *needle)
+{
+        int n = 0;
+
+        for (const char *p = text; (p = strstr(p, needle)); p += strlen(needle))
+                n++;
+        return n;
+}
+
+/*
+ * A busybox initramfs has no /run: the agent creates its socket's directory
+ * instead of exiting with "cannot listen".
+ */
+static void test_socket_directory_created(void **state)
+{
+        struct env *e = *state;
+        char sock[400], buf[4096];
+        int rc = 3;
+
+        snprintf(sock, sizeof(sock), "%s/run/sub/powerhintd.sock", e->dir);
+        start_agent_at(e, sock, NULL);
+        accept_host(e);
+        /* the agent is up once the host end got its connection: poll the CLI with a deadline */
+        for (int i = 0; i < 50 && rc == 3; i++) {
+                rc = run_cli(sock, "status", NULL, NULL, NULL, buf, sizeof(buf));
+                if (rc == 3)
+                        usleep(100 * 1000);
+        }
+        assert_int_equal(rc, 0);
+        assert_non_null(strstr(buf, "host=connected"));
+        assert_int_equal(waitpid(e->pid, NULL, WNOHANG), 0); /* still running */
+}
+
+/*
+ * The host end going away is logged at the default level, once, with its
+ * reconnect; a host flapping five times in a few seconds gives one such pair
+ * (rate limit), and the status counts every loss.
+ */
+static void test_host_loss_logged_rate_limited(void **state)
+{
+        struct env *e = *state;
+        char log_path[400], log[8192], buf[4096];
+        struct state st;
+
+        snprintf(log_path, sizeof(log_path), "%s/agent.log", e->dir);
+        start_agent_at(e, e->sock, log_path);
+        accept_host(e);
+        next_state(e, &st);
+        for (int i = 0; i < 5; i++) {
+                close(e->conn_fd);
+                accept_host(e);
+                next_state(e, &st); /* reconnected and re-sent */
+        }
+        read_file(e->dir, "agent.log", log, sizeof(log));
+        assert_int_equal(count_lines_with(log, "powerhintd: host connected on "), 1);
+        assert_int_equal(count_lines_with(log, " went away, re-sending the state every period"), 1);
+        assert_int_equal(count_lines_with(log, "powerhintd: host connected again on "), 1);
+        assert_int_equal(count_lines_with(log, "\n"), 3);
+        assert_int_equal(run_cli(e->sock, "status", NULL, NULL, NULL, buf, sizeof(buf)), 0);
+        assert_non_null(strstr(buf, " host_losses=5 "));
+}
+
 int main(int argc, char **argv)
 {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_state_levels_hysteresis, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_grant_limit_request_psi, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_reconnect_and_boost, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_socket_directory_created, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_host_loss_logged_rate_limited, setup, teardown),
         };
 
         if (argc != 3) {
