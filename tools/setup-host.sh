@@ -2,7 +2,9 @@
 # Prepare a Debian 12 host to build and test vmmpower, then start libvirtd (no systemd
 # needed). Run as root. Non-interactive, idempotent, quiet unless something fails;
 # apt is skipped entirely when every package is already installed.
-# Usage: tools/setup-host.sh [--no-libvirtd]
+# Usage: tools/setup-host.sh [--no-libvirtd] [--deb]
+#   --deb   also the Debian packaging tools that tools/test-deb.sh needs (not needed by
+#           tools/run-tests.sh, so not installed by default)
 set -eu
 
 # Everything the project needs to build and test, in one place.
@@ -13,6 +15,8 @@ libvirt-clients libvirt-daemon libvirt-daemon-driver-qemu libvirt-daemon-system
 qemu-system-x86 busybox-static linux-image-amd64 linux-headers-amd64 cpio gzip
 libclang-rt-14-dev llvm
 "
+# tools/test-deb.sh (--deb): dpkg-buildpackage with dh and dh_dkms, lintian, mandoc -Tlint.
+DEB_PACKAGES="debhelper dh-dkms lintian mandoc"
 
 die() { echo "setup-host: $*" >&2; exit 1; }
 [ "$(id -u)" -eq 0 ] || die "must run as root"
@@ -21,7 +25,8 @@ START=1
 for a in "$@"; do
         case $a in
         --no-libvirtd) START=0 ;;
-        *) die "usage: setup-host.sh [--no-libvirtd]" ;;
+        --deb) PACKAGES="$PACKAGES $DEB_PACKAGES" ;;
+        *) die "usage: setup-host.sh [--no-libvirtd] [--deb]" ;;
         esac
 done
 

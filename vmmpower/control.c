@@ -69,23 +69,6 @@ struct control_server {
         struct control_ratelimit log_limit;
 };
 
-static const struct {
-        const char *name;
-        bool readonly;
-} commands[] = {
-        { "status", true }, { "vms", true },    { "cpus", true },    { "top", true },
-        { "metrics", true }, { "version", true }, { "plan", true },    { "notify", false },
-        { "reload", false },
-};
-
-int control_command_readonly(const char *cmd)
-{
-        for (size_t i = 0; i < ELEMENTSOF(commands); i++)
-                if (strcmp(cmd, commands[i].name) == 0)
-                        return commands[i].readonly;
-        return -ENOENT;
-}
-
 bool control_peer_allowed(uid_t uid, gid_t gid, const gid_t *groups, size_t n_groups, gid_t group_gid,
                           bool have_group, bool readonly)
 {

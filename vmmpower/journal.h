@@ -39,6 +39,7 @@ const char *journal_kind_to_string(enum journal_kind k);
 
 #define JOURNAL_VALUE_MAX 16384 /* longest value: a worst-case cpulist of 4096 CPUs is ~10 KB */
 #define JOURNAL_KEY_MAX 1024
+#define JOURNAL_FILE "journal" /* in the state directory */
 
 struct journal;
 

@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Restore through the built-in knob backends (sysfs, thread affinity, libvirt
+ * vcpupin; see journal.h).  Apart from journal.c because the vcpupin backend
+ * needs libvirt, which the simulator (it links journal.c through
+ * power_driver.c) does not link.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <unistd.h>
+
+#include "actuator.h"
+#include "journal.h"
+#include "power_driver.h"
+#include "util.h"
+
+static int sysfs_io_read(void *userdata, const char *key, char *buf, size_t size)
+{
+        return power_driver_sysfs_knob_read(userdata, key, buf, size);
+}
+
+static int sysfs_io_write(void *userdata, const char *key, const char *value)
+{
+        return power_driver_sysfs_knob_write(userdata, key, value);
+}
+
+int journal_restore_builtin(struct journal *j, const char *sysfs_root, void *libvirt_conn,
+                            struct restore_stats *ret)
+{
+        struct journal_knob_io io[_JOURNAL_KIND_MAX] = {
+                [JOURNAL_KIND_SYSFS] = { sysfs_io_read, sysfs_io_write, (void *) sysfs_root },
+        };
+
+        actuator_affinity_knob_io(&io[JOURNAL_KIND_AFFINITY]);
+        actuator_vcpupin_knob_io(libvirt_conn, &io[JOURNAL_KIND_VCPUPIN]);
+        return journal_restore(j, io, ret);
+}
+
+int journal_restore_all(const char *state_dir, const char *sysfs_root, void *libvirt_conn,
+                        struct restore_stats *ret)
+{
+        struct journal *j = NULL;
+        char path[PATH_MAX];
+        int r;
+
+        r = path_printf(path, sizeof(path), "%s/%s", state_dir, JOURNAL_FILE);
+        if (r < 0)
+                return r;
+        if (access(path, F_OK) < 0) {
+                if (errno != ENOENT)
+                        return -errno;
+                if (ret)
+                        *ret = (struct restore_stats) { 0 };
+                return 0;
+        }
+        r = journal_open(state_dir, &j);
+        if (r < 0)
+                return r;
+        r = journal_restore_builtin(j, sysfs_root, libvirt_conn, ret);
+        journal_free(j);
+        return r;
+}
