@@ -168,9 +168,15 @@ static void test_host_serialisers(void **state)
                         assert_int_equal(m.type, HOSTMSG_ERR);
                         assert_string_equal(m.code, n == 3 ? "vcpu" : "handshake");
                         break;
+                default:
+                        /* the WELCOME to HELLO is followed by every vCPU's LIMIT (policy max 777) */
+                        assert_int_equal(m.type, HOSTMSG_LIMIT);
+                        assert_int_equal(m.vcpu, n - 6);
+                        assert_int_equal(m.max_level, 777);
+                        break;
                 }
         }
-        assert_int_equal(n, 6);
+        assert_int_equal(n, 6 + 6);
         strbuf_free(&sb);
         hint_vm_free(vm);
 }
