@@ -92,7 +92,15 @@ def core_model(shipped):
     (0.25-0.30) and often at a point where it is 0.08 W; the plan then went back and forth.  The
     core terms alone say what packing saves here (an empty core reaches C6), 7-70 mW for a joint
     load of 0.12-0.54 (tools: plan_compute() on this host's sysfs; docs/energy-model.md §2)."""
-    text = open(shipped).read()
+    with open(shipped) as f:
+        text = f.read()
+    # Core terms only: the calibrated model's wall-power terms (platform, PSU), its package power
+    # limit, turbo table and wake-up energies are not core-level idle terms (they make the plan on
+    # this 2-CPU host turn on a few mW either way and go back and forth).
+    text = "\n".join(l for l in text.splitlines()
+                     if l.split("=")[0].strip() not in ("PackagePowerLimitMW", "PlatformPowerMW",
+                                                        "PlatformBusyPowerMW", "PsuEfficiency",
+                                                        "MaxActiveCores", "WakeEnergyUJ")) + "\n"
     head, *levels = text.split("[PerfLevel]")
     top, idle = levels[-1].split("[IdleState]", 1)
     idle = "[IdleState]" + idle.split("[IdleDomain]", 1)[0]
