@@ -20,6 +20,12 @@
  * parameters, solved by least squares.  The fitted model is, by
  * construction, the model vmmpowerd evaluates: the same equations, the same
  * treatment of SMT, latency limits and domains (docs/energy-model.md §2).
+ * The equations are those of the base model's CPU part (cpu_part()): what
+ * the package counters see.  The platform and PSU terms (wall power), the
+ * power limit, the turbo table and the wake-up energies are not fitted and
+ * are written back from the base model; points the turbo table does not
+ * grant are not run, points at the package power limit are not fitted
+ * (docs/calibration.md §2 says why).
  * The load of a point is the busy fraction each loaded CPU *achieved*
  * (its thread's CPU time over the dwell), not the one asked for.  Loads run
  * one thread per core, no vCPU wake-ups (a busy loop or a long duty period
@@ -85,6 +91,7 @@
 #define RANK_TOL 1e-9
 #define STARVED_RATIO 0.9
 #define IDLE_DRIFT_WARN_PCT 3.0
+#define LIMIT_CAPPED_RATIO 0.97
 #define MAX_PARAMS (EM_MAX_LEVELS + EM_MAX_IDLE_STATES + 3 * _EM_DOMAIN_MAX)
 
 static const char *const zone_kind_names[_CALIB_ZONE_KIND_MAX] = {
@@ -230,12 +237,13 @@ struct spec {
         int32_t qos_us;    /* every online CPU, -1 none */
         double *busy;      /* [n_cpus] achieved */
         double pkg_mw, core_mw, dram_mw, psys_mw;
+        double pkg_max_mw; /* the largest single package zone */
 };
 
 struct run {
         const struct calib_config *cfg;
         const struct topology *t;
-        struct em_host *h;
+        struct em_host *h;       /* the CPU part of the base model (cpu_part()): what RAPL sees */
         struct power_driver *drv;
         struct calib_report *rep;
         unsigned n_cpus;
@@ -394,6 +402,23 @@ static int plan_points(struct run *run)
         }
         ADD(top, "idle-end");
 #undef ADD
+        /* The turbo table: a level the hardware does not grant with this many busy cores is not a point. */
+        unsigned kept = 0;
+        for (unsigned i = 0; i < run->n_specs; i++) {
+                struct spec *sp = &run->specs[i];
+                double busy = 0.0;
+                for (unsigned c = 0; c < run->n_cpus; c++)
+                        busy += sp->duty[c] / 1000.0;
+                if (em_turbo_level(run->cfg->base, busy) < sp->level) {
+                        free(sp->duty);
+                        free(sp->state);
+                        free(sp->busy);
+                        run->rep->turbo_skipped++;
+                        continue;
+                }
+                run->specs[kept++] = *sp;
+        }
+        run->n_specs = kept;
         return 0;
 }
 
@@ -529,6 +554,10 @@ static int measure(struct run *run, struct spec *s)
         }
         /* µJ / ns = kW: x 1e6 for mW */
         s->pkg_mw = kind_uj[CALIB_ZONE_PACKAGE] / (double) (t1 - t0) * 1e6;
+        s->pkg_max_mw = 0.0;
+        for (unsigned z = 0; z < cfg->zones.n; z++)
+                if (cfg->zones.zone[z].kind == CALIB_ZONE_PACKAGE)
+                        s->pkg_max_mw = MAX(s->pkg_max_mw, (double) sum[z] / (double) (t1 - t0) * 1e6);
         s->core_mw = has_kind[CALIB_ZONE_CORE] ? kind_uj[CALIB_ZONE_CORE] / (double) (t1 - t0) * 1e6 : -1.0;
         s->dram_mw = has_kind[CALIB_ZONE_DRAM] ? kind_uj[CALIB_ZONE_DRAM] / (double) (t1 - t0) * 1e6 : -1.0;
         s->psys_mw = has_kind[CALIB_ZONE_PSYS] ? kind_uj[CALIB_ZONE_PSYS] / (double) (t1 - t0) * 1e6 : -1.0;
@@ -663,7 +692,9 @@ out:
 static double spec_power(const struct run *run, const struct spec *s, double *work, uint8_t *vcpus, uint32_t *lat,
                          uint8_t *fl)
 {
-        struct em_load load = { .cpu_work = work, .cpu_vcpus = vcpus, .cpu_max_latency_us = lat, .fdom_level = fl };
+        /* no vCPUs: no wake-ups (the CPU part has no WakeEnergyUJ either) */
+        struct em_load load = { .cpu_work = work, .cpu_vcpus = vcpus, .cpu_max_latency_us = lat, .fdom_level = fl,
+                                .wake_given = true, .wake_mw = 0.0 };
 
         spec_load(run, s, work, vcpus, lat, fl);
         return em_host_power(run->h, &load, NULL);
@@ -682,18 +713,30 @@ static uint32_t to_mw(double v, unsigned *adjusted)
         return (uint32_t) lround(v);
 }
 
+/* A point at the package power limit: the hardware may have run it below its level (PL1/PPT). */
+static bool spec_capped(const struct run *run, const struct spec *s)
+{
+        uint32_t limit = run->cfg->base->package_power_limit_mw;
+        return limit > 0 && s->pkg_max_mw >= LIMIT_CAPPED_RATIO * limit;
+}
+
 static int fit(struct run *run, struct energy_model *ret)
 {
         struct energy_model *m = &run->h->model;
         const struct energy_model saved = *m;
         struct params p;
-        unsigned n = run->n_specs, n_free = 0, idx[MAX_PARAMS], bad = 0, adjusted = 0;
+        unsigned n = 0, n_free = 0, idx[MAX_PARAMS], bad = 0, adjusted = 0, use[CALIB_MAX_POINTS];
         double *coef = NULL, *A = NULL, *b = NULL, *work = NULL, x[MAX_PARAMS];
         uint8_t *vcpus = NULL, *fl = NULL;
         uint32_t *lat = NULL;
         struct em_error err = { 0 };
         int r = 0;
 
+        /* The points the fit uses: not those at the package power limit. */
+        for (unsigned i = 0; i < run->n_specs; i++)
+                if (!spec_capped(run, &run->specs[i]))
+                        use[n++] = i;
+        run->rep->capped = run->n_specs - n;
         params_build(run->h, &p);
         coef = calloc((size_t) n * p.n, sizeof(*coef));
         A = calloc((size_t) n * p.n, sizeof(*A));
@@ -711,7 +754,7 @@ static int fit(struct run *run, struct energy_model *ret)
                 for (unsigned k = 0; k < p.n; k++)
                         *p.field[k] = k == j ? 1000 : 0;
                 for (unsigned i = 0; i < n; i++)
-                        coef[i * p.n + j] = spec_power(run, &run->specs[i], work, vcpus, lat, fl) / 1000.0;
+                        coef[i * p.n + j] = spec_power(run, &run->specs[use[i]], work, vcpus, lat, fl) / 1000.0;
         }
         *m = saved;
 
@@ -731,7 +774,7 @@ static int fit(struct run *run, struct energy_model *ret)
                 if (p.field[j] == &m->idle[m->n_idle - 1].power_mw) {
                         double sum = 0.0;
                         unsigned k = 0;
-                        for (unsigned i = 0; i < n; i++)
+                        for (unsigned i = 0; i < run->n_specs; i++)
                                 if (run->specs[i].core_mw >= 0.0 && strncmp(run->specs[i].name, "idle", 4) == 0) {
                                         sum += run->specs[i].core_mw;
                                         k++;
@@ -749,7 +792,7 @@ static int fit(struct run *run, struct energy_model *ret)
                 }
         }
         for (unsigned i = 0; i < n; i++) {
-                b[i] = run->specs[i].pkg_mw;
+                b[i] = run->specs[use[i]].pkg_mw;
                 for (unsigned j = 0; j < p.n; j++)
                         if (p.fixed[j])
                                 b[i] -= coef[i * p.n + j] * p.value[j];
@@ -834,8 +877,8 @@ static int fit(struct run *run, struct energy_model *ret)
                         rep->params[j].source = p.source[j];
                 }
                 rep->adjusted = adjusted;
-                rep->n_points = n;
-                for (unsigned i = 0; i < n; i++) {
+                rep->n_points = run->n_specs;
+                for (unsigned i = 0; i < run->n_specs; i++) {
                         const struct spec *s = &run->specs[i];
                         struct calib_point *pt = &rep->points[i];
                         double busy = 0.0;
@@ -850,7 +893,8 @@ static int fit(struct run *run, struct energy_model *ret)
                                 .level = s->level, .n_busy = nb, .measured_mw = s->pkg_mw, .core_mw = s->core_mw,
                                 .dram_mw = s->dram_mw, .psys_mw = s->psys_mw,
                                 .fitted_mw = spec_power(run, s, work, vcpus, lat, fl),
-                                .busy_ratio = nb ? busy / nb : 0.0,
+                                .busy_ratio = nb ? busy / nb : 0.0, .pkg_max_mw = s->pkg_max_mw,
+                                .capped = spec_capped(run, s),
                         };
                         snprintf(pt->name, sizeof(pt->name), "%s", s->name);
                         for (unsigned c = 0; c < run->n_cpus; c++)
@@ -858,17 +902,38 @@ static int fit(struct run *run, struct energy_model *ret)
                                         rep->starved++;
                                         break;
                                 }
+                        if (pt->capped)
+                                continue;
                         double res = s->pkg_mw > 0 ? (pt->fitted_mw - s->pkg_mw) / s->pkg_mw * 100.0 : 0.0;
                         ss += res * res;
                         mx = MAX(mx, fabs(res));
                 }
-                if (n >= 2 && run->specs[0].pkg_mw > 0)
-                        rep->idle_drift_pct = (run->specs[n - 1].pkg_mw - run->specs[0].pkg_mw) /
+                if (run->n_specs >= 2 && run->specs[0].pkg_mw > 0)
+                        rep->idle_drift_pct = (run->specs[run->n_specs - 1].pkg_mw - run->specs[0].pkg_mw) /
                                               run->specs[0].pkg_mw * 100.0;
                 rep->rms_residual_pct = sqrt(ss / n);
                 rep->max_residual_pct = mx;
         }
-        *ret = *m;
+        /* The written model: the base model (its platform, PSU, power limit, turbo table and wake-up
+         * energies: not seen by RAPL, not fitted) with the fitted CPU watts. */
+        {
+                struct energy_model out = *run->cfg->base;
+                for (unsigned l = 0; l < m->n_levels; l++)
+                        out.levels[l].active_mw = m->levels[l].active_mw;
+                for (unsigned i = 0; i < m->n_idle; i++)
+                        out.idle[i].power_mw = m->idle[i].power_mw;
+                for (int d = 0; d < _EM_DOMAIN_MAX; d++) {
+                        out.domain[d].awake_mw = m->domain[d].awake_mw;
+                        out.domain[d].quiet_mw = m->domain[d].quiet_mw;
+                        out.domain[d].asleep_mw = m->domain[d].asleep_mw;
+                }
+                snprintf(out.name, sizeof(out.name), "%s", m->name);
+                if (energy_model_validate(&out, &err) < 0) {
+                        r = fail(run, -EINVAL, "the fitted model is not valid: %s", err.message);
+                        goto out;
+                }
+                *ret = out;
+        }
 out:
         *m = saved;
         free(coef);
@@ -905,14 +970,37 @@ static int restore(struct run *run, const char *when)
         return 0;
 }
 
+/*
+ * What the package counters see of a model: the cores and the idle domains.  The platform (PlatformPowerMW,
+ * PlatformBusyPowerMW) is outside the packages and the PSU loss (PsuEfficiency) is wall power; the power limit and
+ * the turbo table are handled by the points (plan_points(), spec_capped()), not by the equations; the points have
+ * no vCPU wake-ups (WakeEnergyUJ).  None of them is fitted: the written model keeps the base model's.
+ */
+static void cpu_part(const struct energy_model *base, struct energy_model *ret)
+{
+        *ret = *base;
+        ret->platform_mw = 0;
+        ret->platform_busy_mw = 0;
+        ret->psu_efficiency_permille = 1000;
+        ret->package_power_limit_mw = 0;
+        for (unsigned l = 0; l < ret->n_levels; l++)
+                ret->levels[l].max_active_cores = 0;
+        for (unsigned i = 0; i < ret->n_idle; i++)
+                ret->idle[i].wake_energy_uj = 0;
+        for (int d = 0; d < _EM_DOMAIN_MAX; d++)
+                ret->domain[d].wake_energy_uj = 0;
+}
+
 static int setup(struct run *run)
 {
         const struct calib_config *cfg = run->cfg;
         const struct energy_model *m;
+        struct energy_model cpu;
         struct power_driver_config pc = { .sysfs_root = cfg->sysfs_root, .journal = cfg->journal };
         int r;
 
-        r = em_host_new(cfg->topo, cfg->base, &run->h);
+        cpu_part(cfg->base, &cpu);
+        r = em_host_new(cfg->topo, &cpu, &run->h);
         if (r < 0)
                 return fail(run, r, "the base model does not fit this host: %s", strerror(-r));
         m = &run->h->model;
@@ -1035,8 +1123,19 @@ void calib_report_print(const struct calib_report *r, FILE *f)
                         fprintf(f, " %10.1f", p->dram_mw);
                 else
                         fprintf(f, " %10s", "-");
+                if (p->capped)
+                        fprintf(f, "  capped: not fitted");
                 fputc('\n', f);
         }
+        if (r->turbo_skipped)
+                fprintf(f, "%u point(s) not run: more busy cores than their level's MaxActiveCores (turbo table)\n",
+                        r->turbo_skipped);
+        if (r->capped)
+                fprintf(f, "note: %u point(s) left out of the fit: a package zone at %.0f%% or more of "
+                        "PackagePowerLimitMW, where the hardware may run below the asked level\n",
+                        r->capped, LIMIT_CAPPED_RATIO * 100);
+        fprintf(f, "not fitted, the base model's: PlatformPowerMW, PlatformBusyPowerMW, PsuEfficiency (wall power: "
+                "RAPL does not see them), PackagePowerLimitMW, MaxActiveCores, WakeEnergyUJ\n");
         fprintf(f, "residuals: rms %.2f%%, max %.2f%%; %u value(s) moved to satisfy the model's order rules\n",
                 r->rms_residual_pct, r->max_residual_pct, r->adjusted);
         fprintf(f, "idle at the end against the start: %+.2f%%\n", r->idle_drift_pct);
@@ -1070,6 +1169,10 @@ void calib_model_write(const struct energy_model *m, const struct calib_report *
                         any = true;
                 }
         fprintf(f, "%s.\n", any ? "" : "none");
+        fprintf(f, "# Not fitted (base model's values): PlatformPowerMW, PlatformBusyPowerMW, PsuEfficiency (outside\n"
+                   "# the packages: RAPL does not see them), PackagePowerLimitMW, MaxActiveCores, WakeEnergyUJ.\n");
+        if (r->capped)
+                fprintf(f, "# %u point(s) at the package power limit left out of the fit.\n", r->capped);
         if (r->starved)
                 fprintf(f, "# Warning: %u point(s) had load threads running under %.0f%% of their duty (a busy host).\n",
                         r->starved, STARVED_RATIO * 100);

@@ -122,6 +122,8 @@ struct calib_point {
         double psys_mw;                    /* psys zone; -1 without */
         double fitted_mw;                  /* the fitted model's power for the point's load */
         double busy_ratio;                 /* mean achieved busy fraction of the loaded CPUs */
+        double pkg_max_mw;                 /* the largest single package zone's power */
+        bool capped;                       /* at the package power limit: not in the fit */
 };
 
 struct calib_report {
@@ -140,6 +142,9 @@ struct calib_report {
                                               (other work on the host: the fit uses what ran, but the
                                               active powers rest on less signal) */
         double idle_drift_pct;             /* idle-end against idle: the host's background changed */
+        unsigned turbo_skipped;            /* points not run: more busy cores than the level's MaxActiveCores */
+        unsigned capped;                   /* points dropped from the fit: a package zone at >= 97% of
+                                              PackagePowerLimitMW (the hardware may have lowered the level) */
         struct restore_stats restore;
         nsec_t elapsed_ns;
         char error[256];                   /* on failure: what failed, with the knob's path */

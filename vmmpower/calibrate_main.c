@@ -13,6 +13,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -20,12 +21,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "calibrate.h"
+#include "instance.h"
 #include "config.h"
 #include "log.h"
 #include "version.h"
@@ -210,6 +213,41 @@ static int daemon_running(const char *path)
         return r;
 }
 
+/*
+ * 1: a vmmpowerd holds the instance lock of this state directory (instance.h), *ret_pid its pid (0 if unknown).
+ * The lock is held in every mode, also without a control socket (ControlSocket unset, or not bound yet).
+ * Probed with a shared lock that is released at once: nothing is created.
+ */
+static int daemon_locked(const char *state_dir, pid_t *ret_pid)
+{
+        char path[PATH_MAX], buf[32];
+        int fd, r;
+
+        *ret_pid = 0;
+        if (path_printf(path, sizeof(path), "%s/%s", state_dir, INSTANCE_LOCK_FILE) < 0)
+                return -ENAMETOOLONG;
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return errno == ENOENT ? 0 : -errno;
+        if (flock(fd, LOCK_SH | LOCK_NB) == 0) {
+                (void) flock(fd, LOCK_UN);
+                r = 0;
+        } else if (errno == EWOULDBLOCK) {
+                ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+                int64_t pid;
+                if (n > 0) {
+                        buf[n] = '\0';
+                        buf[strcspn(buf, "\n")] = '\0';
+                        if (parse_i64(buf, &pid) == 0 && pid > 0 && pid <= INT32_MAX)
+                                *ret_pid = (pid_t) pid;
+                }
+                r = 1;
+        } else
+                r = -errno;
+        close(fd);
+        return r;
+}
+
 static void help(void)
 {
         printf("Usage: vmmpower-calibrate [OPTIONS]\n"
@@ -227,7 +265,7 @@ static void help(void)
                "     --settle DURATION    time after each change before measuring (default 2s)\n"
                "     --sample DURATION    counter reads at least this often (default 1s)\n"
                "     --period DURATION    duty-cycle period of partial loads (default 100ms)\n"
-               "     --ignore-daemon      run although vmmpowerd answers on its control socket\n"
+               "     --ignore-daemon      run although vmmpowerd answers on its control socket or holds its lock\n"
                "     --sysfs-root DIR     directory that stands for /sys\n"
                "     --state-dir DIR      journal directory (default: StateDirectory)\n"
                "     --control-socket P   vmmpowerd's control socket (default: ControlSocket)\n"
@@ -387,6 +425,18 @@ int main(int argc, char *argv[])
                         return 1;
                 }
                 log_warning("vmmpowerd answers on %s; --ignore-daemon given, going on.", vc.control_socket);
+        } else {
+                pid_t owner;
+                if (daemon_locked(vc.state_dir, &owner) > 0) {
+                        if (!ignore_daemon) {
+                                log_error("vmmpowerd (pid %d) holds %s/%s: it would change the knobs this calibration "
+                                          "holds. Stop it first (or pass --ignore-daemon with the planner's Apply = no).",
+                                          (int) owner, vc.state_dir, INSTANCE_LOCK_FILE);
+                                return 1;
+                        }
+                        log_warning("vmmpowerd (pid %d) holds %s/%s; --ignore-daemon given, going on.", (int) owner,
+                                    vc.state_dir, INSTANCE_LOCK_FILE);
+                }
         }
 
         r = topology_load(vc.sysfs_root, &topo);

@@ -22,12 +22,14 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <sys/file.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -94,6 +96,7 @@ struct host {
         double noise;            /* relative, uniform in [-noise, noise] per step */
         uint64_t rng;
         unsigned wraps;
+        unsigned capped;         /* counter steps the planted power limit or turbo table capped */
         /* simulated load and clock */
         nsec_t now;
         uint16_t duty[VP_MAX_CPUS];
@@ -145,12 +148,16 @@ static double rnd(struct host *h)
         return (double) (h->rng >> 11) / (double) (1ull << 53);
 }
 
+/* A shipped model (config/models/NAME), or a frozen pre-calibration one ("v0:NAME": tests/data/models/NAME). */
 static void load_model(const char *name, struct energy_model *m)
 {
         char path[512];
         struct em_error err = { 0 };
 
-        snprintf(path, sizeof(path), "%s/../../config/models/%s", TEST_DATA_DIR, name);
+        if (strncmp(name, "v0:", 3) == 0)
+                snprintf(path, sizeof(path), "%s/models/%s", TEST_DATA_DIR, name + 3);
+        else
+                snprintf(path, sizeof(path), "%s/../../config/models/%s", TEST_DATA_DIR, name);
         if (energy_model_parse_file(path, m, &err) < 0)
                 fail_msg("%s:%u: %s", err.file, err.line, err.message);
 }
@@ -313,11 +320,14 @@ static void write_counter(const struct host *h, unsigned z, uint64_t v)
 static void host_advance(struct host *h, nsec_t dt, const double *busy)
 {
         struct em_breakdown bd;
-        double p = host_power(h, busy, &bd), noise = 1.0 + h->noise * (2.0 * rnd(h) - 1.0);
+        double noise = (host_power(h, busy, &bd), 1.0 + h->noise * (2.0 * rnd(h) - 1.0));
         double cores = (bd.active_mw + bd.idle_mw) * noise;
         unsigned n_core_zones = 0;
+        /* what RAPL sees: the packages' DC power (cores, domains, wake-ups), not the platform or PSU loss */
+        double p = (bd.active_mw + bd.idle_mw + bd.domain_mw + bd.wake_mw) * noise;
 
-        p *= noise;
+        if (bd.capped_pkgs)
+                h->capped++;
         for (unsigned z = 0; z < h->zones.n; z++)
                 n_core_zones += h->zones.zone[z].kind == CALIB_ZONE_CORE;
         for (unsigned z = 0; z < h->zones.n; z++) {
@@ -505,16 +515,32 @@ static void assert_params_within(const struct energy_model *planted, const struc
         assert_true(ok);
 }
 
+/* What RAPL cannot see or the fit does not touch: the written model has the base model's values. */
+static void assert_base_keys_kept(const struct energy_model *base, const struct energy_model *fit)
+{
+        assert_int_equal(fit->platform_mw, base->platform_mw);
+        assert_int_equal(fit->platform_busy_mw, base->platform_busy_mw);
+        assert_int_equal(fit->psu_efficiency_permille, base->psu_efficiency_permille);
+        assert_int_equal(fit->package_power_limit_mw, base->package_power_limit_mw);
+        for (unsigned l = 0; l < base->n_levels; l++)
+                assert_int_equal(fit->levels[l].max_active_cores, base->levels[l].max_active_cores);
+        for (unsigned i = 0; i < base->n_idle; i++)
+                assert_int_equal(fit->idle[i].wake_energy_uj, base->idle[i].wake_energy_uj);
+        for (int d = 0; d < _EM_DOMAIN_MAX; d++)
+                assert_int_equal(fit->domain[d].wake_energy_uj, base->domain[d].wake_energy_uj);
+}
+
 /* ------------------------------------------------------------ simulated runs */
 
-static void test_recover_xeon(void **state)
+static void recover_xeon(const char *model)
 {
         struct energy_model planted, base, fitted;
         struct calib_report *rep = calloc(1, sizeof(*rep));
         struct host h;
         int r;
 
-        load_model("xeon-spr-2s.model", &planted);
+        printf("planted: %s\n", model);
+        load_model(model, &planted);
         wrong_base(&planted, &base, true);
         /* 20 J counters: a package zone wraps every 3..10 samples of 100 ms */
         host_setup(&h, "xeon-spr-2s", &planted, false, 20000000);
@@ -522,11 +548,15 @@ static void test_recover_xeon(void **state)
         if (r < 0)
                 fail_msg("calibrate_run: %d %s", r, rep->error);
         calib_report_print(rep, stdout);
-        printf("counter wraps: %u\n", h.wraps);
+        printf("counter wraps: %u; counter steps capped by the planted limits: %u\n", h.wraps, h.capped);
         /* the same planted idle power at both ends: only the 1% noise between them */
         assert_true(fabs(rep->idle_drift_pct) < 1.0);
         assert_true(h.wraps >= 20);
+        /* the points the plan runs stay below the planted turbo table and power limit */
+        assert_int_equal(h.capped, 0);
+        assert_int_equal(rep->capped, 0);
         assert_params_within(&planted, &fitted, 5.0);
+        assert_base_keys_kept(&base, &fitted);
         assert_string_equal(fitted.name, "fitted");
         /* the file it writes is one the daemon's parser takes, and reads back as the same model */
         {
@@ -565,14 +595,25 @@ static void test_recover_xeon(void **state)
         free(rep);
 }
 
-static void test_recover_genoa_core_zone(void **state)
+static void test_recover_xeon(void **state)
+{
+        recover_xeon("xeon-spr-2s.model");
+}
+
+static void test_recover_xeon_v0(void **state)
+{
+        recover_xeon("v0:xeon-spr-2s-v0.model");
+}
+
+static void recover_genoa_core_zone(const char *model)
 {
         struct energy_model planted, base, fitted;
         struct calib_report *rep = calloc(1, sizeof(*rep));
         struct host h;
         int r;
 
-        load_model("epyc-genoa.model", &planted);
+        printf("planted: %s\n", model);
+        load_model(model, &planted);
         /* the core zone gives the deepest state: the base's value is wrong and not used */
         wrong_base(&planted, &base, true);
         base.idle[base.n_idle - 1].power_mw = planted.idle[planted.n_idle - 1].power_mw * 5;
@@ -582,14 +623,28 @@ static void test_recover_genoa_core_zone(void **state)
         if (r < 0)
                 fail_msg("calibrate_run: %d %s", r, rep->error);
         calib_report_print(rep, stdout);
+        printf("counter steps capped by the planted limits: %u\n", h.capped);
         assert_true(h.wraps > 0);
+        assert_int_equal(h.capped, 0);
+        assert_int_equal(rep->capped, 0);
         assert_params_within(&planted, &fitted, 5.0);
+        assert_base_keys_kept(&base, &fitted);
         for (unsigned j = 0; j < rep->n_params; j++)
                 if (strstr(rep->params[j].name, "IdleState C2"))
                         assert_int_equal(rep->params[j].source, CALIB_CORE_ZONE);
         assert_restored(&h);
         host_teardown(&h);
         free(rep);
+}
+
+static void test_recover_genoa_core_zone(void **state)
+{
+        recover_genoa_core_zone("epyc-genoa.model");
+}
+
+static void test_recover_genoa_core_zone_v0(void **state)
+{
+        recover_genoa_core_zone("v0:epyc-genoa-v0.model");
 }
 
 /* The model's power of random loads (wake-ups, latency limits, levels, SMT) under two models. */
@@ -1090,17 +1145,48 @@ static void test_real_refuses_with_daemon(void **state)
         host_teardown(&h);
 }
 
+/* A daemon without a control socket (not bound yet, or none configured) still holds its instance lock. */
+static void test_real_refuses_with_daemon_lock(void **state)
+{
+        struct energy_model planted;
+        struct host h;
+        char log[600], lpath[600], jpath[600];
+        int fd, st;
+
+        real_host(&h, &planted);
+        snprintf(log, sizeof(log), "%s/log", h.tmp);
+        sh("mkdir -p '%s'", h.state);
+        snprintf(lpath, sizeof(lpath), "%s/vmmpowerd.pid", h.state);
+        fd = open(lpath, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        assert_true(fd >= 0);
+        assert_int_equal(flock(fd, LOCK_EX | LOCK_NB), 0);
+        assert_int_equal(pwrite(fd, "4242\n", 5, 0), 5);
+        st = wait_exit(spawn(&h, log, "--dwell 1s -o /dev/null"), 30 * NSEC_PER_SEC);
+        sh_status("cat '%s'", log);
+        assert_true(WIFEXITED(st));
+        assert_int_equal(WEXITSTATUS(st), 1);
+        assert_int_equal(sh_status("grep -q 'vmmpowerd (pid 4242) holds .*vmmpowerd.pid' '%s'", log), 0);
+        snprintf(jpath, sizeof(jpath), "%s/journal", h.state);
+        assert_int_equal(access(jpath, F_OK), -1);
+        sh("diff -r '%s' '%s'", h.pristine, h.root);
+        close(fd);
+        host_teardown(&h);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_zones),
                 cmocka_unit_test(test_recover_xeon),
                 cmocka_unit_test(test_recover_genoa_core_zone),
+                cmocka_unit_test(test_recover_xeon_v0),
+                cmocka_unit_test(test_recover_genoa_core_zone_v0),
                 cmocka_unit_test(test_gauge),
                 cmocka_unit_test(test_failed_knob_write),
                 cmocka_unit_test(test_interrupted),
                 cmocka_unit_test(test_unreadable_counters),
                 cmocka_unit_test(test_real_refuses_with_daemon),
+                cmocka_unit_test(test_real_refuses_with_daemon_lock),
                 cmocka_unit_test(test_real_run),
                 cmocka_unit_test(test_real_sigterm),
                 cmocka_unit_test(test_real_crash_restore),
