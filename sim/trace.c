@@ -84,13 +84,16 @@ void sim_trace_free(struct sim_trace *t)
         free(t);
 }
 
-/* Whole-field decimal: digits with at most one '.', 0..100.  Locale-independent. */
-static int parse_pct(const char *s, size_t len, bool integer, double *ret)
+/*
+ * Whole-field non-negative decimal, locale-independent: "123", "0.25", "11703.99824"; at most
+ * max_len characters, digits with at most one '.' (none when integer).
+ */
+static int parse_dec(const char *s, size_t len, size_t max_len, bool integer, double *ret)
 {
         double v = 0, scale = 0;
         bool digits = false;
 
-        if (len == 0 || len > 16)
+        if (len == 0 || len > max_len)
                 return -EINVAL;
         for (size_t i = 0; i < len; i++) {
                 char c = s[i];
@@ -106,7 +109,21 @@ static int parse_pct(const char *s, size_t len, bool integer, double *ret)
                 else
                         return -EINVAL;
         }
-        if (!digits || v > 100.0)
+        if (!digits)
+                return -EINVAL;
+        *ret = v;
+        return 0;
+}
+
+/* A utilisation in percent: a decimal (integer if asked) of at most 16 characters, 0..100. */
+static int parse_pct(const char *s, size_t len, bool integer, double *ret)
+{
+        double v;
+        int r = parse_dec(s, len, 16, integer, &v);
+
+        if (r < 0)
+                return r;
+        if (v > 100.0)
                 return -ERANGE;
         *ret = v;
         return 0;
@@ -314,34 +331,6 @@ static void bb_free(struct bb_series *v)
         free(v->cores);
 }
 
-/* Non-negative decimal "123", "0.25", "11703.99824": digits with at most one '.'. */
-static int parse_dec(const char *s, size_t len, double *ret)
-{
-        double v = 0, scale = 0;
-        bool digits = false;
-
-        if (len == 0 || len > 40)
-                return -EINVAL;
-        for (size_t i = 0; i < len; i++) {
-                char c = s[i];
-                if (c >= '0' && c <= '9') {
-                        digits = true;
-                        if (scale > 0) {
-                                v += (c - '0') * scale;
-                                scale /= 10;
-                        } else
-                                v = v * 10 + (c - '0');
-                } else if (c == '.' && scale == 0)
-                        scale = 0.1;
-                else
-                        return -EINVAL;
-        }
-        if (!digits)
-                return -EINVAL;
-        *ret = v;
-        return 0;
-}
-
 static int bb_row(struct bb_series *v, const char *s, size_t len, bool *ms, const char *file, unsigned lineno,
                   struct sim_error *err)
 {
@@ -369,7 +358,7 @@ static int bb_row(struct bb_series *v, const char *s, size_t len, bool *ms, cons
                 if (f[0][i] < '0' || f[0][i] > '9')
                         return fail(err, file, lineno, "timestamp \"%.*s\" is not a whole number",
                                     (int) MIN(fl[0], 24), f[0]);
-        if (fl[0] == 0 || fl[0] > 15 || parse_dec(f[0], fl[0], &ts) < 0)
+        if (fl[0] == 0 || fl[0] > 15 || parse_dec(f[0], fl[0], 40, false, &ts) < 0)
                 return fail(err, file, lineno, "timestamp \"%.*s\" is not a whole number", (int) MIN(fl[0], 24), f[0]);
         if (v->n == 0)
                 *ms = ts >= 1e11; /* 13 digits: milliseconds, as the header says; 10: seconds (the published files) */
@@ -383,11 +372,11 @@ static int bb_row(struct bb_series *v, const char *s, size_t len, bool *ms, cons
         cores = c;
         for (unsigned i = 2; i < BB_FIELDS; i++) {
                 double x;
-                if (parse_dec(f[i], fl[i], &x) < 0)
+                if (parse_dec(f[i], fl[i], 40, false, &x) < 0)
                         return fail(err, file, lineno, "field %u \"%.*s\" is not a non-negative decimal", i + 1,
                                     (int) MIN(fl[i], 16), f[i]);
         }
-        if (parse_dec(f[4], fl[4], &pct) < 0 || pct > 100.0)
+        if (parse_dec(f[4], fl[4], 40, false, &pct) < 0 || pct > 100.0)
                 return fail(err, file, lineno, "CPU usage [%%] \"%.*s\" is not a percentage 0..100",
                             (int) MIN(fl[4], 16), f[4]);
         if (v->n == v->alloc) {
