@@ -122,6 +122,7 @@ static void counters_add(struct hint_counters *a, const struct hint_counters *b)
         a->handshakes += b->handshakes;
         a->errors_suppressed += b->errors_suppressed;
         a->boost_denied += b->boost_denied;
+        a->boost_granted_ns += b->boost_granted_ns;
         a->welcomes_suppressed += b->welcomes_suppressed;
         a->stale += b->stale;
 }

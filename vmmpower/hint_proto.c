@@ -755,6 +755,7 @@ static void vm_handle(struct hint_vm *vm, const struct hint_msg *m)
                         vm->counters.boost_denied++;
                 }
                 vm->boost_budget_ns -= ext;
+                vm->counters.boost_granted_ns += ext;
                 v->boost_until_ns = start + (nsec_t) ext;
                 break;
         }

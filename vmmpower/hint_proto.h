@@ -205,6 +205,7 @@ struct hint_counters {
         uint64_t actuations;      /* hints that got a token and may actuate */
         uint64_t rate_limited;    /* state-changing hints that found the bucket empty (trust=full: dropped) */
         uint64_t boost_denied;    /* BOOSTs (or parts of them) refused: boost budget used up */
+        uint64_t boost_granted_ns; /* boost time granted in all (paid from the boost budget) */
         uint64_t handshakes;
         uint64_t welcomes_suppressed; /* HELLOs not answered: HINT_WELCOME_INTERVAL_NS */
         uint64_t stale;           /* handshakes marked stale after HINT_STALE_NS of silence */

@@ -318,13 +318,13 @@ static void json_vm_hints(const struct daemon *d, const struct vm_load *vm, stru
                       ",\"rejected\":%" PRIu64 ",\"resyncs\":%" PRIu64 ",\"actuations\":%" PRIu64
                       ",\"rate_limited\":%" PRIu64 ",\"connects\":%" PRIu64 ",\"disconnects\":%" PRIu64
                       ",\"read_throttles\":%" PRIu64 ",\"host_throttles\":%" PRIu64 ",\"stale\":%s"
-                      ",\"stale_total\":%" PRIu64 ",\"boost_denied\":%" PRIu64 ",\"welcomes_suppressed\":%" PRIu64
+                      ",\"stale_total\":%" PRIu64 ",\"boost_denied\":%" PRIu64 ",\"boost_granted_ms\":%.3f,\"welcomes_suppressed\":%" PRIu64
                       ",\"grants_sent\":%" PRIu64 ",\"limits_sent\":%" PRIu64 "}",
                       hint_trust_to_string(st.policy.trust), st.counters.lines, st.counters.accepted,
                       st.counters.clamped, rejected, st.counters.resyncs, st.counters.actuations,
                       st.counters.rate_limited, st.io.connects, st.io.disconnects, st.io.read_throttles,
                       st.io.host_throttles, st.stale ? "true" : "false", st.counters.stale, st.counters.boost_denied,
-                      st.counters.welcomes_suppressed, st.io.grants_sent, st.io.limits_sent);
+                      (double) st.counters.boost_granted_ns / NSEC_PER_MSEC, st.counters.welcomes_suppressed, st.io.grants_sent, st.io.limits_sent);
 }
 
 /* The VM's policy: where it came from, the placement mode and the effective hint policy. */

@@ -459,6 +459,7 @@ class HostileFakeGuests(unittest.TestCase):
         d.wait_for(lambda: self.vm(b)["hints"]["trust"] == "full", 20, "booster trust=full from metadata")
         samples = boosted = 0
         bad_level, over_demand = [], []
+        granted0_ms = self.vm(b)["hints"].get("boost_granted_ms", 0.0)
         t0 = time.monotonic()
         next_boost = next_hello = next_sample = t0
         while time.monotonic() < t0 + FLOOD_S:
@@ -497,9 +498,15 @@ class HostileFakeGuests(unittest.TestCase):
         self.assertGreater(samples, FLOOD_S)  # ~4 a second
         self.assertEqual(bad_level, [], "a boost asked for more than max-level 0")
         self.assertEqual(over_demand, [], "planned demand above the measurement")
-        # sampling every 250 ms: the boosted share of samples within the budget, with a margin of
-        # three samples
-        self.assertLessEqual(boosted, allowed * samples + 3)
+        # The sampled share above is shown, not asserted: a sample taken a millisecond after a
+        # BOOST catches the few milliseconds the refill pays for, so its share depends on the
+        # sampler's timing (0.8% to 94% of samples in runs of the same build).
+        # The exact figure: boost time the daemon granted over the run, against the budget
+        # (BoostCap at the start plus BoostCap per window; 5 ms for the clocks' skew).
+        granted_ms = h["boost_granted_ms"] - granted0_ms
+        log("boost abuse: %.1f ms of boost granted in %.1f s (budget %.1f ms)" % (
+            granted_ms, elapsed, 1000.0 * allowed * elapsed))
+        self.assertLessEqual(granted_ms, 1000.0 * allowed * elapsed + 5.0)
         self.assertGreater(h.get("boost_denied", 0), 0)
         self.assertIn("LIMIT 0 0 0", b.lines("LIMIT"))
         self.assertIn("LIMIT 1 0 0", b.lines("LIMIT"))
