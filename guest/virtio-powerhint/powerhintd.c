@@ -26,8 +26,8 @@
  * Levels are clamped to the host's LIMIT for that vCPU and WELCOME max_level.
  *
  * Host replies: GRANT <cpu> <level> is stored and, with the module loaded,
- * written to cpuN/cpufreq/powerhint_grant so that it becomes the CPU's current
- * frequency (frequency invariance in the guest).  LIMIT is stored and
+ * written to cpuN/cpufreq/powerhint_grant, where the module reports it (it is
+ * not made the current frequency: virtio_powerhint.c says why).  LIMIT is stored and
  * applied.  ERR is counted and logged escaped.
  *
  * The host end going away (EOF or POLLHUP on the port) and coming back are

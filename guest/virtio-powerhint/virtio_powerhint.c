@@ -15,11 +15,15 @@
  *    and sends to the host as "LEVEL <cpu> <level>".  powerhint_requests
  *    counts the calls (to see that the governor drives the driver).
  *  - powerhintd writes the host's "GRANT <cpu> <level>" into
- *    cpuN/cpufreq/powerhint_grant.  A granted level (snapped up to a table
- *    entry) becomes the CPU's current frequency: fast_switch() returns it, so
- *    schedutil sets policy->cur and, where the architecture implements it,
- *    the frequency-invariance scale from it.  Writing 0 clears the grant:
- *    the request itself is then reported as current.
+ *    cpuN/cpufreq/powerhint_grant (snapped up to a table entry, read back as
+ *    a level; 0 clears it).  The grant is reported, not made the CPU's
+ *    current frequency: the current frequency is the governor's own request.
+ *    A guest without frequency invariance (x86 under TCG or KVM: no
+ *    APERF/MPERF) has schedutil map util to policy->cur x 1.25 x util/max; a
+ *    grant held as policy->cur makes that raw target repeat at saturation,
+ *    and schedutil's cached_raw_freq shortcut then returns the last, lower
+ *    request: a busy vCPU stayed at level 384 or 640 with util 1024
+ *    (test_hints_hostile.py HostileGuest, 2 of 2 runs; never without grants).
  *
  * Nothing here talks to the host directly: the virtio-serial port belongs to
  * powerhintd in user space, which keeps the protocol parser out of the kernel.
@@ -79,9 +83,7 @@ static unsigned int level_to_khz(unsigned int level)
 
 static unsigned int powerhint_current(struct powerhint_cpu *pc)
 {
-	unsigned int grant = READ_ONCE(pc->grant_khz);
-
-	return grant ? grant : READ_ONCE(pc->request_khz);
+	return READ_ONCE(pc->request_khz);
 }
 
 static unsigned int powerhint_record(unsigned int cpu, unsigned int khz)
@@ -170,8 +172,6 @@ static ssize_t store_powerhint_grant(struct cpufreq_policy *policy, const char *
 	if (level > POWERHINT_LEVEL_MAX)
 		return -ERANGE;
 	WRITE_ONCE(pc->grant_khz, level ? level_to_khz(level) : 0);
-	/* called with policy->rwsem held for writing by the cpufreq core */
-	policy->cur = powerhint_current(pc);
 	return count;
 }
 
