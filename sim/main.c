@@ -27,6 +27,9 @@ static void help(void)
                "      --vcpu-split=S        a multi-vCPU VM's demand over its vCPUs: concentrate[:PCT]\n"
                "                            (PCT%% spread evenly, the rest filled vCPU 0 first; default\n"
                "                            concentrate:25) or even\n"
+               "      --demand-unit=U       what a trace's 100%% is: allcore (default: one CPU at the highest\n"
+               "                            level the turbo table allows with every core busy) or top (one\n"
+               "                            CPU at the top level)\n"
                "  -T, --topology=DIR        topology fixture / sysfs root, or synth:PxC\n"
                "  -m, --model=FILE          energy model file (default: derived from the topology)\n"
                "  -c, --config=FILE         vmmpower.conf whose [Planner] keys set the policy\n"
@@ -151,12 +154,13 @@ static int bad(const char *opt, const char *val)
 int main(int argc, char **argv)
 {
         enum { O_VMS = 256, O_DIST, O_PERIOD, O_STEP, O_WINDOW, O_INTERVALS, O_FIRST, O_NORESIM, O_CSV, O_LABEL, O_SVG,
-               O_PROGRESS, O_NOPROGRESS, O_FORMAT, O_RESAMPLE, O_SPLIT, O_CURVE, O_MEASURED };
+               O_PROGRESS, O_NOPROGRESS, O_FORMAT, O_RESAMPLE, O_SPLIT, O_CURVE, O_MEASURED, O_UNIT };
         static const struct option opts[] = {
                 { "trace", required_argument, NULL, 't' },
                 { "trace-format", required_argument, NULL, O_FORMAT },
                 { "resample-s", required_argument, NULL, O_RESAMPLE },
                 { "vcpu-split", required_argument, NULL, O_SPLIT },
+                { "demand-unit", required_argument, NULL, O_UNIT },
                 { "topology", required_argument, NULL, 'T' },
                 { "model", required_argument, NULL, 'm' },
                 { "config", required_argument, NULL, 'c' },
@@ -222,6 +226,14 @@ int main(int argc, char **argv)
                                 cfg.vcpu_balance = u / 100.0;
                         else
                                 return bad("--vcpu-split (concentrate[:PCT] or even)", optarg);
+                        break;
+                case O_UNIT:
+                        if (strcmp(optarg, "allcore") == 0)
+                                cfg.demand_unit = SIM_DEMAND_ALLCORE;
+                        else if (strcmp(optarg, "top") == 0)
+                                cfg.demand_unit = SIM_DEMAND_TOP;
+                        else
+                                return bad("--demand-unit (allcore or top)", optarg);
                         break;
                 case 'T': topo = optarg; break;
                 case 'm': model = optarg; break;

@@ -28,6 +28,8 @@ void sim_print_table(const struct sim_result *r, FILE *f)
         fprintf(f, "%u VMs, %u vCPUs on %u CPUs (%.2f:1), mean demand %.1f%% of a vCPU, %u intervals, %.0f vCPU-hours\n",
                 r->n_vms, r->n_vcpus, r->n_cpus, (double) r->n_vcpus / r->n_cpus, 100 * r->mean_util, r->n_intervals,
                 r->vcpu_hours);
+        fprintf(f, "demand unit: a fully busy vCPU = %.3f of a CPU at the top level (perf level %u)\n", r->demand_scale,
+                r->demand_level);
         if (r->want_vcpus)
                 fprintf(f, "whole VMs: %u vCPUs against a target of %u (%u short; a VM that would go over is passed over)\n",
                         r->n_vcpus, r->want_vcpus, r->want_vcpus - MIN(r->n_vcpus, r->want_vcpus));

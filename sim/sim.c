@@ -345,6 +345,7 @@ struct run {
         uint32_t *pid;              /* [nv] */
         unsigned *vidx;             /* [nv] vCPU index in its VM */
         double *demand;             /* [nv] current interval */
+        double demand_scale;        /* a fully busy vCPU's demand (sim_demand_scale) */
         struct sim_vcpu_sample *samples; /* [nv] planner inputs */
         int *spread_rank;           /* [n_cpus] position in the spread order, -1 offline */
         int *spread_order;          /* [n_online] */
@@ -1007,6 +1008,21 @@ static int baseline_step(struct run *R, struct pstate *p, bool interval_start)
         return apply_knobs(R, p, NULL);
 }
 
+double sim_demand_scale(const struct em_host *h, enum sim_demand_unit u, unsigned *level_out)
+{
+        const struct energy_model *m = &h->model;
+        unsigned L = m->n_levels - 1, cores = 0;
+
+        if (u == SIM_DEMAND_ALLCORE) {
+                for (unsigned p = 0; p < h->n_pkgs; p++)
+                        cores = MAX(cores, h->pkgs[p].end - h->pkgs[p].first);
+                L = em_turbo_level(m, (double) cores);
+        }
+        if (level_out)
+                *level_out = L;
+        return m->levels[L].capacity / 1024.0;
+}
+
 static int run_setup(struct run *R)
 {
         const struct em_host *h = R->h;
@@ -1014,6 +1030,9 @@ static int run_setup(struct run *R)
         const struct sim_config *cfg = R->cfg;
         unsigned want_vcpus, n_vms = 0, nv = 0, *perm;
         uint64_t rng = rng_seed3(cfg->seed, 0x7261636b, 0);
+
+        R->demand_scale = sim_demand_scale(h, cfg->demand_unit, &R->res->demand_level);
+        R->res->demand_scale = R->demand_scale;
 
         if (cfg->n_vms)
                 want_vcpus = UINT32_MAX;
@@ -1210,6 +1229,7 @@ int sim_run(const struct sim_host *host, const struct sim_trace *tr, const struc
                         unsigned vm = R.vm_of[i];
                         double d = sim_trace_vcpu_share(sim_trace_util(tr, vm, first + k), tr->vcpus[vm],
                                                         R.vidx[i], cfg->vcpu_balance);
+                        d *= R.demand_scale;
                         R.demand[i] = d < 0 ? 0 : d > 1 ? 1 : d;
                         util_sum += R.demand[i];
                 }

@@ -34,6 +34,22 @@ enum sim_policy {
 const char *sim_policy_name(enum sim_policy p);
 const char *sim_policy_description(enum sim_policy p);
 
+/*
+ * What a trace's 100% (one vCPU fully busy) is on the simulated host.  The model's capacity unit
+ * (1024) is the top perf level; with a turbo table (MaxActiveCores) that level is reachable by a
+ * few busy cores only, so "100% = one CPU at the top level" asks a busy host for work no placement
+ * can run.  SIM_DEMAND_ALLCORE (the default): one CPU at the all-core level, the highest level the
+ * turbo table allows with every core of the largest package busy; SIM_DEMAND_TOP: one CPU at the
+ * top level (the unit before 2026-12-05).  Without a turbo table the two are equal.
+ */
+enum sim_demand_unit {
+        SIM_DEMAND_ALLCORE,
+        SIM_DEMAND_TOP,
+};
+/* Demand in top-level units of one fully busy vCPU (capacity of the unit's level / 1024); *level_out
+ * (may be NULL) gets the level. */
+double sim_demand_scale(const struct em_host *h, enum sim_demand_unit u, unsigned *level_out);
+
 struct sim_config {
         double oversub;                 /* vCPU : pCPU (1, 2, 4 ...) */
         unsigned n_vms;                 /* 0: whole VMs up to oversub x online CPUs worth of vCPUs */
@@ -49,6 +65,7 @@ struct sim_config {
         nsec_t half_life_ns;            /* LoadHalfLife of the tracker */
         bool progress;                  /* progress on stderr */
         bool resim_on_change;           /* re-simulate cores the planner changed (wait feedback) */
+        enum sim_demand_unit demand_unit; /* what a trace's 100% is (sim_demand_scale) */
 };
 
 /* Defaults: the daemon's built-in configuration (config_defaults()), 1:1, seed 1, exp bursts of 10 ms. */
@@ -76,6 +93,8 @@ struct sim_result {
         double vcpu_hours;
         double mean_util;               /* mean demand per vCPU */
         double demand_cpu_s;            /* total demand, CPU-seconds at the top level */
+        double demand_scale;            /* a fully busy vCPU's demand at the top level (sim_demand_scale) */
+        unsigned demand_level;          /* the perf level that is the demand unit */
         uint64_t events;                /* burst simulation events */
         nsec_t cpu_ns, wall_ns;
         nsec_t window_ns, vmm_window_ns; /* burst window per step: baselines', vmmpower's */

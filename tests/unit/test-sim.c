@@ -536,6 +536,65 @@ static void test_bounds_below_policies(void **state)
 }
 
 /*
+ * The demand unit (sim_demand_scale): with a turbo table, a fully busy vCPU is one CPU at the
+ * all-core level; a host loaded with fully busy vCPUs, one per core, then runs all of it under B0,
+ * while with the top level as the unit (the old unit) B0 leaves work undelivered.
+ */
+static void test_demand_unit(void **state)
+{
+        struct sim_host h;
+        struct sim_error err = { 0 };
+        char model[512];
+        unsigned L;
+
+        snprintf(model, sizeof(model), "%s/../../config/models/xeon-spr-2s.model", TEST_DATA_DIR);
+        /* 56 cores a package: 3.2 GHz is allowed up to 40 busy cores, so the all-core level is 2.8 GHz */
+        if (sim_host_load("synth:2x56", model, &h, &err) < 0)
+                fail_msg("%s:%u: %s", err.file, err.line, err.message);
+        assert_float_equal(sim_demand_scale(h.em, SIM_DEMAND_TOP, &L), 1.0, 1e-12);
+        assert_int_equal(L, h.em->model.n_levels - 1);
+        assert_float_equal(sim_demand_scale(h.em, SIM_DEMAND_ALLCORE, &L), 755 / 1024.0, 1e-12);
+        assert_int_equal(h.em->model.levels[L].freq_khz, 2800000);
+        sim_host_done(&h);
+
+        /* the fixture (8 cores a package): 3.2 GHz; a model without a turbo table: the top level */
+        load_host(&h);
+        assert_float_equal(sim_demand_scale(h.em, SIM_DEMAND_ALLCORE, &L), 862 / 1024.0, 1e-12);
+        sim_host_done(&h);
+        load_host_named(&h, "xeon-spr-2s", "xeon-spr-2s-v0");
+        assert_float_equal(sim_demand_scale(h.em, SIM_DEMAND_ALLCORE, &L), 1.0, 1e-12);
+        sim_host_done(&h);
+
+        /* 16 fully busy one-vCPU VMs on the fixture's 16 cores */
+        char buf[4096], *p = buf;
+        struct sim_trace *t = NULL;
+        p += sprintf(p, "# vmmpower-trace v1 interval_s=60\n");
+        for (unsigned i = 0; i < 16; i++)
+                p += sprintf(p, "vm%u,1,100,100,100\n", i);
+        assert_int_equal(sim_trace_parse(buf, "full", &t, &err), 0);
+        load_host(&h);
+        double undelivered[2];
+        for (int u = 0; u < 2; u++) {
+                struct sim_config c;
+                struct sim_result r;
+
+                small_config(&c);
+                c.oversub = 0.5;
+                c.demand_unit = u ? SIM_DEMAND_TOP : SIM_DEMAND_ALLCORE;
+                assert_int_equal(sim_run(&h, t, &c, &r), 0);
+                assert_int_equal(r.n_vcpus, 16);
+                undelivered[u] = r.p[SIM_B0].overload_s / r.demand_cpu_s;
+                printf("# demand unit %s: a busy vCPU = %.3f, B0 leaves %.2f%% undelivered\n", u ? "top" : "allcore",
+                       r.demand_scale, 100 * undelivered[u]);
+                sim_result_free(&r);
+        }
+        assert_true(undelivered[0] < 0.005);
+        assert_true(undelivered[1] > 0.05);
+        sim_host_done(&h);
+        sim_trace_free(t);
+}
+
+/*
  * Wake-up energy is charged per simulated wake-up episode: with WakeEnergyUJ set, B0's energy
  * (same placement and levels at every burst length) grows with the number of bursts; without
  * it, it is the same at every burst length (the model's own wake-up rate does not see bursts).
@@ -1039,6 +1098,7 @@ int main(void)
                 cmocka_unit_test(test_bounds_below_policies),
                 cmocka_unit_test(test_wake_energy_per_episode),
                 cmocka_unit_test(test_calibrated_models),
+                cmocka_unit_test(test_demand_unit),
                 cmocka_unit_test(test_same_plan_as_daemon),
                 cmocka_unit_test(test_evsim_pinned),
                 cmocka_unit_test(test_evsim_newidle_pull),
