@@ -447,6 +447,8 @@ static int vcpu_wake(struct ev_ws *w, const struct ev_input *in, struct ev_outpu
                         c->avg_idle = 2.0 * MIGRATION_COST_NS;
         }
         out->wakeups++;
+        if (w->c[cpu].n > 0)
+                out->queued_wakeups++; /* no idle CPU it may run on: it queues */
         v->ep_wait = 0;
         v->ep_lat = 0;
         if (core_idle(w, (unsigned) cpu)) {

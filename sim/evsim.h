@@ -34,6 +34,9 @@
  * unless its average idle time is below the migration cost (0.5 ms).  A
  * vCPU marked pinned stays on its home CPU either way.
  *
+ * A wake-up that lands on a CPU with a runnable vCPU already (no idle CPU it may run on was
+ * found) is a queued wake-up.
+ *
  * A sample of wait is one runnable episode of a vCPU (wake-up to the moment
  * it has no work left, or the end of the window).
  */
@@ -82,6 +85,10 @@ struct ev_output {
         double *vcpu_wait_last, *vcpu_wait_avg;
         struct wait_hist *hist;        /* episodes added here when not NULL */
         uint64_t wakeups, deep_wakeups, migrations, events;
+        /* of the wake-ups: those that found no idle CPU in their allowed set (pinned: their own CPU
+         * busy) and queued behind another runnable vCPU — the event the planner's queueing budget
+         * bounds (docs/simulator.md §3) */
+        uint64_t queued_wakeups;
         uint64_t idle_pulls;           /* of the migrations: newidle pulls */
         double wake_energy_uj;         /* Σ over wake-ups onto an idle core: WakeEnergyUJ of the core state
                                         * (and of each domain) it woke from */

@@ -33,18 +33,20 @@ void sim_print_table(const struct sim_result *r, FILE *f)
         if (r->want_vcpus)
                 fprintf(f, "whole VMs: %u vCPUs against a target of %u (%u short; a VM that would go over is passed over)\n",
                         r->n_vcpus, r->want_vcpus, r->want_vcpus - MIN(r->n_vcpus, r->want_vcpus));
-        fprintf(f, "%-11s %9s %7s %7s %8s %9s %9s %9s %7s %9s %9s %7s %9s\n", "policy", "kWh", "vs_B0", "gap",
-                "vs_fluid", "wait_p50", "wait_p99", "wait_p999", "deep%", "migr/vCh", "moves/vCh", "undel%", "cpu_s");
-        fprintf(f, "%-11s %9s %7s %7s %8s %9s %9s %9s %7s %9s %9s %7s %9s\n", "", "", "", "closed", "", "us", "us", "us",
-                "wakes", "all", "placement", "demand", "decide");
+        fprintf(f, "%-11s %9s %7s %7s %8s %9s %9s %8s %9s %7s %9s %9s %7s %9s\n", "policy", "kWh", "vs_B0", "gap",
+                "vs_fluid", "wait_p50", "wait_p99", "queued%", "wait_p999", "deep%", "migr/vCh", "moves/vCh", "undel%",
+                "cpu_s");
+        fprintf(f, "%-11s %9s %7s %7s %8s %9s %9s %8s %9s %7s %9s %9s %7s %9s\n", "", "", "", "closed", "", "us", "us",
+                "wakes", "us", "wakes", "all", "placement", "demand", "decide");
         for (int p = 0; p < _SIM_POLICY_MAX; p++) {
                 const struct sim_policy_result *x = &r->p[p];
                 fprintf(f, "%-11s %9.3f %6.1f%% %6.1f%% %+7.1f%%", sim_policy_name(p), kwh(r, p),
                         100.0 * x->energy_j / r->p[SIM_B0].energy_j, 100.0 * gap_closed(r, p),
                         100.0 * (x->energy_j / r->p[SIM_FLUID].energy_j - 1));
                 if (runs(p))
-                        fprintf(f, " %9.1f %9.1f %9.1f %6.2f%% %9.2f %9.2f %6.2f%% %9.3f\n",
+                        fprintf(f, " %9.1f %9.1f %7.2f%% %9.1f %6.2f%% %9.2f %9.2f %6.2f%% %9.3f\n",
                                 wait_hist_percentile(&x->hist, 0.50) / 1e3, wait_hist_percentile(&x->hist, 0.99) / 1e3,
+                                x->wakeups ? 100.0 * x->queued_wakeups / x->wakeups : 0.0,
                                 wait_hist_percentile(&x->hist, 0.999) / 1e3,
                                 x->wakeups ? 100.0 * x->deep_wakeups / x->wakeups : 0.0,
                                 r->vcpu_hours > 0 ? x->migrations / r->vcpu_hours : 0.0,
@@ -52,7 +54,8 @@ void sim_print_table(const struct sim_result *r, FILE *f)
                                 r->demand_cpu_s > 0 ? 100.0 * x->overload_s / r->demand_cpu_s : 0.0,
                                 x->decide_cpu_ns / 1e9);
                 else
-                        fprintf(f, " %9s %9s %9s %7s %9s %9s %7s %9s\n", "-", "-", "-", "-", "-", "-", "-", "-");
+                        fprintf(f, " %9s %9s %8s %9s %7s %9s %9s %7s %9s\n", "-", "-", "-", "-", "-", "-", "-", "-",
+                                "-");
         }
         fprintf(f, "vmmpower: %llu plans (%llu grow, %llu shrink), %.2f ms CPU per plan; overload CPU-s:",
                 (unsigned long long) r->p[SIM_VMM].decisions, (unsigned long long) r->p[SIM_VMM].grows,
@@ -71,14 +74,14 @@ void sim_write_csv(const struct sim_result *r, const char *label, bool header, F
                 fprintf(f, "run,policy,vms,vcpus,cpus,vcpu_hours,energy_kwh,rel_b0,gap_closed,vs_fluid,"
                            "wait_p50_us,wait_p99_us,wait_p999_us,wakeups,deep_wakeups,deep_share,"
                            "migrations_per_vcpu_hour,decide_cpu_s,overload_cpu_s,grows,shrinks,"
-                           "moves_per_vcpu_hour,undelivered_share\n");
+                           "moves_per_vcpu_hour,undelivered_share,queued_wakeups,queued_share\n");
         for (int p = 0; p < _SIM_POLICY_MAX; p++) {
                 const struct sim_policy_result *x = &r->p[p];
                 fprintf(f, "%s,%s,%u,%u,%u,%.3f,%.6f,%.6f,%.6f,%.6f,", label, sim_policy_name(p), r->n_vms, r->n_vcpus,
                         r->n_cpus, r->vcpu_hours, kwh(r, p), x->energy_j / r->p[SIM_B0].energy_j, gap_closed(r, p),
                         x->energy_j / r->p[SIM_FLUID].energy_j - 1);
                 if (runs(p))
-                        fprintf(f, "%.3f,%.3f,%.3f,%llu,%llu,%.6f,%.4f,%.6f,%.3f,%llu,%llu,%.4f,%.6f\n",
+                        fprintf(f, "%.3f,%.3f,%.3f,%llu,%llu,%.6f,%.4f,%.6f,%.3f,%llu,%llu,%.4f,%.6f,%llu,%.6f\n",
                                 wait_hist_percentile(&x->hist, 0.50) / 1e3, wait_hist_percentile(&x->hist, 0.99) / 1e3,
                                 wait_hist_percentile(&x->hist, 0.999) / 1e3, (unsigned long long) x->wakeups,
                                 (unsigned long long) x->deep_wakeups,
@@ -86,9 +89,11 @@ void sim_write_csv(const struct sim_result *r, const char *label, bool header, F
                                 r->vcpu_hours > 0 ? x->migrations / r->vcpu_hours : 0.0, x->decide_cpu_ns / 1e9,
                                 x->overload_s, (unsigned long long) x->grows, (unsigned long long) x->shrinks,
                                 r->vcpu_hours > 0 ? x->moves / r->vcpu_hours : 0.0,
-                                r->demand_cpu_s > 0 ? x->overload_s / r->demand_cpu_s : 0.0);
+                                r->demand_cpu_s > 0 ? x->overload_s / r->demand_cpu_s : 0.0,
+                                (unsigned long long) x->queued_wakeups,
+                                x->wakeups ? (double) x->queued_wakeups / x->wakeups : 0.0);
                 else
-                        fprintf(f, ",,,,,,,,,,,,\n");
+                        fprintf(f, ",,,,,,,,,,,,,,\n");
         }
 }
 

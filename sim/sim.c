@@ -866,6 +866,7 @@ static int window(struct run *R, struct pstate *p, uint64_t window_id, const uin
         if (observe) {
                 pr->wakeups += out.wakeups;
                 pr->deep_wakeups += out.deep_wakeups;
+                pr->queued_wakeups += out.queued_wakeups;
                 pr->migrations += out.migrations * (double) R->cfg->step_ns / wl;
         }
         return 0;

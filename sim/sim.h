@@ -78,6 +78,7 @@ struct sim_policy_result {
         double *interval_w;             /* [n_intervals] mean power per trace interval */
         struct wait_hist hist;
         uint64_t wakeups, deep_wakeups;
+        uint64_t queued_wakeups;        /* of the wake-ups: found no idle CPU they may run on (evsim.h) */
         double migrations;              /* placement changes + wake-up and newidle migrations (scaled to the step) */
         double moves;                   /* placement changes alone: planner moves, balancer moves */
         nsec_t decide_cpu_ns;           /* CPU time of the policy's decisions (plan_compute for SIM_VMM) */

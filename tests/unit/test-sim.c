@@ -841,6 +841,58 @@ static void test_evsim_pinned(void **state)
 }
 
 /*
+ * Queued wake-ups (evsim.h): a wake-up that finds no idle CPU it may run on.  Fully busy vCPUs
+ * (demand 1) with fixed bursts all wake at t = 0 and not again within the window (their next
+ * wake-up is at 200 B), so the count is known exactly: n vCPUs on one CPU queue n - 1 times;
+ * on CPUs of their own, or free to move to an idle CPU of their LLC, none queues; confined
+ * to one allowed CPU, they queue again.
+ */
+static void test_evsim_queued(void **state)
+{
+        struct sim_host h;
+        struct ev_ws *w = NULL;
+        double demand[3] = { 1.0, 1.0, 1.0 };
+        int home[3];
+        uint8_t *allowed;
+        /* case: homes, wake balance, allowed only CPU 0; queued wake-ups expected */
+        static const struct {
+                int home[3];
+                bool balance, only0;
+                uint64_t queued;
+        } cs[] = {
+                { { 0, 0, 0 }, false, false, 2 }, /* pinned on one CPU: the 2nd and 3rd queue */
+                { { 0, 2, 4 }, false, false, 0 }, /* a CPU each */
+                { { 0, 0, 0 }, true, false, 0 },  /* wake-up balancing finds idle CPUs */
+                { { 0, 0, 0 }, true, true, 2 },   /* ... unless only CPU 0 is allowed */
+        };
+
+        _cleanup_free_ uint8_t *lvl = NULL;
+        _cleanup_free_ uint32_t *lat = NULL;
+        evsim_setup(&h, 3, &lvl, &lat, &w);
+        allowed = calloc(h.em->n_cpus, 1);
+        assert_non_null(allowed);
+        allowed[0] = 1;
+        for (unsigned k = 0; k < sizeof(cs) / sizeof(cs[0]); k++) {
+                memcpy(home, cs[k].home, sizeof(home));
+                struct ev_input in = {
+                        .nv = 3, .demand = demand, .home = home, .fdom_level = lvl, .cpu_max_latency_us = lat,
+                        .wake_balance = cs[k].balance, .allowed = cs[k].only0 ? allowed : NULL,
+                        .burst = { .mean_ns = 1e6, .dist = BURST_FIXED }, .seed = 3, .window_id = 1,
+                        .window_ns = 100e6,
+                };
+                struct ev_output out = { 0 };
+                assert_int_equal(ev_run(w, &in, &out), 0);
+                printf("# evsim queued, case %u: %llu of %llu wake-ups queued\n", k,
+                       (unsigned long long) out.queued_wakeups, (unsigned long long) out.wakeups);
+                assert_int_equal(out.wakeups, 3);
+                assert_int_equal(out.queued_wakeups, cs[k].queued);
+        }
+        free(allowed);
+        ev_ws_free(w);
+        sim_host_done(&h);
+}
+
+/*
  * Newidle balancing in the event simulation: a CPU whose run queue goes
  * empty pulls a vCPU waiting on a busier CPU of its LLC that the vCPU may
  * run on (the kernel's newidle balance), unless the CPU's average idle time
@@ -1101,6 +1153,7 @@ int main(void)
                 cmocka_unit_test(test_demand_unit),
                 cmocka_unit_test(test_same_plan_as_daemon),
                 cmocka_unit_test(test_evsim_pinned),
+                cmocka_unit_test(test_evsim_queued),
                 cmocka_unit_test(test_evsim_newidle_pull),
                 cmocka_unit_test(test_evsim_wait_input),
                 cmocka_unit_test(test_evsim_wait_avg),
