@@ -19,7 +19,8 @@ static void help(void)
 {
         printf("Usage: vmmpower-sim --trace FILE --topology DIR|synth:PxC [OPTIONS]\n\n"
                "Replay VM utilisation traces on a modelled host; compare vmmpower's planner with\n"
-               "baselines B0..B3, the fluid lower bound and the bin-packing reference.\n\n"
+               "baselines B0..B3, the fluid lower bound, the bin-packing reference and the\n"
+               "latency-constrained bound.\n\n"
                "  -t, --trace=PATH          the trace: a file, or for bitbrains a directory of per-VM files\n"
                "      --trace-format=F      vmmpower (default; its header line is required), planetlab or\n"
                "                            bitbrains (GWA-T-12); anything else is refused (docs/simulator.md)\n"
@@ -55,6 +56,8 @@ static void help(void)
                "                            load levels (active idle, 10..100%%) on the host (no --trace)\n"
                "      --measured=FILE       with --power-curve: a measured curve (\"LOAD_PCT WATTS\" lines)\n"
                "                            printed beside it with the error per level\n"
+               "      --queue-budget-percent=P  the share of wake-ups allowed to queue that the\n"
+               "                            latency-constrained bound (lat-bound) meets (default 1)\n"
                "  -h, --help                this help\n"
                "  -V, --version             version\n");
 }
@@ -154,7 +157,8 @@ static int bad(const char *opt, const char *val)
 int main(int argc, char **argv)
 {
         enum { O_VMS = 256, O_DIST, O_PERIOD, O_STEP, O_WINDOW, O_INTERVALS, O_FIRST, O_NORESIM, O_CSV, O_LABEL, O_SVG,
-               O_PROGRESS, O_NOPROGRESS, O_FORMAT, O_RESAMPLE, O_SPLIT, O_CURVE, O_MEASURED, O_UNIT };
+               O_PROGRESS, O_NOPROGRESS, O_FORMAT, O_RESAMPLE, O_SPLIT, O_CURVE, O_MEASURED, O_UNIT,
+               O_QBUDGET };
         static const struct option opts[] = {
                 { "trace", required_argument, NULL, 't' },
                 { "trace-format", required_argument, NULL, O_FORMAT },
@@ -182,6 +186,7 @@ int main(int argc, char **argv)
                 { "no-progress", no_argument, NULL, O_NOPROGRESS },
                 { "power-curve", no_argument, NULL, O_CURVE },
                 { "measured", required_argument, NULL, O_MEASURED },
+                { "queue-budget-percent", required_argument, NULL, O_QBUDGET },
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, 'V' },
                 {}
@@ -297,6 +302,11 @@ int main(int argc, char **argv)
                 case O_NOPROGRESS: cfg.progress = false; break;
                 case O_CURVE: curve = true; break;
                 case O_MEASURED: measured = optarg; break;
+                case O_QBUDGET:
+                        if (parse_pos_double(optarg, &d) < 0 || d >= 100)
+                                return bad("--queue-budget-percent (0 < P < 100)", optarg);
+                        cfg.queue_budget = d / 100.0;
+                        break;
                 case 'h': help(); return 0;
                 case 'V': printf("vmmpower-sim %s\n", VMMPOWER_VERSION); return 0;
                 default: return 2;

@@ -63,6 +63,9 @@ void sim_print_table(const struct sim_result *r, FILE *f)
                 r->p[SIM_VMM].decisions ? r->p[SIM_VMM].decide_cpu_ns / 1e6 / r->p[SIM_VMM].decisions : 0.0);
         for (int p = 0; p < _SIM_RUN_MAX; p++)
                 fprintf(f, " %s %.0f", sim_policy_name(p), r->p[p].overload_s);
+        fprintf(f, "\nlat-bound: queueing budget %.2f%% of wake-ups (Erlang C), mean set %.1f CPUs; %u of %u intervals "
+                   "where no placement meets it (the fluid bound counted there)",
+                100.0 * r->queue_budget, r->latbound_cpus, r->latbound_infeasible, r->n_intervals);
         fprintf(f, "\nsimulated in %.1f s wall, %.1f s CPU, %llu burst events (window %.1f s per step, vmmpower's %.1f s)\n",
                 r->wall_ns / 1e9, r->cpu_ns / 1e9, (unsigned long long) r->events, r->window_ns / 1e9,
                 r->vmm_window_ns / 1e9);
@@ -98,13 +101,14 @@ void sim_write_csv(const struct sim_result *r, const char *label, bool header, F
 }
 
 static const char *const colours[_SIM_POLICY_MAX] = { "#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e",
-                                                      "#555555", "#8c564b" };
+                                                      "#555555", "#8c564b", "#17becf" };
 /* Every policy its own stroke, so that equal lines stay visible: B2 wide and pale under B0's thin dashes. */
-static const char *const dashes[_SIM_POLICY_MAX] = { "", "7,4", "2,3", "", "10,3,2,3", "4,4", "12,4" };
-static const double widths[_SIM_POLICY_MAX] = { 2.5, 1.6, 1.8, 5.0, 1.6, 1.4, 1.4 };
-static const double opacity[_SIM_POLICY_MAX] = { 1, 1, 1, 0.45, 1, 1, 1 };
+static const char *const dashes[_SIM_POLICY_MAX] = { "", "7,4", "2,3", "", "10,3,2,3", "4,4", "12,4", "2,2" };
+static const double widths[_SIM_POLICY_MAX] = { 2.5, 1.6, 1.8, 5.0, 1.6, 1.4, 1.4, 1.6 };
+static const double opacity[_SIM_POLICY_MAX] = { 1, 1, 1, 0.45, 1, 1, 1, 1 };
 /* Draw order: wide pale lines first. */
-static const int draw_order[_SIM_POLICY_MAX] = { SIM_B2, SIM_FLUID, SIM_BINPACK_REF, SIM_B1, SIM_B3, SIM_B0, SIM_VMM };
+static const int draw_order[_SIM_POLICY_MAX] = { SIM_B2, SIM_FLUID, SIM_BINPACK_REF, SIM_LATBOUND, SIM_B1, SIM_B3,
+                                                     SIM_B0, SIM_VMM };
 
 #define SVG_SMOOTH_S 3600.0 /* centred moving average of the power plot */
 

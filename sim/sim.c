@@ -47,7 +47,8 @@
 #define B3_EPP_MARGIN 1.0         /* HWP with EPP balance_power: no margin over the busiest CPU's util */
 #define RESIM_WINDOW_ID_BASE (1ULL << 40)
 
-static const char *const policy_names[_SIM_POLICY_MAX] = { "vmmpower", "B0", "B1", "B2", "B3", "fluid", "binpack-ref" };
+static const char *const policy_names[_SIM_POLICY_MAX] = { "vmmpower", "B0", "B1", "B2", "B3", "fluid", "binpack-ref",
+                                                                 "lat-bound" };
 static const char *const policy_desc[_SIM_POLICY_MAX] = {
         "vmmpower planner (plan_compute + sim power driver)",
         "Linux default: spread, performance governor, all idle states",
@@ -56,6 +57,7 @@ static const char *const policy_desc[_SIM_POLICY_MAX] = {
         "spread, powersave/EPP-style frequency",
         "fluid lower bound (cores at the most efficient level)",
         "bin-packing reference (first-fit decreasing, no wake-ups; not a bound)",
+        "latency-constrained bound (least energy of a set meeting the queueing budget by Erlang C)",
 };
 
 const char *sim_policy_name(enum sim_policy p)
@@ -87,6 +89,7 @@ void sim_config_defaults(struct sim_config *c)
                 .burst = { .mean_ns = 10e6, .dist = BURST_EXP },
                 .half_life_ns = cfg.load_half_life_ns,
                 .resim_on_change = true,
+                .queue_budget = 0.01,
         };
         sim_policy_from_config(&cfg, &c->policy);
 }
@@ -1185,10 +1188,12 @@ int sim_run(const struct sim_host *host, const struct sim_trace *tr, const struc
 
         memset(res, 0, sizeof(*res));
         if (first >= tr->n_intervals || per <= 0 || cfg->step_ns < per || cfg->step_ns % per != 0 ||
-            tr->interval_ns % per != 0 || cfg->half_life_ns <= 0 || cfg->burst.mean_ns <= 0)
+            tr->interval_ns % per != 0 || cfg->half_life_ns <= 0 || cfg->burst.mean_ns <= 0 ||
+            !(cfg->queue_budget > 0 && cfg->queue_budget < 1))
                 return -EINVAL;
         n_int = cfg->n_intervals ? MIN(cfg->n_intervals, tr->n_intervals - first) : tr->n_intervals - first;
         res->n_intervals = n_int;
+        res->queue_budget = cfg->queue_budget;
         res->n_cpus = h->n_online;
         res->interval_ns = tr->interval_ns;
         R.window_ns = cfg->window_ns > 0 ? (double) cfg->window_ns : fmax(1e9, 50 * cfg->burst.mean_ns);
@@ -1215,7 +1220,7 @@ int sim_run(const struct sim_host *host, const struct sim_trace *tr, const struc
         r = run_setup(&R);
         if (r < 0)
                 goto out;
-        bound_mw = calloc(2, sizeof(double));
+        bound_mw = calloc(3, sizeof(double));
         if (!bound_mw) {
                 r = -ENOMEM;
                 goto out;
@@ -1239,6 +1244,17 @@ int sim_run(const struct sim_host *host, const struct sim_trace *tr, const struc
                 r = sim_binpack_reference_mw(h, R.demand, R.nv, &bound_mw[1]);
                 if (r < 0)
                         goto out;
+                unsigned lb_cpus = 0;
+                r = sim_latency_bound_mw(h, R.demand, R.nv, cfg->queue_budget, &bound_mw[2], &lb_cpus);
+                if (r < 0)
+                        goto out;
+                if (r == 0) { /* no placement meets the budget: the fluid bound is a bound of every placement */
+                        bound_mw[2] = bound_mw[0];
+                        res->latbound_infeasible++;
+                } else
+                        res->latbound_cpus += lb_cpus;
+                res->p[SIM_LATBOUND].interval_w[k] = bound_mw[2] / 1000.0;
+                res->p[SIM_LATBOUND].energy_j += bound_mw[2] / 1000.0 * (double) tr->interval_ns / 1e9;
                 res->p[SIM_FLUID].interval_w[k] = bound_mw[0] / 1000.0;
                 res->p[SIM_BINPACK_REF].interval_w[k] = bound_mw[1] / 1000.0;
                 res->p[SIM_FLUID].energy_j += bound_mw[0] / 1000.0 * (double) tr->interval_ns / 1e9;
@@ -1303,6 +1319,8 @@ int sim_run(const struct sim_host *host, const struct sim_trace *tr, const struc
                         fflush(stderr);
                 }
         }
+        if (n_int > res->latbound_infeasible)
+                res->latbound_cpus /= n_int - res->latbound_infeasible;
         res->vcpu_hours = (double) R.nv * n_int * (double) tr->interval_ns / 3.6e12;
         res->mean_util = R.nv && n_int ? util_sum / ((double) R.nv * n_int) : 0;
         res->demand_cpu_s = util_sum * (double) tr->interval_ns / 1e9;

@@ -29,6 +29,7 @@ enum sim_policy {
         _SIM_RUN_MAX,   /* the policies above run the burst simulation */
         SIM_FLUID = _SIM_RUN_MAX, /* core-level fluid lower bound */
         SIM_BINPACK_REF, /* bin-packing reference: first-fit decreasing, no wake-ups; not a bound */
+        SIM_LATBOUND,   /* latency-constrained bound: least energy of a placement within the queueing budget */
         _SIM_POLICY_MAX,
 };
 const char *sim_policy_name(enum sim_policy p);
@@ -66,6 +67,8 @@ struct sim_config {
         bool progress;                  /* progress on stderr */
         bool resim_on_change;           /* re-simulate cores the planner changed (wait feedback) */
         enum sim_demand_unit demand_unit; /* what a trace's 100% is (sim_demand_scale) */
+        double queue_budget;            /* share of wake-ups allowed to queue: the latency-constrained
+                                         * bound's budget (default 0.01, the planner's default) */
 };
 
 /* Defaults: the daemon's built-in configuration (config_defaults()), 1:1, seed 1, exp bursts of 10 ms. */
@@ -99,6 +102,9 @@ struct sim_result {
         uint64_t events;                /* burst simulation events */
         nsec_t cpu_ns, wall_ns;
         nsec_t window_ns, vmm_window_ns; /* burst window per step: baselines', vmmpower's */
+        double queue_budget;            /* the latency-constrained bound's budget */
+        unsigned latbound_infeasible;   /* intervals where no placement meets it (the fluid bound is counted) */
+        double latbound_cpus;           /* mean size of the latency-constrained bound's set over the others */
         struct sim_policy_result p[_SIM_POLICY_MAX];
 };
 void sim_result_free(struct sim_result *r);
@@ -119,6 +125,17 @@ int sim_run(const struct sim_host *host, const struct sim_trace *trace, const st
 /* The lower bound of one load and the bin-packing reference (docs/simulator.md §5); demand[nv]. */
 double sim_fluid_bound_mw(const struct em_host *h, const double *demand, unsigned nv);
 int sim_binpack_reference_mw(const struct em_host *h, const double *demand, unsigned nv, double *ret_mw);
+/*
+ * The latency-constrained bound of one load (latbound.c; docs/simulator.md §5): the least power of
+ * a placement whose Erlang C queueing probability is within budget; *ret_cpus the size of its set.
+ * 1 when a placement meets the budget, 0 when none does (*ret_mw INFINITY), -ENOMEM.
+ */
+int sim_latency_bound_mw(const struct em_host *h, const double *demand, unsigned nv, double budget, double *ret_mw,
+                         unsigned *ret_cpus);
+/* Erlang C: the probability that an arrival waits in M/M/c with offered load a (1 when a >= c). */
+double sim_erlang_c(unsigned c, double a);
+/* The least c <= max_c with sim_erlang_c(c, a) <= budget; 0 for a <= 0, max_c + 1 when none. */
+unsigned sim_erlang_servers(double a, double budget, unsigned max_c);
 
 /*
  * One planning step exactly as the daemon's plan_period(): vCPU j of the VM

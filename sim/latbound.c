@@ -1,0 +1,134 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The latency-constrained bound (docs/simulator.md §5, "Latency-constrained bound"): per trace
+ * interval, the least modelled energy of a placement whose predicted queueing probability, Erlang
+ * C with the interval's demand known exactly, is within the queueing budget.
+ *
+ * Terms: W the interval's total demand (top-level CPUs), C_L / 1024 one CPU's capacity at level L,
+ * A_L = W / (C_L / 1024) the offered load in CPUs of level L, c a pack set's size in CPUs, ε the
+ * budget (share of the wake-ups allowed to find every CPU of their set busy).
+ *
+ * Steps, per level L:
+ *  1. c_L = the least c with ErlangC(c, A_L) <= ε (sim_erlang_servers()); none when c_L > the
+ *     online CPUs: the level cannot meet the budget.
+ *  2. for every size c from c_L to all online CPUs, and for two orders of the CPUs (SMT-first:
+ *     both threads of a core before the next core; cores-first: thread 0 of every core of an LLC
+ *     before any sibling), the set = the first c CPUs of the order, each carrying W / c (the
+ *     water level: a work-conserving set, as the simulator evaluates vmmpower's pack sets), level
+ *     L on the frequency domains it uses and the lowest level on the others, no wake-ups counted
+ *     and no idle limit (as the bin-packing reference), evaluated by em_host_power();
+ *  3. a placement whose thread or 2-thread core carries more than it can deliver (W / c above a
+ *     thread's capacity, 2 W / c above SmtGain x it), or that the turbo table or the power limit
+ *     caps below L, is not one (its work would not all run).
+ * The bound is the least power of every placement of step 2 that step 3 keeps.  One set for the
+ * whole host is searched because it needs the fewest CPUs: Erlang C pools (sets of A_1 and A_2
+ * each within ε need at least as many CPUs in all as one set of A_1 + A_2), and every larger size
+ * is searched too, so a placement that spreads wider to let domains sleep less is not missed.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim.h"
+
+double sim_erlang_c(unsigned c, double a)
+{
+        double b = 1.0; /* Erlang B by the recursion B(k) = a B(k-1) / (k + a B(k-1)), stable for large c */
+
+        if (!(a > 0.0))
+                return 0.0;
+        if (a >= (double) c)
+                return 1.0;
+        for (unsigned k = 1; k <= c; k++)
+                b = a * b / ((double) k + a * b);
+        return (double) c * b / ((double) c - a * (1.0 - b));
+}
+
+unsigned sim_erlang_servers(double a, double budget, unsigned max_c)
+{
+        if (!(a > 0.0))
+                return 0;
+        for (unsigned c = (unsigned) floor(a) + 1; c <= max_c; c++)
+                if (sim_erlang_c(c, a) <= budget)
+                        return c;
+        return max_c + 1;
+}
+
+/* Power of W spread evenly on the first c CPUs of order at level L (NAN: not a placement of the bound). */
+static double set_power(const struct em_host *h, const int *order, unsigned c, unsigned L, double W, double *work,
+                        uint8_t *lvl, const uint8_t *zero, const uint32_t *lat)
+{
+        const struct energy_model *m = &h->model;
+        double cap = m->levels[L].capacity / 1024.0, g = m->smt_gain_permille / 1000.0, x = W / c;
+        struct em_breakdown br;
+
+        if (x > cap + 1e-12)
+                return NAN;
+        memset(work, 0, h->n_cpus * sizeof(double));
+        memset(lvl, 0, h->n_fdoms);
+        for (unsigned j = 0; j < c; j++) {
+                work[order[j]] = x;
+                lvl[h->cpu_fdom[order[j]]] = (uint8_t) L;
+        }
+        for (unsigned j = 0; j < c; j++) {
+                const struct em_core *co = &h->cores[h->cpu_core[order[j]]];
+                double sum = 0;
+                for (unsigned t = 0; t < co->n_threads; t++)
+                        sum += work[co->cpu[t]];
+                if (co->n_threads > 1 && sum > cap * g + 1e-12)
+                        return NAN;
+        }
+        struct em_load l = { .cpu_work = work, .cpu_vcpus = zero, .cpu_max_latency_us = lat, .fdom_level = lvl };
+        double p = em_host_power(h, &l, &br);
+        if (br.capped_pkgs > 0 && br.capped_level < L)
+                return NAN;
+        return p;
+}
+
+int sim_latency_bound_mw(const struct em_host *h, const double *demand, unsigned nv, double budget, double *ret_mw,
+                         unsigned *ret_cpus)
+{
+        const struct energy_model *m = &h->model;
+        _cleanup_free_ double *work = calloc(h->n_cpus, sizeof(double));
+        _cleanup_free_ uint8_t *zero = calloc(h->n_cpus, 1);
+        _cleanup_free_ uint32_t *lat = calloc(h->n_cpus, sizeof(uint32_t));
+        _cleanup_free_ uint8_t *lvl = calloc(h->n_fdoms, 1);
+        const int *orders[2] = { h->order_smt_first, h->order_cores_first };
+        double W = 0, dmax = 0, best = INFINITY;
+        unsigned best_c = 0;
+
+        if (!work || !zero || !lat || !lvl)
+                return -ENOMEM;
+        for (unsigned c = 0; c < h->n_cpus; c++)
+                lat[c] = EM_LATENCY_ANY;
+        for (unsigned i = 0; i < nv; i++) {
+                W += demand[i] > 0 ? demand[i] : 0;
+                dmax = fmax(dmax, demand[i]);
+        }
+        if (W <= 0) { /* nothing to run: the idle host */
+                struct em_load l = { .cpu_work = work, .cpu_vcpus = zero, .cpu_max_latency_us = lat, .fdom_level = lvl };
+                *ret_mw = em_host_power(h, &l, NULL);
+                if (ret_cpus)
+                        *ret_cpus = 0;
+                return 1;
+        }
+        for (unsigned L = 0; L < m->n_levels; L++) {
+                double cap = m->levels[L].capacity / 1024.0;
+                if (cap <= 0 || dmax > cap + 1e-12)
+                        continue; /* a vCPU this level cannot run */
+                unsigned c0 = sim_erlang_servers(W / cap, budget, h->n_online);
+                for (unsigned c = c0; c <= h->n_online; c++)
+                        for (unsigned o = 0; o < 2; o++) {
+                                double p = set_power(h, orders[o], c, L, W, work, lvl, zero, lat);
+                                if (p < best) {
+                                        best = p;
+                                        best_c = c;
+                                }
+                        }
+        }
+        if (ret_cpus)
+                *ret_cpus = best_c;
+        *ret_mw = best;
+        return isfinite(best) ? 1 : 0;
+}
