@@ -1,12 +1,24 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0-or-later
-# Regenerate docs/results.md: vmmpower-sim over the PlanetLab days x both shipped host models x
-# 1:1, 2:1, 4:1 x three burst settings, plus a sensitivity table over the model's assumed parameters and
-# a table of the planner's headrooms against wait, and a sweep of the packing headroom at 1:1.
+# Regenerate docs/results.md and docs/results-frontier.svg: vmmpower-sim over the PlanetLab days x both
+# shipped host models x 1:1, 2:1, 4:1 x three burst settings at the default queueing budget, the same
+# matrix at the batch profile, a frontier of budget settings (energy against wait p99), a sensitivity
+# table over the model's assumed parameters, and the planner's cost (plan-bench), each target of issue 14
+# checked per run.
 #
 #   bash tools/sim-results.sh [BUILD_DIR] [TRACE_DIR]      (defaults: build-sim, ../shared/traces)
 #
-# Environment: JOBS (parallel runs, default nproc), SEED (default 1), OUT (work dir, default BUILD_DIR/sim-results).
+# Environment (a reduced run takes minutes, e.g.
+#   DAYS=pl-20110303 RATIOS="1 2" BURSTS=10 SENS=0 DEST=/tmp/x bash tools/sim-results.sh build):
+#   DAYS      trace days (default: pl-20110303 pl-20110306 pl-20110322)
+#   HOSTS     fixture:model pairs (default: xeon-spr-2s:xeon-spr-2s epyc-genoa-1s:epyc-genoa)
+#   RATIOS    vCPU:pCPU ratios (default: 1 2 4)
+#   BURSTS    burst parameters B in ms (default: 2 10 50)
+#   BUDGETS   the frontier's queueing budgets in percent besides the default 1 (default: 0.2 5 20); the
+#             frontier runs the first of DAYS at B = 10 ms (or the first of BURSTS without 10)
+#   SENS      1 (default): the sensitivity runs; 0: none
+#   DEST      directory results.md and results-frontier.svg are written to (default: docs/)
+#   JOBS (parallel runs, default nproc), SEED (default 1), OUT (work dir, default BUILD_DIR/sim-results).
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$src/build-sim}
@@ -14,28 +26,52 @@ traces=${2:-$src/../shared/traces}
 jobs=${JOBS:-$(nproc)}
 seed=${SEED:-1}
 out=${OUT:-$build/sim-results}
+dest=${DEST:-$src/docs}
+days=${DAYS:-pl-20110303 pl-20110306 pl-20110322}
+hosts=${HOSTS:-xeon-spr-2s:xeon-spr-2s epyc-genoa-1s:epyc-genoa}
+ratios=${RATIOS:-1 2 4}
+bursts=${BURSTS:-2 10 50}
+budgets=${BUDGETS:-0.2 5 20}
+sens_on=${SENS:-1}
 sim=$build/sim/vmmpower-sim
 # Planner every 1 s of simulated time (the daemon's ControlPeriod) and one burst window per 300 s trace
-# interval: the 188 runs take about 33 minutes on 2 CPUs (184 took 32); vmmpower-sim(1) defaults to 60 s steps.
+# interval; vmmpower-sim(1) defaults to 60 s steps.
 simopts=${SIMOPTS:---period-ms 1000 --step-s 300}
 
 [ -d "$build" ] || meson setup "$build" "$src"
-ninja -C "$build" sim/vmmpower-sim >/dev/null
+build=$(cd "$build" && pwd)
+ninja -C "$build" sim/vmmpower-sim bench/plan-bench >/dev/null
 [ -d "$traces" ] || { echo "sim-results: no trace directory $traces" >&2; exit 1; }
-rm -rf "$out"; mkdir -p "$out/csv" "$out/svg" "$out/models"
+rm -rf "$out"; mkdir -p "$out/csv" "$out/svg" "$out/models" "$dest"
 
-days="pl-20110303 pl-20110306 pl-20110322"
-hosts="xeon-spr-2s:xeon-spr-2s epyc-genoa-1s:epyc-genoa"
-ratios="1 2 4"
-bursts="2 10 50"
+# The planner's wait-model options (issue 14): the batch profile and a queueing budget the planner
+# itself keeps.  Until the planner has them, the batch matrix is the default one (today's planner packs
+# by its utilisation headroom, the batch profile's rule) and the frontier has its default point only.
+# (vmmpower-sim's --queue-budget-percent alone sets the latency-constrained bound's budget, so --profile
+# is what tells that the planner takes the budget too.)
+help=$("$sim" --help)
+have_profile=0
+grep -q -- '--profile' <<<"$help" && have_profile=1
+fb=10; grep -qw 10 <<<"$bursts" || fb=${bursts%% *}
+fday=${days%% *}
 
 cmds=$out/commands
 : >"$cmds"
+run() { # label file extra-options day topo model ratio burst
+        echo "$sim --no-progress --trace-format planetlab -t $traces/$4.csv -T $src/tests/data/topology/$5 -m $src/config/models/$6.model -o $7 -b $8 -s $seed $simopts $3 --label '$1' --csv $out/csv/$2.csv --svg $out/svg/$2.svg > $out/csv/$2.txt" >>"$cmds"
+}
 for day in $days; do for hm in $hosts; do for ov in $ratios; do for b in $bursts; do
         topo=${hm%%:*}; model=${hm##*:}
-        label="$day;$topo;$ov:1;${b}ms"
-        echo "$sim --no-progress --trace-format planetlab -t $traces/$day.csv -T $src/tests/data/topology/$topo -m $src/config/models/$model.model -o $ov -b $b -s $seed $simopts --label '$label' --csv $out/csv/$day-$topo-$ov-$b.csv --svg $out/svg/$day-$topo-$ov-$b.svg > $out/csv/$day-$topo-$ov-$b.txt" >>"$cmds"
+        run "$day;$topo;$ov:1;${b}ms" "$day-$topo-$ov-$b" "" "$day" "$topo" "$model" "$ov" "$b"
+        [ $have_profile -eq 0 ] ||
+                run "batch;$day;$topo;$ov:1;${b}ms" "batch-$day-$topo-$ov-$b" "--profile batch" "$day" "$topo" "$model" "$ov" "$b"
 done; done; done; done
+if [ $have_profile -eq 1 ]; then
+        for q in $budgets; do for hm in $hosts; do for ov in $ratios; do
+                topo=${hm%%:*}; model=${hm##*:}
+                run "qb$q;$fday;$topo;$ov:1;${fb}ms" "qb$q-$fday-$topo-$ov" "--queue-budget-percent $q" "$fday" "$topo" "$model" "$ov" "$fb"
+        done; done; done
+fi
 
 # Sensitivity: one setting, each assumed parameter of the SPR model moved in turn.
 base=$src/config/models/xeon-spr-2s.model
@@ -43,6 +79,7 @@ sens() { # name sed-expression
         sed -e "$2" "$base" >"$out/models/$1.model"
         echo "$sim --no-progress --trace-format planetlab -t $traces/pl-20110303.csv -T $src/tests/data/topology/xeon-spr-2s -m $out/models/$1.model -o 2 -b 10 -s $seed $simopts --label '$1' --csv $out/csv/sens-$1.csv > $out/csv/sens-$1.txt" >>"$cmds"
 }
+if [ "$sens_on" = 1 ]; then
 # (the package-domain variants set values around the calibrated model's 56.3 / 55.4 / 54.5 W awake /
 # quiet / asleep; sed patterns match any value, so a refit does not turn them into silent no-ops)
 sens base 's/^X//'
@@ -58,34 +95,23 @@ sens smt-gain-1.5 's/^SmtGain = 1.25$/SmtGain = 1.5/'
 sens idle-interval-250us 's/^ActiveIdleIntervalUs = 1000$/ActiveIdleIntervalUs = 250/'
 sens idle-interval-4ms 's/^ActiveIdleIntervalUs = 1000$/ActiveIdleIntervalUs = 4000/'
 sens no-all-packages-rule 's/^PackageIdleAllPackages = yes$/PackageIdleAllPackages = no/'
-
-# The planner's two headrooms against wait: B = 10 ms, every day, host, ratio.  hr100: HeadroomPercent = 100
-# (packing); lh80: LevelHeadroomPercent = 80 (levels as schedutil sets them: the default before 95); lh95: the
-# default before 97; lh100: LevelHeadroomPercent = 100 (a CPU short of capacity looks exactly full).
-for knob in hr100:HeadroomPercent:100 lh80:LevelHeadroomPercent:80 lh95:LevelHeadroomPercent:95 lh100:LevelHeadroomPercent:100; do
-        tag=${knob%%:*}; kv=${knob#*:}
-        printf '[Planner]\n%s = %s\n' "${kv%%:*}" "${kv##*:}" >"$out/models/$tag.conf"
-        for day in $days; do for hm in $hosts; do for ov in $ratios; do
-                topo=${hm%%:*}; model=${hm##*:}
-                echo "$sim --no-progress -c $out/models/$tag.conf --trace-format planetlab -t $traces/$day.csv -T $src/tests/data/topology/$topo -m $src/config/models/$model.model -o $ov -b 10 -s $seed $simopts --label '$tag;$day;$topo;$ov:1;10ms' --csv $out/csv/$tag-$day-$topo-$ov.csv > $out/csv/$tag-$day-$topo-$ov.txt" >>"$cmds"
-        done; done; done
-done
-
-# 1:1, the gap target against the wait target: the packing headroom swept down to its floor (10), B = 2 and
-# 10 ms, every day and host.  At 1:1 B1 gives every vCPU its own CPU; the sweep shows what each step towards
-# that costs in energy and buys in wait.
-for hr in 10 20 40 60; do
-        printf '[Planner]\nHeadroomPercent = %s\n' "$hr" >"$out/models/one-hr$hr.conf"
-        for day in $days; do for hm in $hosts; do for b in 2 10; do
-                topo=${hm%%:*}; model=${hm##*:}
-                echo "$sim --no-progress -c $out/models/one-hr$hr.conf --trace-format planetlab -t $traces/$day.csv -T $src/tests/data/topology/$topo -m $src/config/models/$model.model -o 1 -b $b -s $seed $simopts --label 'one-hr$hr;$day;$topo;1:1;${b}ms' --csv $out/csv/one-hr$hr-$day-$topo-$b.csv > $out/csv/one-hr$hr-$day-$topo-$b.txt" >>"$cmds"
-        done; done; done
-done
+fi
 
 start=$(date +%s)
 n=$(wc -l <"$cmds")
 echo "sim-results: $n runs, $jobs in parallel, results in $out" >&2
 xargs -P "$jobs" -I{} -d '\n' bash -c {} <"$cmds"
-echo "sim-results: done in $(( $(date +%s) - start )) s" >&2
-python3 "$src/tools/sim-results.py" "$out" "$src/docs/results.md" "$seed"
-echo "sim-results: wrote $src/docs/results.md" >&2
+secs=$(( $(date +%s) - start ))
+echo "sim-results: done in $secs s" >&2
+# The planner's cost: 1,000 vCPUs on 256 pCPUs (2 packages, SMT), median of 21 plans.
+"$build/bench/plan-bench" 21 256 1000 >"$out/plan-bench.txt"
+buildtype=$(meson introspect --buildoptions "$build" 2>/dev/null |
+        python3 -c 'import json,sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "buildtype"))' ||
+        echo unknown)
+python3 "$src/tools/sim-results.py" "$out" "$dest/results.md" "$seed" \
+        --runtime "$n runs in $secs s, $jobs in parallel on $(nproc) CPUs" --profile "$have_profile" \
+        --plan-bench "$out/plan-bench.txt" --buildtype "$buildtype" --svg "$dest/results-frontier.svg"
+if command -v rsvg-convert >/dev/null; then # the frontier must render (librsvg2-bin, tools/setup-host.sh)
+        rsvg-convert "$dest/results-frontier.svg" -o "$out/results-frontier.png"
+fi
+echo "sim-results: wrote $dest/results.md and $dest/results-frontier.svg" >&2
