@@ -80,6 +80,11 @@ struct ev_dom {
         double idle_since;
 };
 
+struct ev_hent {
+        double key;
+        unsigned id;
+};
+
 struct ev_ws {
         const struct em_host *h;
         unsigned nv, n_ids;
@@ -88,8 +93,10 @@ struct ev_ws {
         double *core_idle_since;   /* [n_cores], < 0 when busy */
         struct ev_dom *llc, *pkg, host;
         unsigned *llc_over;        /* [n_llcs] CPUs with 2 or more runnable vCPUs (newidle: anything to pull?) */
-        /* heap */
-        unsigned *heap, hn;
+        /* heap: 4-ary, ordered by (time, id) — a total order, so the pop sequence does not
+         * depend on the heap's shape; the time kept beside the id saves an indirection */
+        struct ev_hent *heap;
+        unsigned hn;
         int *pos;
         double *key;
         int deep_state;
@@ -131,7 +138,7 @@ int ev_ws_new(const struct em_host *h, unsigned nv, struct ev_ws **ret)
         w->llc = calloc(h->n_llcs, sizeof(*w->llc));
         w->pkg = calloc(h->n_pkgs, sizeof(*w->pkg));
         w->llc_over = calloc(h->n_llcs ? h->n_llcs : 1, sizeof(unsigned));
-        w->heap = calloc(w->n_ids, sizeof(unsigned));
+        w->heap = calloc(w->n_ids, sizeof(*w->heap));
         w->pos = calloc(w->n_ids, sizeof(int));
         w->key = calloc(w->n_ids, sizeof(double));
         if (!w->v || !w->c || !w->core_idle_since || !w->llc || !w->pkg || !w->llc_over || !w->heap || !w->pos || !w->key) {
@@ -156,47 +163,50 @@ int ev_ws_new(const struct em_host *h, unsigned nv, struct ev_ws **ret)
 
 /* ---- heap ---- */
 
-static void heap_swap(struct ev_ws *w, unsigned a, unsigned b)
+static bool hent_less(const struct ev_hent *a, const struct ev_hent *b)
 {
-        unsigned x = w->heap[a], y = w->heap[b];
-        w->heap[a] = y;
-        w->heap[b] = x;
-        w->pos[y] = (int) a;
-        w->pos[x] = (int) b;
+        if (a->key != b->key)
+                return a->key < b->key;
+        return a->id < b->id;
 }
 
-static bool heap_less(const struct ev_ws *w, unsigned a, unsigned b)
+static void heap_put(struct ev_ws *w, unsigned i, struct ev_hent e)
 {
-        unsigned x = w->heap[a], y = w->heap[b];
-        if (w->key[x] != w->key[y])
-                return w->key[x] < w->key[y];
-        return x < y;
+        w->heap[i] = e;
+        w->pos[e.id] = (int) i;
 }
 
-static void heap_up(struct ev_ws *w, unsigned i)
+/* Place e at the hole i, moving it up while it is less than its parent. */
+static void heap_up(struct ev_ws *w, unsigned i, struct ev_hent e)
 {
         while (i > 0) {
-                unsigned p = (i - 1) / 2;
-                if (!heap_less(w, i, p))
+                unsigned p = (i - 1) / 4;
+                if (!hent_less(&e, &w->heap[p]))
                         break;
-                heap_swap(w, i, p);
+                heap_put(w, i, w->heap[p]);
                 i = p;
         }
+        heap_put(w, i, e);
 }
 
-static void heap_down(struct ev_ws *w, unsigned i)
+/* Place e at the hole i, moving it down while a child is less. */
+static void heap_down(struct ev_ws *w, unsigned i, struct ev_hent e)
 {
         for (;;) {
-                unsigned l = 2 * i + 1, r = l + 1, m = i;
-                if (l < w->hn && heap_less(w, l, m))
-                        m = l;
-                if (r < w->hn && heap_less(w, r, m))
-                        m = r;
-                if (m == i)
+                unsigned c = 4 * i + 1, end = c + 4, m = c;
+                if (c >= w->hn)
                         break;
-                heap_swap(w, i, m);
+                if (end > w->hn)
+                        end = w->hn;
+                for (unsigned k = c + 1; k < end; k++)
+                        if (hent_less(&w->heap[k], &w->heap[m]))
+                                m = k;
+                if (!hent_less(&w->heap[m], &e))
+                        break;
+                heap_put(w, i, w->heap[m]);
                 i = m;
         }
+        heap_put(w, i, e);
 }
 
 /* Set the event time of id; INFINITY removes it. */
@@ -207,29 +217,24 @@ static void heap_set(struct ev_ws *w, unsigned id, double t)
         if (isinf(t)) {
                 if (p < 0)
                         return;
-                unsigned last = w->hn - 1;
-                if ((unsigned) p != last) {
-                        heap_swap(w, (unsigned) p, last);
-                        w->hn--;
-                        w->pos[id] = -1;
-                        heap_up(w, (unsigned) p);
-                        heap_down(w, (unsigned) p);
-                } else {
-                        w->hn--;
-                        w->pos[id] = -1;
+                struct ev_hent last = w->heap[--w->hn];
+                w->pos[id] = -1;
+                if ((unsigned) p < w->hn) {
+                        if (hent_less(&last, &w->heap[p]))
+                                heap_up(w, (unsigned) p, last);
+                        else
+                                heap_down(w, (unsigned) p, last);
                 }
                 return;
         }
         w->key[id] = t;
-        if (p < 0) {
-                w->heap[w->hn] = id;
-                w->pos[id] = (int) w->hn;
-                w->hn++;
-                heap_up(w, w->hn - 1);
-        } else {
-                heap_up(w, (unsigned) p);
-                heap_down(w, (unsigned) w->pos[id]);
-        }
+        struct ev_hent e = { t, id };
+        if (p < 0)
+                heap_up(w, w->hn++, e);
+        else if (hent_less(&e, &w->heap[p]))
+                heap_up(w, (unsigned) p, e);
+        else
+                heap_down(w, (unsigned) p, e);
 }
 
 /* ---- CPUs ---- */
@@ -615,8 +620,8 @@ int ev_run(struct ev_ws *w, const struct ev_input *in, struct ev_output *out)
                         heap_set(w, i, burst_draw(&v->rng, in->burst.dist, v->off_mean) * rng_unit(&v->rng));
         }
         while (w->hn > 0) {
-                unsigned id = w->heap[0];
-                double t = w->key[id];
+                unsigned id = w->heap[0].id;
+                double t = w->heap[0].key;
 
                 if (t >= T)
                         break;
