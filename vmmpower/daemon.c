@@ -183,14 +183,17 @@ static void hints_period(struct daemon *d, nsec_t now)
  */
 static size_t collect_plan_hints(struct daemon *d, nsec_t now)
 {
-        struct hint_effective eff[64];
+        _cleanup_free_ struct hint_effective *eff = NULL;
         size_t n = 0;
 
         if (!d->hints)
                 return 0;
+        eff = calloc(VM_MAX_VCPUS, sizeof(*eff)); /* every vCPU a VM may have, not the first 64 */
+        if (!eff)
+                return 0;
         for (size_t i = 0; i < tracker_n_vms(d->tracker); i++) {
                 const struct vm_load *vm = tracker_vm(d->tracker, i);
-                int k = hint_server_vm_state(d->hints, vm->info.pid, now, eff, ELEMENTSOF(eff));
+                int k = hint_server_vm_state(d->hints, vm->info.pid, now, eff, VM_MAX_VCPUS);
 
                 for (int j = 0; j < k; j++) {
                         uint32_t floor = eff[j].level;
