@@ -173,6 +173,24 @@ static void hints_period(struct daemon *d, nsec_t now)
 }
 
 /*
+ * An excluded VM is never moved, but its load is on the CPUs it runs on: the
+ * planner counts it there (cur_cpu) when it knows which.  The CPU each vCPU
+ * thread last ran on, from its /proc stat (one small read per excluded vCPU);
+ * -1 when the thread is gone or the CPU is not in the model.
+ */
+static void excluded_cur_cpus(const struct daemon *d, const struct vm_load *vm, struct plan_vcpu *in)
+{
+        for (unsigned j = 0, m = 0; j < vm->n_vcpus; j++) {
+                int c;
+
+                if (!plan_input_wanted(&vm->vcpus[j]))
+                        continue;
+                c = procscan_thread_cpu(d->cfg.procfs_root, vm->info.pid, vm->vcpus[j].tid);
+                in[m++].cur_cpu = c >= 0 && (unsigned) c < d->em->n_cpus ? c : -1;
+        }
+}
+
+/*
  * Hints the planner may act on (trust=full, live).  A level is the
  * performance the guest wants while the vCPU runs: a floor for its domain's
  * level, never demand (an idle guest's agent sends its lowest step, 128: that
@@ -1004,6 +1022,9 @@ static void plan_period(struct daemon *d, nsec_t now)
                 const struct vm_load *vm = tracker_vm(d->tracker, i);
                 enum place_mode mode = vm->info.policy.place_mode; /* libvirt metadata, else pack */
                 size_t k = plan_inputs_from_vms(&vm, 1, &mode, d->plan_scratch + n);
+
+                if (mode == PLACE_EXCLUDE)
+                        excluded_cur_cpus(d, vm, d->plan_scratch + n);
 
                 /* the pins that go with these inputs, at the same positions */
                 for (unsigned j = 0, m = 0; d->apply_scratch && j < vm->n_vcpus; j++) {
