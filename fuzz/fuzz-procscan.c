@@ -10,6 +10,8 @@
  * positive tids; and procscan_parse_vcpu_comm() (on the input's first line)
  * accepts (0, or -ERANGE from index VM_MAX_VCPUS up) exactly the names that
  * print back the same.
+ * procscan_parse_stat_cpu() on the whole input as a string returns -EINVAL
+ * or a CPU below VP_MAX_CPUS.
  * Seeds: fuzz/corpus/procscan/.
  */
 #include <errno.h>
@@ -92,6 +94,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         } else if (r != -EINVAL)
                 abort();
 
+        /* the stat line parser (the CPU of an excluded vCPU) on the input as one string */
+        {
+                char *line = strndup((const char *) data, size < 4096 ? size : 4096);
+
+                if (!line)
+                        abort();
+                r = procscan_parse_stat_cpu(line);
+                if (r != -EINVAL && (r < 0 || r >= VP_MAX_CPUS))
+                        abort();
+                free(line);
+        }
         fuzz_tree_run("proc", data, size, scan_and_check);
         return 0;
 }
