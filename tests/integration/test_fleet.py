@@ -331,6 +331,12 @@ class Fleet(unittest.TestCase):
         budget = prom.query("vmmpower_wait_budget_ratio")
         self.assertEqual(budget, [1.0])
 
+        # The exposition with real domains in it passes promtool too.
+        with open(self.metrics) as f:
+            rc, out = promtool_check(f.read())
+        log("promtool check metrics (two guests, plans applied): rc %d %s" % (rc, out.strip() or "no findings"))
+        self.assertEqual((rc, out.strip()), (0, ""))
+
         # The daemon stops: its textfile goes, and with it every vmmpower series in Prometheus.
         self.assertEqual(d.stop(), 0)
         self.assertFalse(os.path.exists(self.metrics), "textfile left behind")
