@@ -107,6 +107,8 @@ class Metrics(unittest.TestCase):
         self.assertEqual(one(m, "vmmpower_plans_applied"), 0)
         self.assertEqual(one(m, "vmmpower_wait_budget_ratio"), 0.05)
         self.assertEqual(one(m, "vmmpower_cpus_online"), len(os.sched_getaffinity(0)))
+        # No spread, dedicated or excluded vCPU: every online pCPU may take packed vCPUs.
+        self.assertEqual(one(m, "vmmpower_cpus_packable"), one(m, "vmmpower_cpus_online"))
         # The plan of an empty host: nothing active, nothing saved, in watts.
         st = d.json("plan")
         self.assertEqual(one(m, "vmmpower_cpus_active"), st["n_active"])
