@@ -52,6 +52,8 @@ static struct io_watch signal_watch, timer_watch, libvirt_watch, watchdog_watch;
 static struct daemon *the_daemon; /* the watches' context: one daemon per process */
 
 static void qmp_cache_clear(struct daemon *d);
+static int restore_journal_counted(struct daemon *d, const struct vp_config *cfg);
+static void write_textfile(struct daemon *d);
 
 /* A guest's hints took a token (trust = full, within its bucket): they may
  * change the plan.  The hint state is already updated; the plan is redone
@@ -414,7 +416,7 @@ static void stop_applier(struct daemon *d, const struct vp_config *cfg)
         d->applier = NULL;
         apply_request_free(d->apply_scratch);
         d->apply_scratch = NULL;
-        (void) daemon_restore_journal(cfg);
+        (void) restore_journal_counted(d, cfg);
 }
 
 static void start_applier(struct daemon *d)
@@ -610,7 +612,32 @@ fail:
         return r;
 }
 
+/* Journal restores of a running daemon: counted for metrics (vmmpower_restore_*). */
+static int restore_journal_counted(struct daemon *d, const struct vp_config *cfg)
+{
+        struct restore_stats st = { 0 };
+        int r = daemon_restore_journal_stats(cfg, &st);
+
+        d->counters.restore_runs++;
+        if (r < 0)
+                d->counters.restore_errors++;
+        d->counters.restored.restored += st.restored;
+        d->counters.restored.unchanged += st.unchanged;
+        d->counters.restored.foreign += st.foreign;
+        d->counters.restored.gone += st.gone;
+        d->counters.restored.failed += st.failed;
+        d->counters.restored.skipped += st.skipped;
+        return r;
+}
+
 int daemon_restore_journal(const struct vp_config *cfg)
+{
+        struct restore_stats st;
+
+        return daemon_restore_journal_stats(cfg, &st);
+}
+
+int daemon_restore_journal_stats(const struct vp_config *cfg, struct restore_stats *ret)
 {
         struct restore_stats st = { 0 };
         virConnectPtr conn = NULL;
@@ -623,6 +650,7 @@ int daemon_restore_journal(const struct vp_config *cfg)
         r = journal_restore_all(cfg->state_dir, cfg->sysfs_root, conn, &st);
         if (conn)
                 virConnectClose(conn);
+        *ret = st;
         if (r < 0)
                 return log_error_errno(r, "Failed to restore the journal in %s: %m", cfg->state_dir);
         if (st.restored + st.unchanged + st.foreign + st.gone + st.failed + st.skipped + st.torn > 0)
@@ -649,12 +677,14 @@ static void log_config_error(const struct config_error *err)
 
 int daemon_reload(struct daemon *d)
 {
+        char old_textfile[CONFIG_PATH_MAX];
         struct config_error err = { 0 };
         struct vp_config cfg;
         int r;
 
         (void) notify_send("RELOADING=1");
         d->counters.reloads++;
+        snprintf(old_textfile, sizeof(old_textfile), "%s", d->cfg.metrics_textfile);
         r = daemon_load_config(&d->opts, &cfg, &err);
         if (r == 0)
                 r = daemon_apply_config(d, &cfg, false);
@@ -666,8 +696,16 @@ int daemon_reload(struct daemon *d)
         if (r < 0) {
                 d->counters.reload_errors++;
                 log_error("Reload failed, keeping the running configuration.");
-        } else
+        } else {
                 log_info("Configuration reloaded from %s.", d->config_path);
+                /* The textfile follows [Metrics] TextfilePath at once: a moved or
+                 * disabled one is removed, the current one rewritten. */
+                if (old_textfile[0] && strcmp(old_textfile, d->cfg.metrics_textfile) != 0 &&
+                    unlink(old_textfile) < 0 && errno != ENOENT)
+                        log_warning_errno(errno, "Failed to remove the old metrics textfile %s: %m, ignoring.",
+                                          old_textfile);
+                write_textfile(d);
+        }
         (void) notify_send("READY=1");
         return r;
 }
@@ -1237,7 +1275,7 @@ int daemon_init(struct daemon *d, const struct daemon_options *opts)
         /* A journal left by a previous run that died: put the host back first.
          * Failures are logged and the entries kept; the daemon starts anyway. */
         if (!opts->dry_run)
-                (void) daemon_restore_journal(&cfg);
+                (void) restore_journal_counted(d, &cfg);
 
         d->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
         if (d->epoll_fd < 0)
@@ -1388,6 +1426,12 @@ void daemon_done(struct daemon *d)
         if (d->epoll_fd >= 0)
                 close(d->epoll_fd);
         d->timer_fd = d->signal_fd = d->epoll_fd = d->watchdog_fd = -1;
+        /* A stale textfile would report a stopped daemon's last plan as current;
+         * only the daemon holding the instance lock wrote it. */
+        if (d->instance_fd >= 0 && d->cfg.metrics_textfile[0] && unlink(d->cfg.metrics_textfile) < 0 &&
+            errno != ENOENT)
+                log_warning_errno(errno, "Failed to remove the metrics textfile %s: %m, ignoring.",
+                                  d->cfg.metrics_textfile);
         /* Last: the next daemon may start once the host is restored and the socket gone. */
         instance_unlock(d->instance_fd, d->instance_dir);
         d->instance_fd = -1;
