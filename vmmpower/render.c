@@ -151,7 +151,9 @@ static void render_knobs(const struct daemon *d, bool json, struct strbuf *out)
                               a.driver_foreign, a.knob_foreign, a.knob_changes, a.knob_errors, a.knob_retries,
                               a.knob_unsupported, a.knob_gone, a.driver_class_retries);
                 strbuf_json_string(out, classes);
-                strbuf_printf(out, "},\"journal\":{\"corrupt_files\":%d,\"newest_corrupt_file\":", MAX(corrupt, 0));
+                strbuf_puts(out, "}");
+                coexist_render(&d->coexist, (enum coexist_mode) d->cfg.other_tuners, true, out);
+                strbuf_printf(out, ",\"journal\":{\"corrupt_files\":%d,\"newest_corrupt_file\":", MAX(corrupt, 0));
                 strbuf_json_string(out, newest);
                 strbuf_puts(out, "}");
                 return;
@@ -163,6 +165,7 @@ static void render_knobs(const struct daemon *d, bool json, struct strbuf *out)
                               a.driver_foreign, a.knob_changes, a.knob_errors, a.knob_retries,
                               classes[0] ? ", denied: " : "", classes,
                               classes[0] ? " (retried with backoff)" : "");
+        coexist_render(&d->coexist, (enum coexist_mode) d->cfg.other_tuners, false, out);
         if (corrupt > 0)
                 strbuf_printf(out, "journal:       %d corrupt journal file(s) kept in %s, newest %s: inspect, then remove\n",
                               corrupt, d->cfg.state_dir, newest);
