@@ -507,8 +507,6 @@ static int daemon_apply_config(struct daemon *d, const struct vp_config *cfg, bo
                           starting || !d->applier, &coexist);
         if (r < 0)
                 goto fail;
-        if (!coexist.knobs_scanned)
-                coexist_report_move_knobs(&coexist, &d->coexist);
 
         r = topology_load(cfg->sysfs_root, &topo);
         if (r < 0) {
@@ -550,6 +548,8 @@ static int daemon_apply_config(struct daemon *d, const struct vp_config *cfg, bo
         if (d->applier && (!want_applier(d, cfg, em != NULL) || applier_config_changed(old, cfg) ||
                            coexist_foreign_classes(&coexist) != coexist_foreign_classes(&d->coexist)))
                 stop_applier(d, old);
+        if (!coexist.knobs_scanned)
+                coexist_report_move_knobs(&coexist, &d->coexist);
         coexist_report_clear(&d->coexist);
         d->coexist = coexist;
         topology_free(d->topo);

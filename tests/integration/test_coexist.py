@@ -194,5 +194,114 @@ class Coexist(unittest.TestCase):
         self.assertEqual(d.stop(), 0)
 
 
+PIN_TUNE = "<cputune><vcpupin vcpu='0' cpuset='0-1'/><emulatorpin cpuset='0-1'/></cputune>"
+
+
+def operator_pin(xml):
+    return xml.replace("</vcpu>", "</vcpu>\n  " + PIN_TUNE, 1)
+
+
+class OperatorPins(unittest.TestCase):
+    """Three TCG guests under the real libvirtd: `opin` whose persistent XML pins its vCPU and
+    emulator to 0-1 (the operator's pin: on this 2-CPU host a set that no pin of vmmpower's
+    equals with PinSingleCPU=yes), and two idle neighbours.  The neighbours are packed onto one pCPU while opin's
+    threads keep exactly 0-1; `manage-pins="yes"` in opin's metadata lets vmmpower pack it too."""
+
+    @classmethod
+    def setUpClass(cls):
+        import vmlib
+        cls.vmlib = vmlib
+        vmlib.require_root()
+        vmlib.ensure_libvirtd()
+        vmlib.ensure_guest_image()
+        cls.guests = []
+        cls.d = None
+        cls.pinned = vmlib.define_and_start_domain("opin", 1, xml_filter=operator_pin)
+        cls.guests.append(cls.pinned)
+        cls.guests += [vmlib.define_and_start_domain("onb-a", 1), vmlib.define_and_start_domain("onb-b", 1)]
+        for g in cls.guests:
+            log("%s booted in %.1fs" % (g.name, g.wait_booted(240)))
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.d:
+            cls.d.stop()
+        for g in getattr(cls, "guests", []):
+            g.destroy()
+
+    def affinity(self, g, tid):
+        with open("/proc/%d/task/%d/status" % (g.pid, tid)) as f:
+            for line in f:
+                if line.startswith("Cpus_allowed_list:"):
+                    return line.split(":", 1)[1].strip()
+        return None
+
+    def threads(self, g):
+        return list(g.vcpu_tids().values()) + [g.pid]  # vCPU threads and the emulator (main) thread
+
+    def neighbours_packed(self):
+        affs = {self.affinity(g, t) for g in self.guests[1:] for t in g.vcpu_tids().values()}
+        return len(affs) == 1 and "-" not in next(iter(affs)) and "," not in next(iter(affs))
+
+    def test_pins_left_alone_then_managed(self):
+        from test_packing import core_model
+        vmlib = self.vmlib
+        g = self.pinned
+        live = vmlib.virsh("dumpxml", g.name).stdout
+        inactive = vmlib.virsh("dumpxml", "--inactive", g.name).stdout
+        self.assertIn("<vcpupin vcpu='0' cpuset='0-1'/>", inactive)
+        self.assertIn("<vcpupin vcpu='0' cpuset='0-1'/>", live)
+        before = {t: self.affinity(g, t) for t in self.threads(g)}
+        self.assertEqual(set(before.values()), {"0-1"})
+        model = core_model(os.path.join(SOURCE_DIR, "config", "models", "xeon-spr-2s.model"))
+        self.addCleanup(os.unlink, model)
+        # PinSingleCPU: every vCPU vmmpower places gets one pCPU, so "pinned by vmmpower" shows
+        # in the affinity even when the plan keeps both pCPUs active.
+        d = self.__class__.d = Daemon(sections={"Planner": {"ShrinkDwell": "2s", "ModelFile": model,
+                                                            "PinSingleCPU": "yes"}}).start()
+        t0 = time.monotonic()
+        d.wait_for(self.neighbours_packed, 120, "the two neighbours packed onto one pCPU")
+        log("neighbours packed %.1fs after start" % (time.monotonic() - t0))
+        d.wait_for(lambda: d.vm_by_pid(g.pid), 30, "opin tracked")
+        vm = d.vm_by_pid(g.pid)
+        pol = vm["policy"]
+        self.assertEqual(pol["placement"], "exclude")
+        self.assertTrue(pol["pins_left_alone"])
+        self.assertEqual(pol["operator_pins"], "vcpupin, emulatorpin")
+        rc, out, _ = d.ctl("vms")
+        self.assertIn("placement: exclude: pinned by the operator (vcpupin, emulatorpin in the persistent XML)", out)
+        self.assertIn("the operator pinned it (<cputune>/<vcpu>: vcpupin, emulatorpin)", d.log())
+        # Over 10 periods, every sample: the operator's pin exactly, while the neighbours stay packed.
+        samples = packed = 0
+        end = d.status()["periods"] + 10
+        while d.status()["periods"] < end:
+            self.assertEqual({t: self.affinity(g, t) for t in self.threads(g)}, before)
+            samples += 1
+            packed += self.neighbours_packed()
+            time.sleep(0.25)
+        self.assertIn("<vcpupin vcpu='0' cpuset='0-1'/>", vmlib.virsh("dumpxml", g.name).stdout)
+        self.assertEqual(vmlib.virsh("vcpupin", g.name).stdout.split()[-1], "0-1")
+        plan = d.json("plan")
+        log("opin kept 0-1 in %d samples over 10 periods; neighbours packed in %d of them; plan: %d active, %s" %
+            (samples, packed, plan["n_active"], plan["reason"]))
+
+        # Opt in: vmmpower may now pin it.
+        vmlib.virsh("metadata", g.name, "--uri", "https://vmmpower.org/xmlns/policy/1", "--key", "vmmpower",
+                    "--set", '<policy><placement manage-pins="yes"/></policy>')
+        t1 = time.monotonic()
+        d.wait_for(lambda: (d.vm_by_pid(g.pid) or {}).get("policy", {}).get("placement") == "pack", 15,
+                   "opin managed after manage-pins=yes")
+        d.wait_for(lambda: all("-" not in (self.affinity(g, t) or "-") for t in g.vcpu_tids().values()), 60,
+                   "opin's vCPU pinned by vmmpower")
+        log("manage-pins=yes: opin's vCPU pinned to %s %.1fs later" %
+            (self.affinity(g, list(g.vcpu_tids().values())[0]), time.monotonic() - t1))
+        self.assertIn("manage-pins=yes", d.ctl("vms")[1])
+        self.assertEqual(d.stop(), 0)
+        self.__class__.d = None
+        # vmmpower's pins are live only and put back on exit; the operator's definition is untouched.
+        self.assertIn("<vcpupin vcpu='0' cpuset='0-1'/>", vmlib.virsh("dumpxml", "--inactive", g.name).stdout)
+        self.assertEqual({t: self.affinity(g, t) for t in self.threads(g)}, before)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
