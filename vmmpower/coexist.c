@@ -24,6 +24,7 @@
 
 #include "coexist.h"
 #include "log.h"
+#include "topology.h"
 #include "util.h"
 
 #define C_FREQ (1u << POWER_KNOB_CPUFREQ)
@@ -526,4 +527,24 @@ void coexist_render(const struct coexist_report *r, enum coexist_mode mode, bool
                 strbuf_printf(out, "%s%s (pid %d)", i ? ", " : "; running: ", r->tuners[i].name,
                               (int) r->tuners[i].pid);
         strbuf_printf(out, "; %zu knob(s) set by others at start, left to them\n", n_knobs);
+}
+
+/* ---------------------------------------------------------------- NUMA memory binding */
+
+int coexist_numa_cpus(const struct topology *topo, const char *nodeset, cpuset_t *ret)
+{
+        cpuset_t nodes;
+        int r;
+
+        cpuset_zero(ret);
+        if (!nodeset || !nodeset[0])
+                return 0;
+        r = cpuset_parse_list(nodeset, &nodes); /* the same list syntax: "0-1,3" */
+        if (r < 0)
+                return r;
+        for (unsigned c = 0; c < topo->n_cpus; c++)
+                if (topo->cpus[c].present && topo->cpus[c].node >= 0 &&
+                    cpuset_isset(&nodes, (unsigned) topo->cpus[c].node))
+                        cpuset_set(ret, c);
+        return cpuset_count(ret) > 0 ? 0 : -ENOENT;
 }

@@ -144,3 +144,13 @@ void coexist_report_move_knobs(struct coexist_report *to, struct coexist_report 
 struct strbuf;
 /* `vmmpowerctl status`: a line of text, or ",\"coexist\":{...}" for JSON. */
 void coexist_render(const struct coexist_report *r, enum coexist_mode mode, bool json, struct strbuf *out);
+
+struct topology;
+/*
+ * The CPUs of the NUMA nodes in nodeset (a domain's <numatune><memory
+ * nodeset>, vm_policy.mem_nodeset): where a VM with that memory binding may be
+ * packed.  For the planner (not used by it yet: docs/coexistence.md).  0 with
+ * *ret filled (empty for an empty nodeset: no binding), -EINVAL for a bad list,
+ * -ENOENT when no CPU of this host is in those nodes.
+ */
+int coexist_numa_cpus(const struct topology *topo, const char *nodeset, cpuset_t *ret);

@@ -25,6 +25,7 @@
 #include "config.h"
 #include "journal.h"
 #include "power_driver.h"
+#include "topology.h"
 #include "util.h"
 
 #define CPU_REL "devices/system/cpu"
@@ -362,6 +363,31 @@ static void test_config_key(void **state)
         assert_int_equal(c.other_tuners, COEXIST_REFUSE); /* untouched on error */
 }
 
+/* A <numatune> nodeset as CPUs, on the two-node recorded Sapphire Rapids tree. */
+static void test_numa_cpus(void **state)
+{
+        char root[512], path[600], list[4096];
+        struct topology *topo;
+        cpuset_t got, want, all;
+
+        (void) state;
+        snprintf(root, sizeof(root), "%s/topology/xeon-spr-2s/sys", TEST_DATA_DIR);
+        assert_int_equal(topology_load(root, &topo), 0);
+        snprintf(path, sizeof(path), "%s/devices/system/node/node1/cpulist", root);
+        assert_true(read_small_file(path, list, sizeof(list)) > 0);
+        assert_int_equal(cpuset_parse_list(list, &want), 0);
+        assert_int_equal(coexist_numa_cpus(topo, "1", &got), 0);
+        assert_true(cpuset_equal(&got, &want));
+        assert_true(cpuset_count(&got) > 0 && cpuset_count(&got) < cpuset_count(&topo->present));
+        assert_int_equal(coexist_numa_cpus(topo, "0-1", &all), 0);
+        assert_true(cpuset_equal(&all, &topo->present));
+        assert_int_equal(coexist_numa_cpus(topo, "", &got), 0);
+        assert_int_equal(cpuset_count(&got), 0);
+        assert_int_equal(coexist_numa_cpus(topo, "5", &got), -ENOENT);
+        assert_int_equal(coexist_numa_cpus(topo, "x", &got), -EINVAL);
+        topology_free(topo);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -370,6 +396,7 @@ int main(void)
                 cmocka_unit_test(test_knobs_away),
                 cmocka_unit_test(test_driver_preset_foreign),
                 cmocka_unit_test(test_config_key),
+                cmocka_unit_test(test_numa_cpus),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
