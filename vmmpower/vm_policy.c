@@ -401,6 +401,7 @@ static void copy_attr(const xmlNode *e, const char *name, char *buf, size_t size
 {
         xmlChar *v = xmlGetProp(e, (const xmlChar *) name);
         size_t n;
+        bool ok = true;
 
         buf[0] = '\0';
         if (!v)
@@ -408,8 +409,8 @@ static void copy_attr(const xmlNode *e, const char *name, char *buf, size_t size
         n = strlen((const char *) v);
         for (size_t i = 0; i < n; i++)
                 if (v[i] < 0x20 || v[i] >= 0x7f)
-                        n = size; /* not printable ASCII: not shown */
-        snprintf(buf, size, "%s", n < size ? (const char *) v : "?");
+                        ok = false; /* not printable ASCII: not shown */
+        snprintf(buf, size, "%s", ok && n < size ? (const char *) v : "?");
         xmlFree(v);
 }
 

@@ -481,6 +481,12 @@ static void test_domain_pins(void **state)
         assert_int_equal(vm_policy_parse_domain_xml(other, strlen(other), &d), 0);
         assert_int_equal(d.pins, 0);
 
+        /* a nodeset that is not printable ASCII is shown as "?" (found by fuzz-vm_policy: an
+         * out-of-bounds read when the scan met such a byte) */
+        static const char odd[] = DOMAIN_HEAD "<numatune><memory nodeset='0half\323\215ife'/></numatune></domain>";
+        assert_int_equal(vm_policy_parse_domain_xml(odd, strlen(odd), &d), 0);
+        assert_string_equal(d.mem_nodeset, "?");
+
         assert_int_equal(vm_policy_parse_domain_xml("<policy/>", 9, &d), -EBADMSG);
         assert_int_equal(vm_policy_parse_domain_xml("<domain", 7, &d), -EBADMSG);
         assert_int_equal(vm_policy_parse_domain_xml("", 0, &d), -EBADMSG);
