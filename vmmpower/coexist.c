@@ -6,7 +6,8 @@
  *  1. Tuners: every /proc/<pid> whose comm is a known tuner's name (comm is
  *     cut at 15 bytes: a longer name must also be the basename of one of the
  *     first three cmdline arguments, so "power-profiles-" alone is not
- *     power-profiles-daemon).  Kernel threads and zombies (empty cmdline) are
+ *     power-profiles-daemon).  Only root's processes count: anyone may name
+ *     a process "tuned".  Kernel threads and zombies (empty cmdline) are
  *     skipped; processes vanishing mid-walk are normal.
  *  2. Knobs: every cpufreq policy, every CPU's cpuidle state `disable` and
  *     PM QoS resume latency, compared with the kernel's default (coexist.h).
@@ -20,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "coexist.h"
@@ -138,10 +140,15 @@ int coexist_scan_tuners(const char *procfs_root, struct coexist_report *r)
         while ((de = readdir(d))) {
                 char path[PATH_MAX], comm[64], cmdline[1024];
                 const struct tuner_def *t;
+                struct stat st;
                 ssize_t n, len;
                 uint32_t pid;
 
                 if (parse_u32(de->d_name, &pid) < 0 || pid == 0 || pid > INT_MAX)
+                        continue;
+                /* Tuners run as root: any user may name a process "tuned" (prctl
+                 * PR_SET_NAME), and must not make vmmpower back off or refuse. */
+                if (fstatat(dirfd(d), de->d_name, &st, 0) < 0 || st.st_uid != 0)
                         continue;
                 if (path_printf(path, sizeof(path), "%s/%s/comm", root, de->d_name) < 0)
                         continue;

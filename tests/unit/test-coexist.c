@@ -119,6 +119,8 @@ static void test_tuners(void **state)
         PLANT(tmp, 91, "tuned", "");         /* kernel thread or zombie: no cmdline */
         PLANT(tmp, 92, "tuned-adm", "/usr/bin/python3\0/usr/sbin/tuned-adm\0list\0");
         PLANT(tmp, 93, "bash", "bash\0");
+        PLANT(tmp, 94, "tuned", "/home/mallory/tuned\0"); /* a user's process named tuned */
+        sh("chown -R 65534 %s/94", tmp);
         sh("mkdir -p %s/self %s/sys", tmp, tmp); /* non-numeric entries */
 
         assert_int_equal(coexist_scan_tuners(tmp, &r), 0);
