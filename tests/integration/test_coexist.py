@@ -226,6 +226,7 @@ class OperatorPins(unittest.TestCase):
     def tearDownClass(cls):
         if cls.d:
             cls.d.stop()
+            shutil.rmtree(cls.d.tmp, True)
         for g in getattr(cls, "guests", []):
             g.destroy()
 
@@ -302,6 +303,7 @@ class OperatorPins(unittest.TestCase):
             (self.affinity(g, list(g.vcpu_tids().values())[0]), time.monotonic() - t1))
         self.assertIn("manage-pins=yes", d.ctl("vms")[1])
         self.assertEqual(d.stop(), 0)
+        self.addCleanup(shutil.rmtree, d.tmp, True)
         self.__class__.d = None
         # vmmpower's pins are live only and put back on exit; the operator's definition is untouched.
         self.assertIn("<vcpupin vcpu='0' cpuset='0-1'/>", vmlib.virsh("dumpxml", "--inactive", g.name).stdout)
