@@ -96,23 +96,22 @@ static inline void fuzz_tree_mkdirs(char *path)
 }
 
 /*
- * Build the tree of data into <base>/<sub> (emptied first) and return that
- * path (static storage).
+ * Call add(ctx, path, plen, content, clen, is_file) for each valid record of
+ * data, its content with 0x01 bytes turned into NULs (content is a scratch
+ * buffer, valid during the call).
  */
-static inline const char *fuzz_tree_build(const char *sub, const uint8_t *data, size_t size)
+typedef void (*fuzz_tree_add_fn)(void *ctx, const char *path, size_t plen, const char *content, size_t clen,
+                                 int is_file);
+
+static inline void fuzz_tree_records(const uint8_t *data, size_t size, fuzz_tree_add_fn add, void *ctx)
 {
-        static char root[512];
-        char path[1024];
         size_t i = 0;
         unsigned records = 0;
 
-        snprintf(root, sizeof(root), "%s/%s", fuzz_tree_base_dir(), sub);
-        fuzz_tree_rm(root);
-        if (mkdir(root, 0755) < 0)
-                abort();
         while (i < size && records < FUZZ_TREE_MAX_RECORDS) {
                 const uint8_t *rec = data + i, *end = memchr(rec, 0, size - i), *nl;
-                size_t rlen = end ? (size_t) (end - rec) : size - i, plen;
+                size_t rlen = end ? (size_t) (end - rec) : size - i, plen, clen;
+                char *content;
 
                 i += rlen + 1;
                 records++;
@@ -120,25 +119,111 @@ static inline const char *fuzz_tree_build(const char *sub, const uint8_t *data, 
                 plen = nl ? (size_t) (nl - rec) : rlen;
                 if (!fuzz_tree_valid_path((const char *) rec, plen) || memchr(rec, 0, plen))
                         continue;
-                snprintf(path, sizeof(path), "%s/%.*s", root, (int) plen, (const char *) rec);
-                fuzz_tree_mkdirs(path);
                 if (!nl) {
-                        (void) mkdir(path, 0755);
+                        add(ctx, (const char *) rec, plen, NULL, 0, 0);
                         continue;
                 }
-                int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-                if (fd < 0)
-                        continue;
-                size_t clen = rlen - plen - 1;
-                char *content = malloc(clen + 1);
+                clen = rlen - plen - 1;
+                content = malloc(clen + 1);
                 if (!content)
                         abort();
                 for (size_t k = 0; k < clen; k++)
                         content[k] = nl[1 + k] == 1 ? 0 : (char) nl[1 + k];
-                if (clen > 0 && write(fd, content, clen) != (ssize_t) clen)
-                        abort();
+                add(ctx, (const char *) rec, plen, content, clen, 1);
                 free(content);
-                close(fd);
         }
+}
+
+static inline void fuzz_tree_add_disk(void *ctx, const char *rel, size_t plen, const char *content, size_t clen,
+                                      int is_file)
+{
+        char path[1024];
+        int fd;
+
+        snprintf(path, sizeof(path), "%s/%.*s", (const char *) ctx, (int) plen, rel);
+        fuzz_tree_mkdirs(path);
+        if (!is_file) {
+                (void) mkdir(path, 0755);
+                return;
+        }
+        fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+        if (fd < 0)
+                return;
+        if (clen > 0 && write(fd, content, clen) != (ssize_t) clen)
+                abort();
+        close(fd);
+}
+
+/*
+ * Build the tree of data into <base>/<sub> (emptied first) on disk and return
+ * that path (static storage).
+ */
+static inline const char *fuzz_tree_build(const char *sub, const uint8_t *data, size_t size)
+{
+        static char root[512];
+
+        snprintf(root, sizeof(root), "%s/%s", fuzz_tree_base_dir(), sub);
+        fuzz_tree_rm(root);
+        if (mkdir(root, 0755) < 0)
+                abort();
+        fuzz_tree_records(data, size, fuzz_tree_add_disk, root);
         return root;
 }
+
+#ifdef FUZZ_TREE_MEMFS
+#include "fuzz-memfs.h"
+
+static inline void fuzz_tree_add_mem(void *ctx, const char *rel, size_t plen, const char *content, size_t clen,
+                                     int is_file)
+{
+        char path[512];
+
+        snprintf(path, sizeof(path), "%s/%.*s", (const char *) ctx, (int) plen, rel);
+        memfs_add(path, strlen(path), content, clen, is_file);
+}
+
+/*
+ * The same tree in memory (fuzz-memfs.c), below MEMFS_ROOT/<sub>: returns
+ * that path.  The target must be linked with fuzz-memfs.c and its --wrap
+ * options (fuzz/meson.build).
+ */
+static inline const char *fuzz_tree_build_mem(const char *sub, const uint8_t *data, size_t size)
+{
+        static char root[512];
+
+        memfs_reset();
+        memfs_add(sub, strlen(sub), NULL, 0, 0);
+        snprintf(root, sizeof(root), "%s/%s", MEMFS_ROOT, sub);
+        fuzz_tree_records(data, size, fuzz_tree_add_mem, (void *) sub);
+        return root;
+}
+
+/*
+ * Run a target's loader (returning its result as malloc'ed text) on the
+ * input's tree in memory; with VMMPOWER_FUZZ_TREE_CHECK=1 also on the same
+ * tree on disk, and abort if the two texts differ.  VMMPOWER_FUZZ_TREE_PRINT=1
+ * prints the in-memory result to stderr.
+ */
+static inline void fuzz_tree_run(const char *sub, const uint8_t *data, size_t size, char *(*load)(const char *root))
+{
+        static int check = -1, print;
+        char *mem, *disk;
+
+        if (check < 0) {
+                check = getenv("VMMPOWER_FUZZ_TREE_CHECK") && strcmp(getenv("VMMPOWER_FUZZ_TREE_CHECK"), "1") == 0;
+                print = getenv("VMMPOWER_FUZZ_TREE_PRINT") && strcmp(getenv("VMMPOWER_FUZZ_TREE_PRINT"), "1") == 0;
+        }
+        mem = load(fuzz_tree_build_mem(sub, data, size));
+        if (print)
+                fprintf(stderr, "%s", mem);
+        if (check) {
+                disk = load(fuzz_tree_build(sub, data, size));
+                if (strcmp(mem, disk) != 0) {
+                        fprintf(stderr, "in-memory tree:\n%s\non disk:\n%s\n", mem, disk);
+                        abort();
+                }
+                free(disk);
+        }
+        free(mem);
+}
+#endif

@@ -1,7 +1,9 @@
 #!/bin/bash
 # The main job on the embedded default: set up this host, build, start two small TCG guests
 # under libvirt (one busy on vCPU 0), run vmmpowerd on its built-in defaults (no config
-# file), and show what it tracks with vmmpowerctl. Cleans up after itself.
+# file), and show what it tracks with vmmpowerctl; then, both guests idle, restart it with a model in
+# which packing saves and show the vCPUs packed onto one pCPU and each pCPU's idle share before and
+# after. Cleans up after itself.
 # Usage (as root on Debian 12): bash tools/demo.sh [SECONDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -2,13 +2,13 @@
 # Run every libFuzzer target (or the ones named) for N executions (default 10 million) from
 # its seeds and print one line per target: executions, seconds, executions per second, result.
 # FUZZ_MAX_SECONDS caps each target's time (libFuzzer -max_total_time; default: no cap).
-# Builds build-fuzz if needed.  Run it nice'd: it keeps one CPU busy.
+# Builds build-fuzz (or $FUZZ_BUILD_DIR) if needed.  Run it nice'd: it keeps one CPU busy.
 # Usage: bash tools/fuzz-10m.sh [RUNS [TARGET...]]     e.g. tools/fuzz-10m.sh 10000000 control trace
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-10000000}
 shift || true
-dir=build-fuzz
+dir=${FUZZ_BUILD_DIR:-build-fuzz}
 if [ ! -d "$dir" ]; then
         CC=clang meson setup "$dir" -Dfuzz=true >/dev/null
 fi

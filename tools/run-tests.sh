@@ -1,6 +1,8 @@
 #!/bin/bash
 # Set up this host (packages, libvirtd), build, and run every test:
-# unit tests, integration tests with a real libvirtd and real TCG guests, the unit
+# unit tests, the Prometheus rules' unit tests (promtool, suite prometheus), integration
+# tests with a real libvirtd and real TCG guests (test_fleet also runs a real Prometheus
+# and node-exporter on loopback ports), the unit
 # tests again under AddressSanitizer + UBSan ($BUILD_DIR-asan), the fuzz targets' seeds
 # and a short run of each fuzz target ($BUILD_DIR-fuzz).
 # Usage (as root on Debian 12): bash tools/run-tests.sh [BUILD_DIR]

@@ -14,6 +14,7 @@ libvirt-dev liburing-dev libcmocka-dev libjson-c-dev libxml2-dev libbpf-dev bpft
 libvirt-clients libvirt-daemon libvirt-daemon-driver-qemu libvirt-daemon-system
 qemu-system-x86 busybox-static linux-image-amd64 linux-headers-amd64 cpio gzip
 libclang-rt-14-dev llvm
+prometheus prometheus-node-exporter
 "
 # tools/test-deb.sh (--deb): dpkg-buildpackage with dh and dh_dkms, lintian, mandoc -Tlint.
 DEB_PACKAGES="debhelper dh-dkms lintian mandoc"

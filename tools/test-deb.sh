@@ -104,6 +104,7 @@ need vmmpowerd /usr/sbin/vmmpowerd /usr/sbin/vmmpower-calibrate \
         /usr/share/man/man8/vmmpower-calibrate.8.gz /etc/vmmpower/vmmpower.conf /etc/vmmpower/conf.d/ \
         "$unitdir/vmmpowerd.service" /etc/libvirt/hooks/qemu.d/vmmpower \
         /usr/share/vmmpower/models/xeon-spr-2s.model /usr/share/vmmpower/models/epyc-genoa.model \
+        /usr/share/vmmpower/prometheus/vmmpower.rules.yml \
         /usr/share/man/man8/vmmpowerd.8.gz /usr/share/man/man5/vmmpower.conf.5.gz
 need vmmpower-tools /usr/bin/vmmpowerctl /usr/bin/vmmpower-sim \
         /usr/share/bash-completion/completions/vmmpowerctl \

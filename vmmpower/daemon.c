@@ -52,6 +52,8 @@ static struct io_watch signal_watch, timer_watch, libvirt_watch, watchdog_watch;
 static struct daemon *the_daemon; /* the watches' context: one daemon per process */
 
 static void qmp_cache_clear(struct daemon *d);
+static int restore_journal_counted(struct daemon *d, const struct vp_config *cfg);
+static void write_textfile(struct daemon *d);
 
 /* A guest's hints took a token (trust = full, within its bucket): they may
  * change the plan.  The hint state is already updated; the plan is redone
@@ -173,6 +175,24 @@ static void hints_period(struct daemon *d, nsec_t now)
 }
 
 /*
+ * An excluded VM is never moved, but its load is on the CPUs it runs on: the
+ * planner counts it there (cur_cpu) when it knows which.  The CPU each vCPU
+ * thread last ran on, from its /proc stat (one small read per excluded vCPU);
+ * -1 when the thread is gone or the CPU is not in the model.
+ */
+static void excluded_cur_cpus(const struct daemon *d, const struct vm_load *vm, struct plan_vcpu *in)
+{
+        for (unsigned j = 0, m = 0; j < vm->n_vcpus; j++) {
+                int c;
+
+                if (!plan_input_wanted(&vm->vcpus[j]))
+                        continue;
+                c = procscan_thread_cpu(d->cfg.procfs_root, vm->info.pid, vm->vcpus[j].tid);
+                in[m++].cur_cpu = c >= 0 && (unsigned) c < d->em->n_cpus ? c : -1;
+        }
+}
+
+/*
  * Hints the planner may act on (trust=full, live).  A level is the
  * performance the guest wants while the vCPU runs: a floor for its domain's
  * level, never demand (an idle guest's agent sends its lowest step, 128: that
@@ -183,14 +203,17 @@ static void hints_period(struct daemon *d, nsec_t now)
  */
 static size_t collect_plan_hints(struct daemon *d, nsec_t now)
 {
-        struct hint_effective eff[64];
+        _cleanup_free_ struct hint_effective *eff = NULL;
         size_t n = 0;
 
         if (!d->hints)
                 return 0;
+        eff = calloc(VM_MAX_VCPUS, sizeof(*eff)); /* every vCPU a VM may have, not the first 64 */
+        if (!eff)
+                return 0;
         for (size_t i = 0; i < tracker_n_vms(d->tracker); i++) {
                 const struct vm_load *vm = tracker_vm(d->tracker, i);
-                int k = hint_server_vm_state(d->hints, vm->info.pid, now, eff, ELEMENTSOF(eff));
+                int k = hint_server_vm_state(d->hints, vm->info.pid, now, eff, VM_MAX_VCPUS);
 
                 for (int j = 0; j < k; j++) {
                         uint32_t floor = eff[j].level;
@@ -393,7 +416,7 @@ static void stop_applier(struct daemon *d, const struct vp_config *cfg)
         d->applier = NULL;
         apply_request_free(d->apply_scratch);
         d->apply_scratch = NULL;
-        (void) daemon_restore_journal(cfg);
+        (void) restore_journal_counted(d, cfg);
 }
 
 static void start_applier(struct daemon *d)
@@ -613,7 +636,32 @@ fail:
         return r;
 }
 
+/* Journal restores of a running daemon: counted for metrics (vmmpower_restore_*). */
+static int restore_journal_counted(struct daemon *d, const struct vp_config *cfg)
+{
+        struct restore_stats st = { 0 };
+        int r = daemon_restore_journal_stats(cfg, &st);
+
+        d->counters.restore_runs++;
+        if (r < 0)
+                d->counters.restore_errors++;
+        d->counters.restored.restored += st.restored;
+        d->counters.restored.unchanged += st.unchanged;
+        d->counters.restored.foreign += st.foreign;
+        d->counters.restored.gone += st.gone;
+        d->counters.restored.failed += st.failed;
+        d->counters.restored.skipped += st.skipped;
+        return r;
+}
+
 int daemon_restore_journal(const struct vp_config *cfg)
+{
+        struct restore_stats st;
+
+        return daemon_restore_journal_stats(cfg, &st);
+}
+
+int daemon_restore_journal_stats(const struct vp_config *cfg, struct restore_stats *ret)
 {
         struct restore_stats st = { 0 };
         virConnectPtr conn = NULL;
@@ -626,6 +674,7 @@ int daemon_restore_journal(const struct vp_config *cfg)
         r = journal_restore_all(cfg->state_dir, cfg->sysfs_root, conn, &st);
         if (conn)
                 virConnectClose(conn);
+        *ret = st;
         if (r < 0)
                 return log_error_errno(r, "Failed to restore the journal in %s: %m", cfg->state_dir);
         if (st.restored + st.unchanged + st.foreign + st.gone + st.failed + st.skipped + st.torn > 0)
@@ -652,12 +701,14 @@ static void log_config_error(const struct config_error *err)
 
 int daemon_reload(struct daemon *d)
 {
+        char old_textfile[CONFIG_PATH_MAX];
         struct config_error err = { 0 };
         struct vp_config cfg;
         int r;
 
         (void) notify_send("RELOADING=1");
         d->counters.reloads++;
+        snprintf(old_textfile, sizeof(old_textfile), "%s", d->cfg.metrics_textfile);
         r = daemon_load_config(&d->opts, &cfg, &err);
         if (r == 0)
                 r = daemon_apply_config(d, &cfg, false);
@@ -669,8 +720,16 @@ int daemon_reload(struct daemon *d)
         if (r < 0) {
                 d->counters.reload_errors++;
                 log_error("Reload failed, keeping the running configuration.");
-        } else
+        } else {
                 log_info("Configuration reloaded from %s.", d->config_path);
+                /* The textfile follows [Metrics] TextfilePath at once: a moved or
+                 * disabled one is removed, the current one rewritten. */
+                if (old_textfile[0] && strcmp(old_textfile, d->cfg.metrics_textfile) != 0 &&
+                    unlink(old_textfile) < 0 && errno != ENOENT)
+                        log_warning_errno(errno, "Failed to remove the old metrics textfile %s: %m, ignoring.",
+                                          old_textfile);
+                write_textfile(d);
+        }
         (void) notify_send("READY=1");
         return r;
 }
@@ -1026,6 +1085,9 @@ static void plan_period(struct daemon *d, nsec_t now)
                 enum place_mode mode = vm->info.policy.place_mode; /* libvirt metadata, else pack */
                 size_t k = plan_inputs_from_vms(&vm, 1, &mode, d->plan_scratch + n);
 
+                if (mode == PLACE_EXCLUDE)
+                        excluded_cur_cpus(d, vm, d->plan_scratch + n);
+
                 /* the pins that go with these inputs, at the same positions */
                 for (unsigned j = 0, m = 0; d->apply_scratch && j < vm->n_vcpus; j++) {
                         const struct vcpu_load *v = &vm->vcpus[j];
@@ -1237,7 +1299,7 @@ int daemon_init(struct daemon *d, const struct daemon_options *opts)
         /* A journal left by a previous run that died: put the host back first.
          * Failures are logged and the entries kept; the daemon starts anyway. */
         if (!opts->dry_run)
-                (void) daemon_restore_journal(&cfg);
+                (void) restore_journal_counted(d, &cfg);
 
         d->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
         if (d->epoll_fd < 0)
@@ -1389,6 +1451,12 @@ void daemon_done(struct daemon *d)
         if (d->epoll_fd >= 0)
                 close(d->epoll_fd);
         d->timer_fd = d->signal_fd = d->epoll_fd = d->watchdog_fd = -1;
+        /* A stale textfile would report a stopped daemon's last plan as current;
+         * only the daemon holding the instance lock wrote it. */
+        if (d->instance_fd >= 0 && d->cfg.metrics_textfile[0] && unlink(d->cfg.metrics_textfile) < 0 &&
+            errno != ENOENT)
+                log_warning_errno(errno, "Failed to remove the metrics textfile %s: %m, ignoring.",
+                                  d->cfg.metrics_textfile);
         /* Last: the next daemon may start once the host is restored and the socket gone. */
         instance_unlock(d->instance_fd, d->instance_dir);
         d->instance_fd = -1;

@@ -8,6 +8,7 @@
 #include "config.h"
 #include "energy_model.h"
 #include "guest_hint.h"
+#include "journal.h"
 #include "placement.h"
 #include "libvirt_src.h"
 #include "pcpu_stat.h"
@@ -56,6 +57,8 @@ struct daemon_counters {
         uint64_t hint_wakeups;        /* reads whose hints took a token (may actuate) */
         uint64_t hint_replans;        /* plans redone at once because of such hints */
         uint64_t qemu_hint_refused;   /* [QEMU] HintSocket paths refused (not a socket, owner, name), per period */
+        uint64_t restore_runs, restore_errors; /* journal restores run by this daemon, failed as a whole */
+        struct restore_stats restored; /* their entries by result, summed (metrics) */
         nsec_t last_plan_cpu_ns;      /* thread CPU time of the last plan_compute() */
         nsec_t last_period_cpu_ns;    /* thread CPU time of the last control period */
         nsec_t last_period_wall_ns;
@@ -129,6 +132,8 @@ void daemon_period(struct daemon *d, nsec_t now);
  * journal is empty afterwards, the number of entries kept, or -errno.
  */
 int daemon_restore_journal(const struct vp_config *cfg);
+/* The same, with what was done to each entry in *ret (zeroed when there is no journal). */
+int daemon_restore_journal_stats(const struct vp_config *cfg, struct restore_stats *ret);
 /* Load config + conf.d into *c, applying command-line overrides. */
 int daemon_load_config(const struct daemon_options *opts, struct vp_config *c, struct config_error *err);
 

@@ -118,6 +118,49 @@ static bool is_gone(int r)
         return r == -ENOENT || r == -ESRCH;
 }
 
+int procscan_parse_stat_cpu(const char *line)
+{
+        const char *p = strrchr(line, ')');
+        int field = 2; /* ")" ends field 2, comm */
+
+        if (!p)
+                return -EINVAL;
+        p++;
+        while (*p) {
+                char *end;
+                long v;
+
+                while (*p == ' ')
+                        p++;
+                if (!*p || *p == '\n')
+                        break;
+                if (++field == 39) {
+                        errno = 0;
+                        v = strtol(p, &end, 10);
+                        if (errno || end == p || (*end != ' ' && *end != '\n' && *end) || v < 0 || v >= VP_MAX_CPUS)
+                                return -EINVAL;
+                        return (int) v;
+                }
+                p = strchrnul(p, ' ');
+        }
+        return -EINVAL;
+}
+
+int procscan_thread_cpu(const char *procfs_root, pid_t pid, pid_t tid)
+{
+        char path[PATH_MAX], buf[1024];
+        ssize_t k;
+        int r;
+
+        r = path_printf(path, sizeof(path), "%s/%d/task/%d/stat", procfs_root, (int) pid, (int) tid);
+        if (r < 0)
+                return r;
+        k = read_small_file_at(AT_FDCWD, path, buf, sizeof(buf));
+        if (k < 0)
+                return k == -ENOENT ? -ESRCH : (int) k;
+        return procscan_parse_stat_cpu(buf);
+}
+
 int procscan_vcpus_of(const char *procfs_root, struct vm_info *vm, struct procscan_stats *stats)
 {
         struct procscan_stats dummy = { 0 };

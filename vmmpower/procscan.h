@@ -32,5 +32,14 @@ int procscan_parse_vcpu_comm(const char *comm, int *index, enum vm_accel *accel)
  */
 int procscan_scan(const char *procfs_root, struct vm_info **ret, size_t *n, struct procscan_stats *stats);
 
+/*
+ * The CPU a thread last ran on: field 39 ("processor") of a /proc/<pid>/task/<tid>/stat line,
+ * counted after the last ')' so that a comm with spaces or parentheses cannot shift it.
+ * Returns the CPU (>= 0) or -EINVAL.
+ */
+int procscan_parse_stat_cpu(const char *line);
+/* The same read from <procfs_root>/<pid>/task/<tid>/stat: the CPU, or -errno (-ESRCH: gone). */
+int procscan_thread_cpu(const char *procfs_root, pid_t pid, pid_t tid);
+
 /* Fill vm->vcpus (and accel) from the thread names of vm->pid.  -ESRCH if the process is gone. */
 int procscan_vcpus_of(const char *procfs_root, struct vm_info *vm, struct procscan_stats *stats);

@@ -635,10 +635,11 @@ void render_plan(const struct daemon *d, bool json, struct strbuf *out)
                         strbuf_printf(out, "%s{\"vm\":", i ? "," : "");
                         strbuf_json_string(out, plan_vm_name(d, pid));
                         strbuf_printf(out, ",\"pid\":%d,\"vcpu\":%u,\"util\":%.4f,\"wait\":%.4f,\"wait_avg\":%.4f,"
-                                      "\"demand\":%.4f,\"cpu\":%d,\"alone\":%s}", (int) pid,
+                                      "\"demand\":%.4f,\"cpu\":%d,\"alone\":%s,\"boost\":%s}", (int) pid,
                                       (unsigned) (p->vcpu_key[i] & 0xffff), d->plan_in[i].util,
                                       d->plan_in[i].wait_ratio, d->plan_in[i].wait_avg, p->vcpu_demand[i],
-                                      p->vcpu_cpu[i], p->vcpu_alone[i] ? "true" : "false");
+                                      p->vcpu_cpu[i], p->vcpu_alone[i] ? "true" : "false",
+                                      p->vcpu_boost[i] ? "true" : "false");
                 }
                 strbuf_puts(out, "]}\n");
                 return;

@@ -114,7 +114,7 @@ class DaemonWithGuests(unittest.TestCase):
         self.assertEqual(rc, 0)
         for g in (self.a, self.b, self.c):
             for idx in g.vcpu_tids():
-                needle = 'vmmpower_vcpu_utilization_ratio{vm="%s",' % g.name
+                needle = 'vmmpower_vcpu_utilization_ratio{domain="%s",' % g.name
                 lines = [l for l in out.splitlines() if l.startswith(needle) and 'vcpu="%d"' % idx in l]
                 self.assertEqual(len(lines), 1, "metric for %s vCPU %d" % (g.name, idx))
                 value = float(lines[0].rsplit(" ", 1)[1])
@@ -123,7 +123,7 @@ class DaemonWithGuests(unittest.TestCase):
         with open(d.metrics) as f:
             text = f.read()
         self.assertIn("# TYPE vmmpower_vcpu_utilization_ratio gauge", text)
-        self.assertIn('vmmpower_vcpu_utilization_ratio{vm="%s"' % self.c.name, text)
+        self.assertIn('vmmpower_vcpu_utilization_ratio{domain="%s"' % self.c.name, text)
         # One idle-state series per cpuidle state the host has, named as sysfs names it:
         # two on a haltpoll host, none where the cpuidle driver is "none" (no states).
         self.assertIn("# TYPE vmmpower_cpu_idle_state_seconds_total counter", text)

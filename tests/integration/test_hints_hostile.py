@@ -8,6 +8,8 @@ achieved line rate, and the good VM's hint latency (`busy 1` in the guest until 
 shows vCPU1 at level >= 768) without and during the flood. Every number is printed with a
 "[hostile]" prefix. Must run as root.
 
+WideVmHints (issue 15): a hint on vCPU 64 of a paused 70-vCPU domain reaches the plan.
+
 HostileFakeGuests (issue 16): nine paused libvirt domains whose org.vmmpower.hint.0 channel
 sockets are replaced, before the daemon starts, by unix sockets this test listens on: the
 daemon connects to them exactly as to libvirt's channel sockets, and the test plays the guest.
@@ -570,6 +572,59 @@ class HostileFakeGuests(unittest.TestCase):
         self.assertLess(cpu, CPU_MAX_PCT)
         self.assertLess(rss1 - rss0, RSS_GROWTH_MAX_KIB)
         d.wait_periods(2)  # still serving
+
+
+WIDE_VCPUS = 70
+WIDE_POLICY = ('<metadata><vmmpower:policy xmlns:vmmpower="%s">'
+               '<vmmpower:hints trust="full" boost-cap-ms="10000"/>'
+               '</vmmpower:policy></metadata>' % NS)
+
+
+class WideVmHints(unittest.TestCase):
+    """A hint on vCPU 64 or above reaches the plan (issue 15: the daemon gathered the hints of
+    the first 64 vCPUs only, so `BOOST 64` did nothing while `BOOST 63` raised CPU0). A paused
+    70-vCPU domain whose hint channel this test plays, trusted in full: it boosts vCPU 64 and
+    the plan must show vCPU 64 boosted and no other vCPU of the VM."""
+
+    @classmethod
+    def setUpClass(cls):
+        vmlib.require_root()
+        vmlib.ensure_libvirtd()
+        cls.fake = FakeGuest(define_paused(
+            "fwide", WIDE_VCPUS, xml_filter=lambda x: x.replace("</name>", "</name>\n  " + WIDE_POLICY, 1)))
+        cls.d = Daemon({}).start()
+        cls.fake.accept(60, cls.d.proc.pid)
+
+    @classmethod
+    def tearDownClass(cls):
+        if hasattr(cls, "d"):
+            cls.d.stop()
+        if hasattr(cls, "fake"):
+            cls.fake.close()
+            cls.fake.g.destroy()
+
+    def test_boost_vcpu_64(self):
+        d, f = self.d, self.fake
+        pid = f.g.pid
+        hello = b"\nHELLO 1 vcpus=%d agent=wide\n" % WIDE_VCPUS
+        f.send(hello)
+        d.wait_for(lambda: ((d.vm_by_pid(pid) or {}).get("hints") or {}).get("handshaked"), 20, "handshake")
+        d.wait_for(lambda: len([v for v in d.json("plan").get("vcpus", []) if v["pid"] == pid]) == WIDE_VCPUS,
+                   60, "all %d vCPUs in the plan" % WIDE_VCPUS)
+        boosted = set()
+        end = time.monotonic() + 20
+        next_send = 0.0
+        while time.monotonic() < end and 64 not in boosted:
+            if time.monotonic() >= next_send:
+                f.send(hello + b"BOOST 64 2000\n")
+                next_send = time.monotonic() + 0.5
+            boosted |= {v["vcpu"] for v in d.json("plan").get("vcpus", []) if v["pid"] == pid and v["boost"]}
+            f.drain()
+            time.sleep(0.2)
+        log("wide VM: vCPUs boosted in the plan while BOOST 64 was sent: %s" % sorted(boosted))
+        self.assertIn(64, boosted, "BOOST 64 never reached the plan")
+        self.assertEqual(boosted, {64})
+        self.assertIsNone(d.proc.poll())
 
 
 if __name__ == "__main__":

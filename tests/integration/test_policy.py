@@ -4,7 +4,8 @@ defined with a vmmpower policy in its <metadata>, one without; the real vmmpower
 host. The daemon shows the policy read at start-up, follows `virsh metadata --set` and
 `--remove` within a control period (metadata-change events), rejects bad and oversized
 metadata with a log line and a counter (the VM keeps the host defaults), and applies
-[Hints] defaults from its configuration, also after a reload. Must run as root."""
+[Hints] defaults from its configuration, also after a reload, and counts an excluded VM's
+load on the CPU it runs on. Must run as root."""
 
 import os
 import signal
@@ -204,6 +205,30 @@ class PolicyMetadata(unittest.TestCase):
         with open(self.d.metrics) as f:
             metrics = f.read()
         self.assertIn("vmmpower_vm_policy_invalid_total", metrics)
+
+    def test_6_excluded_load_counts_where_it_runs(self):
+        """An excluded VM is never moved, but its load is on a CPU: the plan counts it there
+        (issue 15: the daemon gave the planner no CPU for it, so its load never reached the
+        plan)."""
+        self.b.wait_booted(120)
+        set_metadata(self.b.name, '<policy><placement mode="exclude"/></policy>')
+        self.wait_policy(self.b, lambda p: p["placement"] == "exclude", "b excluded", timeout=WITHIN_S)
+        self.b.console.busy(0)
+        try:
+            def counted():
+                plan = self.d.json("plan")
+                mine = [v for v in plan.get("vcpus", []) if v["pid"] == self.b.pid]
+                if len(mine) != 1 or mine[0]["demand"] < 0.2 or mine[0]["cpu"] < 0:
+                    return mine
+                cpu = plan["cpus"][mine[0]["cpu"]]
+                return (mine[0], cpu) if cpu["work"] >= mine[0]["demand"] - 1e-3 else (mine[0], cpu, "short")
+            self.d.wait_for(lambda: len(counted()) == 2, 30, "b's busy vCPU counted on the CPU it runs on")
+            v, cpu = counted()[:2]
+            log("excluded busy vCPU: demand %.2f on CPU %d, the CPU's planned work %.2f" % (
+                v["demand"], v["cpu"], cpu["work"]))
+        finally:
+            self.b.console.idle("all")
+            remove_metadata(self.b.name)
 
 
 if __name__ == "__main__":

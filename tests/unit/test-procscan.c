@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -368,6 +369,46 @@ static void test_real_proc(void **state)
         assert_int_equal(pthread_join(t, NULL), 0);
 }
 
+/* The CPU field of a stat line: counted after the last ')' (a comm may hold both). */
+static void test_stat_cpu(void **state)
+{
+        /* /proc/<pid>/task/<tid>/stat of a QEMU TCG vCPU thread (Debian 12, 6.1), processor 1 */
+        static const char real[] =
+                "2195 (CPU 0/TCG) S 1 2150 2150 0 -1 4194368 1139 0 0 0 31218 3006 0 0 20 0 5 0 4655 "
+                "1166499840 52993 18446744073709551615 1 1 0 0 0 0 268444224 4096 16963 0 0 0 -1 1 0 0 0 0 0 "
+                "0 0 0 0 0 0 0\n";
+        char hostile[512];
+        struct stat st;
+        char path[PATH_MAX];
+        cpu_set_t one, saved;
+        int cpu;
+
+        (void) state;
+        assert_int_equal(procscan_parse_stat_cpu(real), 1);
+        /* a comm chosen to look like fields: ") S 1 2 ... 7 " must not move field 39 */
+        snprintf(hostile, sizeof(hostile), "2195 (x) 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 "
+                 "21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 9999) %s", strchr(real, ')') + 2);
+        assert_int_equal(procscan_parse_stat_cpu(hostile), 1);
+        assert_int_equal(procscan_parse_stat_cpu("2195 (CPU 0/TCG) S 1 2"), -EINVAL);
+        assert_int_equal(procscan_parse_stat_cpu("2195 CPU 0/TCG S"), -EINVAL);
+        /* field 39 not a number */
+        assert_int_equal(procscan_parse_stat_cpu("2195 (CPU 0/TCG) S 1 2150 2150 0 -1 4194368 1139 0 0 0 31218 3006 0 0 20 0 5 0 4655 1166499840 52993 18446744073709551615 1 1 0 0 0 0 268444224 4096 16963 0 0 0 -1 1x 0 0 0 0 0 0 0 0 0 0 0 0"), -EINVAL);
+
+        /* this thread, pinned to the CPU it is on: the real /proc answers that CPU */
+        assert_int_equal(sched_getaffinity(0, sizeof(saved), &saved), 0);
+        cpu = sched_getcpu();
+        assert_true(cpu >= 0);
+        CPU_ZERO(&one);
+        CPU_SET(cpu, &one);
+        assert_int_equal(sched_setaffinity(0, sizeof(one), &one), 0);
+        sched_yield();
+        assert_int_equal(procscan_thread_cpu("/proc", getpid(), (pid_t) syscall(SYS_gettid)), cpu);
+        assert_int_equal(sched_setaffinity(0, sizeof(saved), &saved), 0);
+        snprintf(path, sizeof(path), "/proc/%d/task/%d", (int) getpid(), (int) syscall(SYS_gettid));
+        assert_int_equal(stat(path, &st), 0);
+        assert_int_equal(procscan_thread_cpu("/proc", getpid(), 0x7ffffff0), -ESRCH);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -375,6 +416,7 @@ int main(void)
                 cmocka_unit_test(test_scan_fixture),
                 cmocka_unit_test(test_vcpus_of),
                 cmocka_unit_test(test_real_proc),
+                cmocka_unit_test(test_stat_cpu),
         };
         return cmocka_run_group_tests(tests, setup_tree, teardown_tree);
 }
