@@ -543,11 +543,15 @@ int applier_new(const struct apply_config *cfg, struct applier **ret)
         dc.journal = a->journal;
         dc.on_foreign = applier_on_foreign;
         dc.foreign_userdata = a;
+        dc.foreign_classes = cfg->foreign_classes;
+        dc.foreign_paths = cfg->foreign_paths;
         r = power_driver_new("sysfs", &dc, &a->drv);
         if (r < 0) {
                 log_error_errno(r, "Failed to set up the sysfs power driver under %s: %m", a->sysfs_root);
                 goto fail;
         }
+        a->cfg.foreign_paths = NULL; /* the caller's, read above */
+        a->work.driver_foreign = power_driver_stats(a->drv)->foreign;
         if (power_sysfs_get_info(a->drv, &info) == 0) {
                 a->work.driver_policies = info.n_policies;
                 a->work.driver_pm_qos = info.n_pm_qos;
@@ -567,8 +571,9 @@ int applier_new(const struct apply_config *cfg, struct applier **ret)
                 log_error_errno(r, "Failed to start the applier thread: %m");
                 goto fail;
         }
-        log_info("Applier: journal in %s, %u cpufreq policies and %u PM QoS knobs under %s, libvirt pins %s.",
-                 a->state_dir, info.n_policies, info.n_pm_qos, a->sysfs_root,
+        log_info("Applier: journal in %s, %u cpufreq policies and %u PM QoS knobs under %s (%u left to others "
+                 "from the start), libvirt pins %s.",
+                 a->state_dir, info.n_policies, info.n_pm_qos, a->sysfs_root, power_driver_stats(a->drv)->foreign,
                  a->libvirt_uri ? a->libvirt_uri : "off");
         *ret = a;
         return 0;

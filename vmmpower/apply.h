@@ -63,6 +63,9 @@ struct apply_config {
         const char *sysfs_root;   /* "/sys" */
         const char *libvirt_uri;  /* NULL: no libvirt pins (they are counted as failed) */
         bool journal_sync;        /* fdatasync each journal record (true outside tests) */
+        /* knobs someone else owns from the start (coexist.h; power_driver_config) */
+        unsigned foreign_classes;
+        const char *const *foreign_paths; /* NULL-terminated, only read by applier_new() */
 };
 
 struct apply_stats {

@@ -40,6 +40,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "coexist.h"
 #include "config.h"
 #include "qemu_hint.h"
 
@@ -102,6 +103,7 @@ enum value_type {
         VT_DURATION_MS, /* duration in whole milliseconds, stored as uint32_t ms */
         VT_TRUST,       /* none, advisory or full (enum hint_trust) */
         VT_HINT_PATTERN, /* "" (off) or a plain-QEMU hint socket pattern (qemu_hint_pattern_check) */
+        VT_OTHER_TUNERS, /* coexist or refuse (enum coexist_mode) */
 };
 
 struct key_def {
@@ -172,9 +174,10 @@ static const struct key_def keys[] = {
           "a duration like 10s, 1s..1h" },
         { "Hints", "HostReadBytesPerSecond", VT_UINT, NUM(hint_host_read_bytes_per_sec), 0, 1 << 30,
           "a number of bytes 0..1073741824 (0: no host-wide budget)" },
+        { "Host", "OtherTuners", VT_OTHER_TUNERS, NUM(other_tuners), 0, 0, "coexist or refuse" },
 };
 
-static const char *const sections[] = { "Daemon", "Libvirt", "QEMU", "Tracking", "Metrics", "Planner", "Hints" };
+static const char *const sections[] = { "Daemon", "Libvirt", "QEMU", "Tracking", "Metrics", "Planner", "Hints", "Host" };
 
 enum { KEY_PERIOD = 0, KEY_SCAN_INTERVAL = 11 };
 
@@ -366,6 +369,13 @@ static int set_value(struct parser *p, size_t k, const char *value)
                 if (hint_trust_from_string(value, &t) < 0)
                         break;
                 memcpy(field, &t, sizeof(t));
+                return 0;
+        }
+        case VT_OTHER_TUNERS: {
+                enum coexist_mode m;
+                if (coexist_mode_from_string(value, &m) < 0)
+                        break;
+                memcpy(field, &m, sizeof(m));
                 return 0;
         }
         case VT_SOCKET_LIST:
@@ -810,6 +820,12 @@ void config_dump(const struct vp_config *c, FILE *f)
                         enum hint_trust t;
                         memcpy(&t, field, sizeof(t));
                         fprintf(f, "%s = %s\n", d->key, hint_trust_to_string(t) ? hint_trust_to_string(t) : "?");
+                        break;
+                }
+                case VT_OTHER_TUNERS: {
+                        enum coexist_mode m;
+                        memcpy(&m, field, sizeof(m));
+                        fprintf(f, "%s = %s\n", d->key, coexist_mode_to_string(m));
                         break;
                 }
                 case VT_SOCKET_LIST:

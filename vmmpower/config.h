@@ -62,6 +62,8 @@ struct vp_config {
         struct hint_policy hint_defaults; /* Trust, MaxLevel, BoostCap, RatePerSecond, Burst, HalfLife,
                                            * BoostWindow; defaults and ranges as hint_policy_init()/_validate() */
         uint32_t hint_host_read_bytes_per_sec; /* HostReadBytesPerSecond, default 4 MiB, 0 = no host-wide budget */
+        /* [Host] */
+        int other_tuners;               /* OtherTuners: enum coexist_mode, default coexist (coexist.h) */
 };
 
 struct config_error {

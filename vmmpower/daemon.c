@@ -426,11 +426,20 @@ static void start_applier(struct daemon *d)
                 .sysfs_root = d->cfg.sysfs_root,
                 .libvirt_uri = d->cfg.libvirt_enabled ? d->cfg.libvirt_uri : NULL,
                 .journal_sync = true,
+                .foreign_classes = coexist_foreign_classes(&d->coexist),
         };
+        _cleanup_free_ const char **foreign = NULL;
         int r;
 
         if (d->applier || !d->running || !want_applier(d, &d->cfg, d->em != NULL))
                 return;
+        foreign = coexist_foreign_paths(&d->coexist);
+        if (!foreign) {
+                d->counters.apply_start_errors++;
+                log_warning("Plans stay advisory: out of memory.");
+                return;
+        }
+        ac.foreign_paths = foreign;
         r = applier_new(&ac, &d->applier);
         if (r < 0) {
                 d->counters.apply_start_errors++;
@@ -491,6 +500,7 @@ static int daemon_apply_config(struct daemon *d, const struct vp_config *cfg, bo
         struct pcpu_stat *pcpu = NULL;
         struct control_server *control = NULL;
         struct em_host *em = NULL;
+        struct coexist_report coexist;
         bool new_tracker, new_control, new_libvirt;
         int r, lock_fd = -1;
 
@@ -512,6 +522,14 @@ static int daemon_apply_config(struct daemon *d, const struct vp_config *cfg, bo
                 if (lock_fd < 0)
                         return lock_fd;
         }
+
+        /* Other tuners and knobs set by others: after the start-up restore, so the
+         * knobs hold the host's values; a reload under a running applier keeps
+         * the start's knob findings (the knobs hold ours now). */
+        r = coexist_check(cfg->procfs_root, cfg->sysfs_root, (enum coexist_mode) cfg->other_tuners,
+                          starting || !d->applier, &coexist);
+        if (r < 0)
+                goto fail;
 
         r = topology_load(cfg->sysfs_root, &topo);
         if (r < 0) {
@@ -550,8 +568,13 @@ static int daemon_apply_config(struct daemon *d, const struct vp_config *cfg, bo
         }
 
         /* Commit.  A new topology or model invalidates the previous plan. */
-        if (d->applier && (!want_applier(d, cfg, em != NULL) || applier_config_changed(old, cfg)))
+        if (d->applier && (!want_applier(d, cfg, em != NULL) || applier_config_changed(old, cfg) ||
+                           coexist_foreign_classes(&coexist) != coexist_foreign_classes(&d->coexist)))
                 stop_applier(d, old);
+        if (!coexist.knobs_scanned)
+                coexist_report_move_knobs(&coexist, &d->coexist);
+        coexist_report_clear(&d->coexist);
+        d->coexist = coexist;
         topology_free(d->topo);
         d->topo = topo;
         em_host_free(d->em);
@@ -602,6 +625,7 @@ static int daemon_apply_config(struct daemon *d, const struct vp_config *cfg, bo
         d->scan_requested = true;
         return 0;
 fail:
+        coexist_report_clear(&coexist);
         if (lock_fd >= 0)
                 instance_unlock(lock_fd, cfg->state_dir);
         control_server_free(control);
@@ -1415,6 +1439,7 @@ void daemon_done(struct daemon *d)
         d->tracker = NULL;
         pcpu_stat_free(d->pcpu);
         d->pcpu = NULL;
+        coexist_report_clear(&d->coexist);
         topology_free(d->topo);
         d->topo = NULL;
         if (d->timer_fd >= 0)

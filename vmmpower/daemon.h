@@ -4,6 +4,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "coexist.h"
 #include "config.h"
 #include "energy_model.h"
 #include "guest_hint.h"
@@ -100,6 +101,7 @@ struct daemon {
         unsigned qmp_failing[CONFIG_MAX_QMP]; /* failed queries in a row per socket */
         unsigned qmp_next;        /* where the next QMP pass starts */
         struct daemon_counters counters;
+        struct coexist_report coexist; /* other tuners and knobs set by others (coexist.h) */
         int epoll_fd, signal_fd, timer_fd, watchdog_fd;
         nsec_t start_ns;          /* monotonic */
         nsec_t start_realtime_ns;

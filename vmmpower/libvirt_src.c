@@ -69,6 +69,8 @@ struct policy_seen {
         char uuid[VIR_UUID_STRING_BUFLEN];
         uint64_t hash;           /* FNV-1a of the metadata, 0: none */
         struct vm_policy policy;
+        bool domain_known;       /* domain below was read (persistent XML) */
+        struct vm_domain_pins domain; /* the operator's pins and memory binding */
 };
 
 struct libvirt_src {
@@ -579,6 +581,55 @@ static void domain_policy(struct libvirt_src *ls, virDomainPtr dom, struct vm_in
         seen->policy = vm->policy;
 }
 
+/*
+ * The operator's pins (vm_policy.h): from the persistent definition, which
+ * does not show vmmpower's own live pins.  A transient domain has none: its
+ * definition is read once, at first sight (before vmmpower pins it; a
+ * previous run's pins were restored at start), and that answer is kept.  A
+ * failed read keeps the last answer.  Logs changes only.
+ */
+static void domain_operator_pins(struct libvirt_src *ls, virDomainPtr dom, struct vm_info *vm,
+                                 struct policy_seen *seen)
+{
+        const struct policy_seen *prev = policy_seen_find(ls, vm->uuid);
+        char name[VM_NAME_MAX * 4], what[64];
+        int persistent = virDomainIsPersistent(dom);
+        char *xml = NULL;
+
+        if (prev && prev->domain_known && persistent == 0) {
+                seen->domain = prev->domain;
+                seen->domain_known = true;
+        } else {
+                xml = virDomainGetXMLDesc(dom, persistent == 0 ? 0 : VIR_DOMAIN_XML_INACTIVE);
+                if (xml && vm_policy_parse_domain_xml(xml, strlen(xml), &seen->domain) == 0)
+                        seen->domain_known = true;
+                else if (prev && prev->domain_known) {
+                        seen->domain = prev->domain;
+                        seen->domain_known = true;
+                }
+                free(xml);
+        }
+        if (!seen->domain_known)
+                return;
+        vm_policy_apply_domain(&vm->policy, &seen->domain);
+        if (prev && prev->domain_known && prev->domain.pins == seen->domain.pins &&
+            prev->policy.manage_pins == vm->policy.manage_pins &&
+            strcmp(prev->domain.mem_nodeset, seen->domain.mem_nodeset) == 0)
+                return;
+        escape_bytes(vm->name, strnlen(vm->name, sizeof(vm->name)), name, sizeof(name));
+        vm_pins_describe(seen->domain.pins, what, sizeof(what));
+        if (vm->policy.pins_left_alone)
+                log_info("Domain \"%s\": the operator pinned it (<cputune>/<vcpu>: %s), leaving its placement alone "
+                         "(<vmmpower:placement manage-pins=\"yes\"/> in its metadata lets vmmpower pin it).",
+                         name, what);
+        else if (seen->domain.pins)
+                log_info("Domain \"%s\": the operator's pins (%s) are managed by vmmpower (manage-pins=yes).", name,
+                         what);
+        if (seen->domain.mem_nodeset[0])
+                log_info("Domain \"%s\": memory bound to NUMA node(s) %s (%s).", name, seen->domain.mem_nodeset,
+                         seen->domain.mem_mode);
+}
+
 static int cmp_vm(const void *a, const void *b)
 {
         const struct vm_info *x = a, *y = b;
@@ -643,6 +694,7 @@ static void reconcile(struct libvirt_src *ls)
                 if (r >= 0) {
                         domain_hint_channel(doms[i], vm);
                         domain_policy(ls, doms[i], vm, &seen[n], &tally);
+                        domain_operator_pins(ls, doms[i], vm, &seen[n]);
                 }
                 if (r < 0) {
                         char esc[VM_NAME_MAX * 4];

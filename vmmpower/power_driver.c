@@ -895,6 +895,45 @@ static int scan_numbered(const char *dir, const char *prefix, unsigned *max_ret,
         return 0;
 }
 
+/* A knob someone else owns from the start (power_driver_config.foreign_paths / _classes). */
+static void knob_preset_foreign(struct power_driver *drv, struct knob *k)
+{
+        const struct power_driver_config *cfg = &drv->cfg;
+        bool match = cfg->foreign_classes & (1u << k->cls);
+
+        for (const char *const *p = cfg->foreign_paths; !match && p && *p; p++)
+                match = strcmp(*p, k->path) == 0;
+        if (!match || k->foreign)
+                return;
+        k->foreign = true;
+        drv->stats.foreign++;
+        log_debug("%s: someone else's from the start, never written", k->path);
+}
+
+static void sysfs_preset_foreign(struct power_driver *drv)
+{
+        struct sysfs *s = drv->priv;
+
+        if (!drv->cfg.foreign_classes && !drv->cfg.foreign_paths)
+                return;
+        for (size_t i = 0; i < s->n_policies; i++) {
+                knob_preset_foreign(drv, &s->policies[i].kmin);
+                knob_preset_foreign(drv, &s->policies[i].kmax);
+                if (s->policies[i].has_epp)
+                        knob_preset_foreign(drv, &s->policies[i].kepp);
+        }
+        for (unsigned c = 0; c < s->n_cpus; c++) {
+                for (unsigned i = 0; i < s->cpus[c].n_states; i++)
+                        if (!s->cpus[c].idle[i].gone)
+                                knob_preset_foreign(drv, &s->cpus[c].idle[i]);
+                if (s->cpus[c].has_qos)
+                        knob_preset_foreign(drv, &s->cpus[c].qos);
+        }
+        if (s->has_halt_poll)
+                knob_preset_foreign(drv, &s->halt_poll);
+        drv->cfg.foreign_paths = NULL; /* the caller's: only valid during init */
+}
+
 static int sysfs_init(struct power_driver *drv)
 {
         const struct power_driver_config *cfg = &drv->cfg;
@@ -994,6 +1033,7 @@ static int sysfs_init(struct power_driver *drv)
         if (r < 0)
                 goto fail;
         s->has_halt_poll = sysfs_exists(s, s->halt_poll.path);
+        sysfs_preset_foreign(drv);
         return 0;
 fail:
         sysfs_exit(drv);

@@ -40,7 +40,10 @@
  *    changed by someone else and belongs to them from then on: not written
  *    again (-ESTALE, POWER_KNOB_FOREIGN), its journal record is closed so
  *    restore leaves it, counted (`foreign`), reported once through
- *    power_driver_config.on_foreign.  A knob vmmpower never wrote is free.
+ *    power_driver_config.on_foreign.  A knob vmmpower never wrote is free,
+ *    unless the start-up coexistence check (coexist.h) found it set by
+ *    someone else or written by a running tuner: such a knob is foreign
+ *    from the start (power_driver_config.foreign_paths / foreign_classes).
  *  - "sim": records the requested state in memory and calls a hook after
  *    each change (the energy model is plugged in there).  No host writes.
  *
@@ -125,6 +128,12 @@ struct power_driver_config {
          * (called once per knob; ours / found are raw bytes, not escaped) */
         void (*on_foreign)(void *userdata, const char *path, const char *ours, const char *found);
         void *foreign_userdata;
+        /* sysfs, optional: knobs that are someone else's from the start (coexist.h): every
+         * knob of a class in foreign_classes (bit per enum power_knob_class) and each path
+         * (relative to the root) in the NULL-terminated foreign_paths.  Never written, never
+         * released, counted in stats.foreign; on_foreign is not called for them. */
+        unsigned foreign_classes;
+        const char *const *foreign_paths;
 };
 
 /* Returned for a write to a knob that someone else changed since our last write. */

@@ -151,7 +151,9 @@ static void render_knobs(const struct daemon *d, bool json, struct strbuf *out)
                               a.driver_foreign, a.knob_foreign, a.knob_changes, a.knob_errors, a.knob_retries,
                               a.knob_unsupported, a.knob_gone, a.driver_class_retries);
                 strbuf_json_string(out, classes);
-                strbuf_printf(out, "},\"journal\":{\"corrupt_files\":%d,\"newest_corrupt_file\":", MAX(corrupt, 0));
+                strbuf_puts(out, "}");
+                coexist_render(&d->coexist, (enum coexist_mode) d->cfg.other_tuners, true, out);
+                strbuf_printf(out, ",\"journal\":{\"corrupt_files\":%d,\"newest_corrupt_file\":", MAX(corrupt, 0));
                 strbuf_json_string(out, newest);
                 strbuf_puts(out, "}");
                 return;
@@ -163,6 +165,7 @@ static void render_knobs(const struct daemon *d, bool json, struct strbuf *out)
                               a.driver_foreign, a.knob_changes, a.knob_errors, a.knob_retries,
                               classes[0] ? ", denied: " : "", classes,
                               classes[0] ? " (retried with backoff)" : "");
+        coexist_render(&d->coexist, (enum coexist_mode) d->cfg.other_tuners, false, out);
         if (corrupt > 0)
                 strbuf_printf(out, "journal:       %d corrupt journal file(s) kept in %s, newest %s: inspect, then remove\n",
                               corrupt, d->cfg.state_dir, newest);
@@ -344,17 +347,37 @@ static void json_vm_policy(const struct daemon *d, const struct vm_load *vm, str
                 strbuf_puts(out, "null");
         strbuf_printf(out,
                       ",\"placement\":\"%s\",\"hints\":{\"enabled\":%s,\"trust\":\"%s\",\"max_level\":%u,"
-                      "\"boost_cap_ms\":%u,\"rate_per_sec\":%u,\"burst\":%u,\"half_life_ms\":%lld},\"overrides\":[",
+                      "\"boost_cap_ms\":%u,\"rate_per_sec\":%u,\"burst\":%u,\"half_life_ms\":%lld}",
                       place_mode_to_string(vp->place_mode), d->cfg.hints_enabled ? "true" : "false",
                       hint_trust_to_string(hp.trust), hp.max_level, hp.boost_cap_ms, hp.rate_per_sec, hp.burst,
                       (long long) (hp.half_life_ns / NSEC_PER_MSEC));
+        {
+                char pins[64];
+
+                vm_pins_describe(vp->operator_pins, pins, sizeof(pins));
+                strbuf_printf(out, ",\"manage_pins\":%s,\"operator_pins\":", vp->manage_pins ? "true" : "false");
+                strbuf_json_string(out, pins);
+                strbuf_printf(out, ",\"pins_left_alone\":%s,\"numa_memory\":",
+                              vp->pins_left_alone ? "true" : "false");
+                if (vp->mem_nodeset[0]) {
+                        strbuf_puts(out, "{\"nodeset\":");
+                        strbuf_json_string(out, vp->mem_nodeset);
+                        strbuf_puts(out, ",\"mode\":");
+                        strbuf_json_string(out, vp->mem_mode);
+                        strbuf_puts(out, "}");
+                } else
+                        strbuf_puts(out, "null");
+        }
+        strbuf_puts(out, ",\"overrides\":[");
         /* What the metadata set; everything else is the host default. */
         {
-                const char *set[7];
+                const char *set[8];
                 size_t k = 0;
 
                 if (meta && vp->has_place_mode)
                         set[k++] = "placement";
+                if (meta && vp->has_manage_pins)
+                        set[k++] = "manage_pins";
                 if (meta && o->has_trust)
                         set[k++] = "trust";
                 if (meta && o->has_max_level)
@@ -384,6 +407,13 @@ static void text_vm_policy(const struct daemon *d, const struct vm_load *vm, str
                 strbuf_printf(out, "  policy: metadata: %s\n", what);
         } else if (vp->error[0])
                 strbuf_printf(out, "  policy: default (metadata rejected: %s)\n", vp->error);
+        if (vp->pins_left_alone) {
+                vm_pins_describe(vp->operator_pins, what, sizeof(what));
+                strbuf_printf(out, "  placement: exclude: pinned by the operator (%s in the persistent XML); "
+                                   "manage-pins=yes in its metadata lets vmmpower pin it\n", what);
+        }
+        if (vp->mem_nodeset[0])
+                strbuf_printf(out, "  memory: NUMA node(s) %s (%s)\n", vp->mem_nodeset, vp->mem_mode);
 }
 
 void render_vms(const struct daemon *d, bool json, struct strbuf *out)

@@ -24,6 +24,7 @@
  * policy is used.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -91,6 +92,8 @@ void vm_policy_describe(const struct vm_policy *p, char *buf, size_t size)
         strbuf_init(&sb);
         if (p->has_place_mode)
                 strbuf_printf(&sb, " placement=%s", place_mode_to_string(p->place_mode));
+        if (p->has_manage_pins)
+                strbuf_printf(&sb, " manage-pins=%s", p->manage_pins ? "yes" : "no");
         if (o->has_trust)
                 strbuf_printf(&sb, " trust=%s", hint_trust_to_string(o->trust));
         if (o->has_max_level)
@@ -261,9 +264,8 @@ static int parse_hints(struct pctx *c, const xmlNode *e, struct hint_policy_over
         return 0;
 }
 
-static int parse_placement(struct pctx *c, const xmlNode *e, enum place_mode *mode)
+static int parse_placement(struct pctx *c, const xmlNode *e, struct vm_policy *p)
 {
-        bool has_mode = false;
         char b[40];
         int r;
 
@@ -272,18 +274,25 @@ static int parse_placement(struct pctx *c, const xmlNode *e, enum place_mode *mo
 
                 if (a->ns)
                         return bad(c, "namespaced attribute %s in <placement>", shown(a->name, b, sizeof(b)));
-                if (xmlStrcmp(a->name, (const xmlChar *) "mode") != 0)
-                        return bad(c, "unknown attribute %s in <placement>", shown(a->name, b, sizeof(b)));
                 r = attr_value(c, a, "placement", &v);
                 if (r < 0)
                         return r;
-                if (vm_place_mode_from_string(v, mode) < 0)
-                        return bad(c, "mode=\"%s\" in <placement>: expected pack, spread, dedicated or exclude",
-                                   shown((const xmlChar *) v, b, sizeof(b)));
-                has_mode = true;
+                if (xmlStrcmp(a->name, (const xmlChar *) "mode") == 0) {
+                        if (vm_place_mode_from_string(v, &p->place_mode) < 0)
+                                return bad(c, "mode=\"%s\" in <placement>: expected pack, spread, dedicated or exclude",
+                                           shown((const xmlChar *) v, b, sizeof(b)));
+                        p->has_place_mode = true;
+                } else if (xmlStrcmp(a->name, (const xmlChar *) "manage-pins") == 0) {
+                        if (strcmp(v, "yes") != 0 && strcmp(v, "no") != 0)
+                                return bad(c, "manage-pins=\"%s\" in <placement>: expected yes or no",
+                                           shown((const xmlChar *) v, b, sizeof(b)));
+                        p->manage_pins = strcmp(v, "yes") == 0;
+                        p->has_manage_pins = true;
+                } else
+                        return bad(c, "unknown attribute %s in <placement>", shown(a->name, b, sizeof(b)));
         }
-        if (!has_mode)
-                return bad(c, "<placement> without mode");
+        if (!p->has_place_mode && !p->has_manage_pins)
+                return bad(c, "<placement> without mode or manage-pins");
         for (const xmlNode *n = e->children; n; n = n->next) {
                 r = check_other_child(c, n, "placement");
                 if (r < 0)
@@ -321,8 +330,7 @@ static int parse_policy(struct pctx *c, const xmlNode *root, struct vm_policy *p
                         if (seen_placement)
                                 return bad(c, "more than one <placement>");
                         seen_placement = true;
-                        r = parse_placement(c, n, &p->place_mode);
-                        p->has_place_mode = r == 0;
+                        r = parse_placement(c, n, p);
                 } else
                         r = check_other_child(c, n, "policy");
                 if (r < 0)
@@ -376,4 +384,90 @@ int vm_policy_parse_metadata(const char *xml, size_t len, struct vm_policy *ret,
                 return r;
         *ret = p;
         return 0;
+}
+
+/* ---- the operator's pins in the persistent domain XML ------------------- */
+
+static const xmlNode *child_element(const xmlNode *parent, const char *name)
+{
+        for (const xmlNode *n = parent ? parent->children : NULL; n; n = n->next)
+                if (n->type == XML_ELEMENT_NODE && xmlStrcmp(n->name, (const xmlChar *) name) == 0)
+                        return n;
+        return NULL;
+}
+
+/* A short printable attribute value into buf ("?" when it does not fit or is not printable). */
+static void copy_attr(const xmlNode *e, const char *name, char *buf, size_t size)
+{
+        xmlChar *v = xmlGetProp(e, (const xmlChar *) name);
+        size_t n;
+        bool ok = true;
+
+        buf[0] = '\0';
+        if (!v)
+                return;
+        n = strlen((const char *) v);
+        for (size_t i = 0; i < n; i++)
+                if (v[i] < 0x20 || v[i] >= 0x7f)
+                        ok = false; /* not printable ASCII: not shown */
+        snprintf(buf, size, "%s", ok && n < size ? (const char *) v : "?");
+        xmlFree(v);
+}
+
+int vm_policy_parse_domain_xml(const char *xml, size_t len, struct vm_domain_pins *ret)
+{
+        const xmlNode *root, *cputune, *vcpu, *numatune, *mem;
+        xmlDocPtr doc;
+
+        *ret = (struct vm_domain_pins) { 0 };
+        if (!xml || len == 0 || len > INT_MAX || memchr(xml, '\0', len))
+                return -EBADMSG;
+        doc = xmlReadMemory(xml, (int) len, "domain.xml", NULL, XML_PARSE_NONET | XML_PARSE_NOERROR |
+                                                                       XML_PARSE_NOWARNING | XML_PARSE_HUGE);
+        if (!doc)
+                return -EBADMSG;
+        root = xmlDocGetRootElement(doc);
+        if (!root || xmlStrcmp(root->name, (const xmlChar *) "domain") != 0) {
+                xmlFreeDoc(doc);
+                return -EBADMSG;
+        }
+        cputune = child_element(root, "cputune");
+        if (child_element(cputune, "vcpupin"))
+                ret->pins |= VM_PIN_VCPUPIN;
+        if (child_element(cputune, "emulatorpin"))
+                ret->pins |= VM_PIN_EMULATORPIN;
+        vcpu = child_element(root, "vcpu");
+        if (vcpu && xmlHasProp(vcpu, (const xmlChar *) "cpuset"))
+                ret->pins |= VM_PIN_VCPU_CPUSET;
+        numatune = child_element(root, "numatune");
+        mem = child_element(numatune, "memory");
+        if (mem) {
+                copy_attr(mem, "nodeset", ret->mem_nodeset, sizeof(ret->mem_nodeset));
+                if (ret->mem_nodeset[0]) {
+                        copy_attr(mem, "mode", ret->mem_mode, sizeof(ret->mem_mode));
+                        if (!ret->mem_mode[0])
+                                snprintf(ret->mem_mode, sizeof(ret->mem_mode), "strict"); /* libvirt's default */
+                }
+        }
+        xmlFreeDoc(doc);
+        return 0;
+}
+
+void vm_policy_apply_domain(struct vm_policy *p, const struct vm_domain_pins *d)
+{
+        p->operator_pins = d->pins;
+        p->pins_left_alone = d->pins && !p->manage_pins;
+        if (p->pins_left_alone)
+                p->place_mode = PLACE_EXCLUDE;
+        snprintf(p->mem_nodeset, sizeof(p->mem_nodeset), "%s", d->mem_nodeset);
+        snprintf(p->mem_mode, sizeof(p->mem_mode), "%s", d->mem_mode);
+}
+
+void vm_pins_describe(unsigned pins, char *buf, size_t size)
+{
+        snprintf(buf, size, "%s%s%s%s%s", pins & VM_PIN_VCPUPIN ? "vcpupin" : "",
+                 (pins & VM_PIN_VCPUPIN) && (pins & (VM_PIN_EMULATORPIN | VM_PIN_VCPU_CPUSET)) ? ", " : "",
+                 pins & VM_PIN_EMULATORPIN ? "emulatorpin" : "",
+                 (pins & VM_PIN_EMULATORPIN) && (pins & VM_PIN_VCPU_CPUSET) ? ", " : "",
+                 pins & VM_PIN_VCPU_CPUSET ? "vcpu cpuset" : "");
 }

@@ -20,6 +20,9 @@
  *     </vmmpower:policy>
  *   </metadata>
  *
+ * <placement manage-pins="yes"/> (mode optional then) lets vmmpower pin a
+ * domain whose persistent XML has pins of the operator (below).
+ *
  * Every element and attribute is optional; what is absent comes from the
  * host defaults ([Hints] in vmmpower.conf, placement pack).  The parser is
  * strict: an unknown element or attribute, a value out of range, text where
@@ -44,8 +47,45 @@ struct vm_policy {
         enum place_mode place_mode;        /* PLACE_PACK unless the metadata says otherwise */
         bool has_place_mode;               /* the metadata set it (<placement mode=...>) */
         struct hint_policy_override hints; /* has_* set for each attribute of <hints> */
+        bool manage_pins;                  /* <placement manage-pins="yes">: the operator's pins may be overridden */
+        bool has_manage_pins;
         char error[VM_POLICY_ERROR_MAX];   /* "" or why the metadata was rejected (printable ASCII) */
+        /* From the domain's persistent XML (vm_policy_apply_domain()), not the metadata: */
+        unsigned operator_pins;            /* VM_PIN_* bits: pins the operator wrote */
+        bool pins_left_alone;              /* operator_pins and no manage-pins: place_mode forced to exclude */
+        char mem_nodeset[64];              /* <numatune><memory nodeset=...>, "" = none (node list as written) */
+        char mem_mode[16];                 /* its mode: strict, preferred, interleave, restrictive ("" = none) */
 };
+
+/*
+ * The operator's own pins and memory binding, read from a libvirt domain's
+ * persistent definition (virDomainGetXMLDesc(VIR_DOMAIN_XML_INACTIVE)).  The
+ * live XML will not do: it also lists the pins vmmpower itself made through
+ * virDomainPinVcpuFlags(VIR_DOMAIN_AFFECT_LIVE) (checked on libvirt 9.0: a
+ * live vcpupin and emulatorpin show in `virsh dumpxml`, not in
+ * `virsh dumpxml --inactive`).
+ */
+enum {
+        VM_PIN_VCPUPIN = 1 << 0,      /* <cputune><vcpupin> */
+        VM_PIN_EMULATORPIN = 1 << 1,  /* <cputune><emulatorpin> */
+        VM_PIN_VCPU_CPUSET = 1 << 2,  /* <vcpu cpuset=...>: every vCPU's default pin */
+};
+
+struct vm_domain_pins {
+        unsigned pins;            /* VM_PIN_* */
+        char mem_nodeset[64];     /* <numatune><memory nodeset>, "" = none; "?" if too long */
+        char mem_mode[16];
+};
+
+/* Parse a domain XML (libvirt's own output).  0, or -EBADMSG if it is not a <domain>. */
+int vm_policy_parse_domain_xml(const char *xml, size_t len, struct vm_domain_pins *ret);
+/*
+ * Put the domain's pins into the policy: operator pins without manage-pins
+ * make the VM excluded (pins_left_alone); the memory binding is recorded.
+ */
+void vm_policy_apply_domain(struct vm_policy *p, const struct vm_domain_pins *d);
+/* "vcpupin, emulatorpin": the VM_PIN_* bits as the XML names them. */
+void vm_pins_describe(unsigned pins, char *buf, size_t size);
 
 /* Host defaults: source default, placement pack, no hint overrides, no error. */
 void vm_policy_init(struct vm_policy *p);
