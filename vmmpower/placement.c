@@ -90,11 +90,13 @@
 #include <errno.h>
 #include <float.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "placement.h"
+#include "queueing.h"
 
 #define EPS 1e-9
 #define ROOM_EMPTY_CORE 4.0      /* room of an empty core: any single vCPU fits */
@@ -118,6 +120,20 @@ double plan_vcpu_wait(const struct plan_policy *pol, const struct plan_vcpu *v, 
         return 0.0;
 }
 
+const char *plan_profile_to_string(enum plan_profile p)
+{
+        static const char *const n[_PLAN_PROFILE_MAX] = { "latency", "batch" };
+        return p < _PLAN_PROFILE_MAX ? n[p] : "?";
+}
+
+int plan_profile_from_string(const char *s)
+{
+        for (int p = 0; p < _PLAN_PROFILE_MAX; p++)
+                if (s && strcmp(s, plan_profile_to_string((enum plan_profile) p)) == 0)
+                        return p;
+        return -EINVAL;
+}
+
 const char *plan_decision_to_string(enum plan_decision d)
 {
         static const char *const n[_PLAN_DECISION_MAX] = { "initial", "keep", "grow", "shrink-pending",
@@ -127,6 +143,8 @@ const char *plan_decision_to_string(enum plan_decision d)
 
 void plan_policy_defaults(struct plan_policy *p)
 {
+        p->profile = PLAN_PROFILE_LATENCY;
+        p->queue_budget = 0.01;
         p->headroom_pct = 80;
         p->level_headroom_pct = 97;
         p->wait_budget = 0.05;
@@ -182,6 +200,22 @@ struct ws {
         unsigned leaf0;         /* index of the first leaf: (segn - 1) / 3 */
         int *cpu_pos;           /* [n_cpus] */
         double penalty_mw;        /* of the last finalize(): undelivered work charged (turbo table, power limit) */
+        /* wait model (latency profile; step 2 of the comment at the top) */
+        bool latency;           /* pack sets sized by the wait model */
+        bool smt;               /* some core has two threads */
+        double budget;          /* pol->queue_budget */
+        double dbar;            /* demand-weighted mean demand of the packed vCPUs (top-level units) */
+        double acf;             /* Allen-Cunneen factor of their bursts */
+        double *corr;           /* [n_llcs] closed-loop correction of the model per LLC's set */
+        double *measured;       /* [n_llcs] measured queueing share of the previous plan's set */
+        unsigned *sorted_pack;  /* [nv] place_sets scratch: the packed vCPUs to place, largest first */
+        int *cpu_list;          /* [n_cpus] place_sets scratch: an LLC's free CPUs */
+        double lat_over;        /* of the last finalize(): sum over sets of CPUs x queueing over the budget at the
+                                 * top level */
+        double *work2, *base_work2; /* [n_cpus] sum of the squared demands of its vCPUs */
+        double *set_load2;      /* [n_llcs] pack-set scratch: sum of squared movable demands */
+        double *pre1, *pre2;    /* [nv + 1] lat_rooms scratch: prefix sums of demand, squared demand */
+        unsigned *llc_n;        /* [n_llcs] online CPUs per LLC */
 };
 
 static void ws_free(struct ws *w)
@@ -219,6 +253,16 @@ static void ws_free(struct ws *w)
         free(w->spread_cores);
         free(w->seg);
         free(w->cpu_pos);
+        free(w->corr);
+        free(w->measured);
+        free(w->sorted_pack);
+        free(w->cpu_list);
+        free(w->work2);
+        free(w->base_work2);
+        free(w->set_load2);
+        free(w->pre1);
+        free(w->pre2);
+        free(w->llc_n);
 }
 
 static int cmp_demand(const void *a, const void *b, void *ctx)
@@ -402,6 +446,47 @@ static int wait_signals(struct ws *w, const struct plan *prev, uint8_t *dem_out)
         return 0;
 }
 
+static int set_feedback(struct ws *w, const struct plan *prev);
+
+/* The wait model's inputs: allocations, the vCPUs' size and burst factor, the closed loop. */
+static int ws_init_wait_model(struct ws *w, const struct plan *prev)
+{
+        const struct em_host *h = w->h;
+        unsigned nl = h->n_llcs ? h->n_llcs : 1;
+        double sd = 0.0, sd2 = 0.0, scv = 0.0;
+
+        w->latency = w->pol->profile == PLAN_PROFILE_LATENCY && !w->pol->pin_single_cpu;
+        w->budget = w->pol->queue_budget > 0.0 ? MIN(w->pol->queue_budget, 1.0) : 0.01;
+        w->corr = calloc(nl, sizeof(double));
+        w->measured = calloc(nl, sizeof(double));
+        w->sorted_pack = calloc(w->nv + 1, sizeof(unsigned));
+        w->cpu_list = calloc(h->n_cpus, sizeof(int));
+        w->llc_n = calloc(nl, sizeof(unsigned));
+        w->set_load2 = calloc(nl, sizeof(double));
+        w->pre1 = calloc(w->nv + 1, sizeof(double));
+        w->pre2 = calloc(w->nv + 1, sizeof(double));
+        if (!w->corr || !w->measured || !w->sorted_pack || !w->cpu_list || !w->llc_n || !w->set_load2 || !w->pre1 ||
+            !w->pre2)
+                return -ENOMEM;
+        for (unsigned c = 0; c < h->n_cpus; c++)
+                if (h->cpu_core[c] >= 0) {
+                        w->llc_n[h->cores[h->cpu_core[c]].llc]++;
+                        w->smt |= w->sib[c] >= 0;
+                }
+        /* size and burst variability of the packed vCPUs, weighted by demand (what a wake-up meets) */
+        for (size_t i = 0; i < w->nv; i++) {
+                double d = w->dem[i], cv2 = w->v[i].burst_cv2;
+                if (w->v[i].mode != PLACE_PACK || w->boost[i] || !(d > 0.0))
+                        continue;
+                sd += d;
+                sd2 += d * d;
+                scv += d * (cv2 > 0.0 && cv2 < 100.0 ? cv2 : 1.0);
+        }
+        w->dbar = sd > 0.0 ? MAX(sd2 / sd, 1e-3) : 1e-3;
+        w->acf = queue_ac_factor(1.0, sd > 0.0 ? scv / sd : 1.0);
+        return set_feedback(w, prev);
+}
+
 static int ws_init(struct ws *w, const struct em_host *h, const struct plan_policy *pol, const struct plan_vcpu *v,
                    size_t nv, const struct plan_hint *hints, size_t n_hints, const struct plan *prev)
 {
@@ -428,6 +513,8 @@ static int ws_init(struct ws *w, const struct em_host *h, const struct plan_poli
         w->sib = malloc(n * sizeof(int));
         w->work = calloc(n, sizeof(double));
         w->base_work = calloc(n, sizeof(double));
+        w->work2 = calloc(n, sizeof(double));
+        w->base_work2 = calloc(n, sizeof(double));
         w->nvc = calloc(n, sizeof(unsigned));
         w->base_nvc = calloc(n, sizeof(unsigned));
         w->resv = calloc(n, 1);
@@ -454,7 +541,7 @@ static int ws_init(struct ws *w, const struct em_host *h, const struct plan_poli
         w->leaf0 = (w->segn - 1) / 3;
         w->seg = malloc((w->leaf0 + w->segn) * sizeof(double));
         w->cpu_pos = malloc(n * sizeof(int));
-        if (!w->dem || !w->wait || !w->boost || !w->floor || !w->fdom_floor || !w->sorted || !w->assign || !w->sib || !w->work || !w->base_work || !w->nvc ||
+        if (!w->work2 || !w->base_work2 || !w->dem || !w->wait || !w->boost || !w->floor || !w->fdom_floor || !w->sorted || !w->assign || !w->sib || !w->work || !w->base_work || !w->nvc ||
             !w->base_nvc || !w->resv || !w->cpu_boost || !w->in_set || !w->set_level || !w->set_load || !w->large || !w->cpu_large ||
             !w->set_lambda || !w->set_done || !w->set_flat || !w->set_free || !w->ework || !w->fixed || !w->active || !w->lat || !w->level || !w->fdom_start ||
             !w->fdom_cores || !w->spread_cores || !w->seg || !w->cpu_pos)
@@ -525,10 +612,14 @@ static int ws_init(struct ws *w, const struct em_host *h, const struct plan_poli
                 w->sorted[i] = (unsigned) i;
         }
         qsort_r(w->sorted, nv, sizeof(unsigned), cmp_demand, w);
+        r = ws_init_wait_model(w, prev);
+        if (r < 0)
+                return r;
         /* Excluded vCPUs: background load where they run. */
         for (size_t i = 0; i < nv; i++)
                 if (v[i].mode == PLACE_EXCLUDE && cpu_ok(h, v[i].cur_cpu)) {
                         w->base_work[v[i].cur_cpu] += w->dem[i];
+                        w->base_work2[v[i].cur_cpu] += w->dem[i] * w->dem[i];
                         w->base_nvc[v[i].cur_cpu]++;
                 }
         /* Cores of each frequency domain (a core belongs to its thread 0's domain). */
@@ -559,6 +650,7 @@ static void state_reset(struct ws *w)
 {
         unsigned n = w->h->n_cpus;
         memcpy(w->work, w->base_work, n * sizeof(double));
+        memcpy(w->work2, w->base_work2, n * sizeof(double));
         memcpy(w->nvc, w->base_nvc, n * sizeof(unsigned));
         memset(w->resv, 0, n);
         for (size_t i = 0; i < w->nv; i++)
@@ -570,6 +662,7 @@ static void cpu_put(struct ws *w, size_t i, int cpu)
 {
         w->assign[i] = cpu;
         w->work[cpu] += w->dem[i];
+        w->work2[cpu] += w->dem[i] * w->dem[i];
         w->nvc[cpu]++;
         if (w->v[i].mode == PLACE_DEDICATED) {
                 w->resv[cpu] = 2;
@@ -585,8 +678,9 @@ static void cpu_take(struct ws *w, size_t i)
         if (cpu < 0)
                 return;
         w->work[cpu] -= w->dem[i];
+        w->work2[cpu] -= w->dem[i] * w->dem[i];
         if (w->work[cpu] < EPS)
-                w->work[cpu] = 0.0;
+                w->work[cpu] = w->work2[cpu] = 0.0;
         w->nvc[cpu]--;
         if (w->v[i].mode == PLACE_DEDICATED) {
                 w->resv[cpu] = 0;
@@ -719,6 +813,7 @@ static bool place_pack(struct ws *w, const int *order, double hc, bool abort_on_
                 /* Mode fallbacks (no free core left) land here as pack vCPUs. */
                 w->assign[i] = cpu;
                 w->work[cpu] += w->dem[i];
+                w->work2[cpu] += w->dem[i] * w->dem[i];
                 w->nvc[cpu]++;
                 seg_set(w, (unsigned) pos, room(w, cpu, hc));
                 if (w->sib[cpu] >= 0)
@@ -784,6 +879,7 @@ static void place_spread_all(struct ws *w)
                 cpu = h->cores[k].cpu[t];
                 w->assign[i] = cpu;
                 w->work[cpu] += w->dem[i];
+                w->work2[cpu] += w->dem[i] * w->dem[i];
                 w->nvc[cpu]++;
         }
 }
@@ -861,6 +957,253 @@ static double set_water_level(struct ws *w, unsigned g, double load)
         return plan_water_level(w->fixed, m, load);
 }
 
+
+/* ---- the wait model of a pack set (latency profile) ------------------------ */
+
+/*
+ * A candidate whose set queues over the budget even at the top level is
+ * charged this many times the top level's power per CPU and unit of excess
+ * probability: the target search never prefers it to one within the budget.
+ */
+#define LAT_PENALTY 10.0
+#define CORR_MIN 0.25           /* the closed loop trusts the model at most 4x optimistic ... */
+#define CORR_MAX 16.0           /* ... and 16x pessimistic */
+#define CORR_DECAY 0.8          /* per period, towards the measured ratio, when comfortably under */
+#define CORR_INFORMATIVE 0.25   /* a prediction under this share of the budget says too little to lower it */
+
+/* Per-thread speed of a set with n1 CPUs alone on their core and n2 threads of paired cores. */
+static double set_speed(const struct ws *w, unsigned n1, unsigned n2)
+{
+        unsigned c = n1 + n2;
+        return c ? ((double) n1 + (double) n2 * w->gain / 2.0) / (double) c : 1.0;
+}
+
+static double set_factor(const struct ws *w, unsigned g)
+{
+        return w->acf * w->corr[g];
+}
+
+/*
+ * Predicted queueing share of LLC g's set: c CPUs of per-thread speed spd at
+ * capacity cap (utilisation units) carrying load of n vCPUs (n 0: unknown).
+ */
+static double set_pwait(const struct ws *w, unsigned g, unsigned c, double load, double load2, double spd,
+                        double cap)
+{
+        double unit = cap * spd, A = load / unit, du = (load > 0.0 ? load2 / load : w->dbar) / unit;
+        return queue_set_pwait(c, A, MIN(du, 1.0), set_factor(w, g));
+}
+
+/* The share of wake-ups that queue for the packed vCPUs k0..k-1 of w->sorted (lat_rooms) on c CPUs. */
+static double run_pwait(const struct ws *w, unsigned g, unsigned c, size_t k0, size_t k, double unit)
+{
+        double s1 = w->pre1[k] - w->pre1[k0], s2 = w->pre2[k] - w->pre2[k0];
+        if (!(s1 > 0.0))
+                return 0.0;
+        return queue_set_pwait(c, s1 / unit, MIN(s2 / s1 / unit, 1.0), set_factor(w, g));
+}
+
+/* Least loaded CPU (work, then a core with both threads loaded counts SmtGain) among cpus[0..n). */
+static int least_loaded(const struct ws *w, const int *cpus, unsigned n)
+{
+        int best = -1;
+        double bl = DBL_MAX;
+        for (unsigned j = 0; j < n; j++) {
+                int c = cpus[j], s = w->sib[c];
+                double l = w->work[c] + (s >= 0 && w->work[s] > 0.0 ? (w->work[s] + w->work[c]) / w->gain : 0.0);
+                if (l < bl - EPS) {
+                        bl = l;
+                        best = c;
+                }
+        }
+        return best;
+}
+
+/*
+ * A latency candidate at capacity cap (step 2): pack sets sized by the wait
+ * model.  The packed vCPUs, largest first, are cut into consecutive runs, one
+ * per LLC in the wake order: each LLC takes the longest run its free CPUs
+ * carry within the budget (judged by the run's own demand and
+ * demand-weighted mean size: an LLC of a few large vCPUs and one of many
+ * small ones each by their own), the last one the fewest CPUs c that carry
+ * the rest.  The run goes to the first c free CPUs of its LLC in the wake
+ * order, each vCPU to the least loaded of them (the balance the kernel keeps
+ * in a set).  Returns true if vCPUs were left over (spread over every free
+ * CPU then).
+ */
+static bool place_sets(struct ws *w, const int *order, double cap, bool smt_first)
+{
+        const struct em_host *h = w->h;
+        double spd = smt_first && w->smt ? w->gain / 2.0 : 1.0, unit = cap * spd;
+        size_t m = 0, k0 = 0;
+        unsigned *idx = w->sorted_pack;
+        int *cpus = w->cpu_list;
+
+        for (size_t s = 0; s < w->nv; s++) {
+                unsigned i = w->sorted[s];
+                if (w->assign[i] >= 0 || w->v[i].mode == PLACE_EXCLUDE)
+                        continue;
+                idx[m] = i;
+                w->pre1[m + 1] = w->pre1[m] + w->dem[i];
+                w->pre2[m + 1] = w->pre2[m] + w->dem[i] * w->dem[i];
+                m++;
+        }
+        memset(w->set_level, 0, h->n_llcs ? h->n_llcs : 1); /* scratch: LLC seen */
+        for (unsigned p = 0; p < h->n_online && k0 < m; p++) {
+                unsigned g = h->cores[h->cpu_core[order[p]]].llc, n = 0, c;
+                size_t k;
+                if (w->set_level[g])
+                        continue;
+                w->set_level[g] = 1;
+                for (unsigned q = p; q < h->n_online; q++) { /* its free CPUs, in the wake order */
+                        int x = order[q];
+                        if (h->cores[h->cpu_core[x]].llc == g && !w->resv[x] && !(w->sib[x] >= 0 && w->resv[w->sib[x]] == 2))
+                                cpus[n++] = x;
+                }
+                if (n == 0)
+                        continue;
+                c = n;
+                if (run_pwait(w, g, n, k0, m, unit) <= w->budget) {
+                        unsigned lo = 1, hi = n; /* the last LLC: least c that carries the rest */
+                        while (lo < hi) {
+                                unsigned mid = (lo + hi) / 2;
+                                if (run_pwait(w, g, mid, k0, m, unit) <= w->budget)
+                                        hi = mid;
+                                else
+                                        lo = mid + 1;
+                        }
+                        c = lo;
+                        k = m;
+                } else {
+                        size_t lo = k0 + 1, hi = m; /* longest run within the budget, at least one */
+                        while (lo < hi) {
+                                size_t mid = (lo + hi + 1) / 2;
+                                if (run_pwait(w, g, n, k0, mid, unit) <= w->budget)
+                                        lo = mid;
+                                else
+                                        hi = mid - 1;
+                        }
+                        k = lo;
+                }
+                for (size_t j = k0; j < k; j++)
+                        cpu_put(w, idx[j], least_loaded(w, cpus, c));
+                k0 = k;
+        }
+        if (k0 >= m)
+                return false;
+        {
+                unsigned n = 0;
+                for (unsigned q = 0; q < h->n_online; q++)
+                        if (!w->resv[order[q]])
+                                cpus[n++] = order[q];
+                for (size_t j = k0; j < m && n > 0; j++)
+                        cpu_put(w, idx[j], least_loaded(w, cpus, n));
+        }
+        return true;
+}
+
+/*
+ * LLC g's set in the current state (w->work) at the top level, with extra
+ * load on CPU extra_cpu (-1: none): its predicted queueing share.
+ */
+static double set_pwait_now(const struct ws *w, unsigned g, double extra, int extra_cpu)
+{
+        const struct em_host *h = w->h;
+        unsigned n1 = 0, n2 = 0;
+        double load = extra, load2 = extra * extra;
+        double top = (double) em_capacity(&h->model, h->model.n_levels - 1u) / EM_CAPACITY_SCALE;
+
+        for (unsigned k = h->llcs[g].first; k < h->llcs[g].end; k++) {
+                const struct em_core *co = &h->cores[k];
+                unsigned in = 0;
+                for (unsigned t = 0; t < co->n_threads; t++) {
+                        int c = co->cpu[t];
+                        if (w->resv[c] || (cpu_empty(w, c) && c != extra_cpu))
+                                continue;
+                        in++;
+                        load += w->work[c];
+                        load2 += w->work2[c];
+                }
+                if (in == 1)
+                        n1++;
+                else
+                        n2 += in;
+        }
+        return set_pwait(w, g, n1 + n2, load, load2, set_speed(w, n1, n2), top);
+}
+
+/*
+ * The closed loop (step 4).  The previous plan's set of each LLC: c CPUs,
+ * its vCPUs' utilisation (A CPUs at the level it ran) and their decayed
+ * run-queue wait W.  The queueing share that wait stands for
+ * (queue_measured_pwait) against the model's prediction for the same set
+ * gives the correction:
+ *  - measured over the budget: the correction rises at once to
+ *    measured / predicted (the set grows in this plan);
+ *  - measured under half the budget, with a prediction that says something
+ *    (at least CORR_INFORMATIVE of the budget): it falls by at most
+ *    CORR_DECAY per period towards measured / predicted (the set may shrink,
+ *    after the dwell);
+ *  - else it is kept.
+ * Within CORR_MIN..CORR_MAX.  The correction lives in the plan (plan_set.corr).
+ */
+static int set_feedback(struct ws *w, const struct plan *prev)
+{
+        const struct em_host *h = w->h;
+        _cleanup_free_ int *from = NULL;
+        _cleanup_free_ double *util = NULL, *util2 = NULL, *wait = NULL;
+        unsigned nl = h->n_llcs;
+        int r;
+
+        for (unsigned g = 0; g < nl; g++)
+                w->corr[g] = 1.0;
+        if (!prev_compatible(h, prev) || prev->n_llcs != nl || !prev->set)
+                return 0;
+        for (unsigned g = 0; g < nl; g++)
+                if (prev->set[g].corr >= CORR_MIN && prev->set[g].corr <= CORR_MAX)
+                        w->corr[g] = prev->set[g].corr;
+        from = malloc((w->nv ? w->nv : 1) * sizeof(int));
+        util = calloc(nl ? nl : 1, sizeof(double));
+        wait = calloc(nl ? nl : 1, sizeof(double));
+        util2 = calloc(nl ? nl : 1, sizeof(double));
+        if (!from || !util || !util2 || !wait)
+                return -ENOMEM;
+        r = map_previous(w, prev, from);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < w->nv; i++) {
+                if (from[i] < 0 || w->v[i].mode != PLACE_PACK)
+                        continue;
+                unsigned g = h->cores[h->cpu_core[from[i]]].llc;
+                if (w->v[i].util > 0.0) {
+                        util[g] += MIN(w->v[i].util, 1.0);
+                        util2[g] += MIN(w->v[i].util, 1.0) * MIN(w->v[i].util, 1.0);
+                }
+                if (w->v[i].wait_avg > 0.0)
+                        wait[g] += MIN(w->v[i].wait_avg, 1.0);
+        }
+        for (unsigned g = 0; g < nl; g++) {
+                const struct plan_set *ps = &prev->set[g];
+                unsigned L = MIN(ps->level, h->model.n_levels - 1u);
+                double cap = (double) em_capacity(&h->model, L) / EM_CAPACITY_SCALE;
+                double spd = ps->speed > 0.0 ? ps->speed : 1.0, A = util[g] / (cap * spd), k = w->corr[g];
+                double meas, pred;
+                if (ps->cpus == 0 || !(A > 0.0))
+                        continue;
+                meas = queue_measured_pwait(ps->cpus, A, wait[g]);
+                w->measured[g] = meas;
+                if (!w->latency)
+                        continue;
+                pred = w->acf * queue_set_pwait(ps->cpus, A, MIN(util2[g] / util[g] / (cap * spd), 1.0), 1.0);
+                if (meas > w->budget)
+                        k = MAX(k, meas / MAX(pred, 1e-6));
+                else if (meas < w->budget / 2.0 && pred >= CORR_INFORMATIVE * w->budget)
+                        k = MAX(k * CORR_DECAY, meas / pred);
+                w->corr[g] = MIN(MAX(k, CORR_MIN), CORR_MAX);
+        }
+        return 0;
+}
+
 /*
  * Pack sets (plan_pin_sets) let the kernel balance a set's load over its
  * CPUs: a CPU that goes idle pulls a waiting vCPU of its set, a waking vCPU
@@ -889,6 +1232,7 @@ static void pack_set_balance(struct ws *w)
         if (w->pol->pin_single_cpu)
                 return;
         memset(w->set_load, 0, h->n_llcs * sizeof(double));
+        memset(w->set_load2, 0, h->n_llcs * sizeof(double));
         memset(w->set_done, 0, h->n_llcs);
         for (size_t i = 0; i < w->nv; i++) {
                 int c = w->assign[i];
@@ -897,6 +1241,7 @@ static void pack_set_balance(struct ws *w)
                 w->in_set[c] = 1;
                 w->ework[c] -= w->dem[i];       /* leaves the CPU's unmovable load */
                 w->set_load[h->cores[h->cpu_core[c]].llc] += w->dem[i];
+                w->set_load2[h->cores[h->cpu_core[c]].llc] += w->dem[i] * w->dem[i];
         }
         memset(w->set_flat, 1, h->n_llcs);
         memset(w->set_free, 0, h->n_llcs * sizeof(unsigned));
@@ -929,6 +1274,7 @@ static void pack_set_balance(struct ws *w)
                         w->cpu_large[c] = 1;
                         w->ework[c] += w->dem[i];
                         w->set_load[g] -= w->dem[i];
+                        w->set_load2[g] -= w->dem[i] * w->dem[i];
                         continue;
                 }
                 w->set_done[g] = 1;
@@ -942,6 +1288,12 @@ static void pack_set_balance(struct ws *w)
                         w->ework[c] = MAX(w->ework[c], w->set_lambda[g]);
         }
 }
+
+/*
+ * Latency profile: the lowest level from L up at which LLC g's set (its CPUs
+ * without a large vCPU, its movable load) is predicted within the budget.
+ */
+static unsigned set_level_for_budget(struct ws *w, unsigned g, unsigned L);
 
 /*
  * The kernel balancing a set's load over its CPUs also means that every CPU
@@ -958,12 +1310,47 @@ static void pack_set_balance(struct ws *w)
  * large vCPU, its sibling's work, race to idle).  Part of every evaluation,
  * so that the target search weighs it.
  */
+static unsigned set_level_for_budget(struct ws *w, unsigned g, unsigned L)
+{
+        const struct em_host *h = w->h;
+        const struct energy_model *m = &h->model;
+        unsigned n1 = 0, n2 = 0;
+        double spd;
+
+        for (unsigned k = h->llcs[g].first; k < h->llcs[g].end; k++) {
+                const struct em_core *co = &h->cores[k];
+                unsigned in = 0;
+                for (unsigned t = 0; t < co->n_threads; t++) {
+                        int c = co->cpu[t];
+                        if (w->in_set[c] && !w->cpu_large[c])
+                                in++;
+                }
+                if (in == 1)
+                        n1++;
+                else
+                        n2 += in;
+        }
+        spd = set_speed(w, n1, n2);
+        for (;; L++) {
+                double pw = set_pwait(w, g, n1 + n2, w->set_load[g], w->set_load2[g], spd,
+                                      (double) m->levels[L].capacity / EM_CAPACITY_SCALE);
+                if (pw <= w->budget)
+                        break;
+                if (L + 1 >= m->n_levels) {
+                        w->lat_over += (double) (n1 + n2) * (pw - w->budget);
+                        break;
+                }
+        }
+        return L;
+}
+
 static void pack_set_levels(struct ws *w)
 {
         const struct em_host *h = w->h;
         const struct energy_model *m = &h->model;
         unsigned top = m->n_levels - 1;
 
+        w->lat_over = 0.0;
         for (unsigned g = 0; g < h->n_llcs; g++) {
                 double need = 0.0;
                 unsigned L = 0;
@@ -982,6 +1369,8 @@ static void pack_set_levels(struct ws *w)
                 }
                 while (L < top && need > w->lfrac * m->levels[L].capacity / EM_CAPACITY_SCALE + EPS)
                         L++;
+                if (w->latency)
+                        L = set_level_for_budget(w, g, L);
                 w->set_level[g] = (uint8_t) L;
         }
         for (unsigned c = 0; c < h->n_cpus; c++) {
@@ -1112,7 +1501,7 @@ static double finalize(struct ws *w, struct em_breakdown *b)
                 pack_set_levels(w);
         perf_floors(w);
 
-        w->penalty_mw = 0.0;
+        w->penalty_mw = w->lat_over * LAT_PENALTY * m->levels[top].active_mw;
         /*
          * The turbo table and the package power limit: a level a package cannot run at with
          * this load is not offered; its domains get the level it is forced to, which is also
@@ -1151,12 +1540,12 @@ static double finalize(struct ws *w, struct em_breakdown *b)
                  * candidate that leaves work to a cap would look cheaper than one that runs
                  * it.  It is charged twice the top level's power per unit of that work.
                  */
-                w->penalty_mw = over > 0.0 ? 2.0 * over * m->levels[top].active_mw : 0.0;
+                w->penalty_mw += over > 0.0 ? 2.0 * over * m->levels[top].active_mw : 0.0;
                 if (b)
                         *b = cb;
                 return mw + w->penalty_mw;
         }
-        return em_host_power(h, &l, b);
+        return em_host_power(h, &l, b) + w->penalty_mw;
 }
 
 /* Any CPU over its headroom at the top level (a lone vCPU is never "over"). */
@@ -1168,6 +1557,9 @@ static bool cpu_overloaded(const struct ws *w, int cpu)
         if (cpu_empty(w, cpu))
                 return false;
         k = (unsigned) h->cpu_core[cpu];
+        /* latency profile: a CPU of a pack set is overloaded when its set is over the budget at the top level */
+        if (w->latency && !w->resv[cpu])
+                return set_pwait_now(w, h->cores[k].llc, 0.0, -1) > w->budget;
         return !level_fits(w, w->work, k, hc, true);
 }
 
@@ -1235,6 +1627,10 @@ static bool fits(const struct ws *w, size_t i, int cpu)
                 return false;
         if (cpu_empty(w, cpu) && (s < 0 || cpu_empty(w, s)))
                 return true;
+        /* latency profile: its set with it within the budget at the top level, the CPU within its capacity */
+        if (w->latency)
+                return w->work[cpu] + d <= 1.0 + EPS &&
+                       set_pwait_now(w, w->h->cores[w->h->cpu_core[cpu]].llc, d, cpu) <= w->budget;
         if (w->work[cpu] + d > hc + EPS)
                 return false;
         if (s >= 0 && !cpu_empty(w, s) && w->work[cpu] + w->work[s] + d > hc * w->gain + EPS)
@@ -1291,6 +1687,7 @@ void plan_free(struct plan *p)
         free(p->cpu_idle_state);
         free(p->cpu_max_latency_us);
         free(p->cpu_work);
+        free(p->set);
         free(p);
 }
 
@@ -1312,7 +1709,9 @@ static struct plan *plan_alloc(const struct em_host *h, size_t nv)
         p->cpu_idle_state = calloc(h->n_cpus, 1);
         p->cpu_max_latency_us = calloc(h->n_cpus, sizeof(uint32_t));
         p->cpu_work = calloc(h->n_cpus, sizeof(double));
-        if (!p->vcpu_key || !p->vcpu_cpu || !p->vcpu_boost || !p->vcpu_alone || !p->vcpu_demand || !p->fdom_level || !p->cpu_idle_state || !p->cpu_max_latency_us ||
+        p->n_llcs = h->n_llcs;
+        p->set = calloc(h->n_llcs ? h->n_llcs : 1, sizeof(*p->set));
+        if (!p->set || !p->vcpu_key || !p->vcpu_cpu || !p->vcpu_boost || !p->vcpu_alone || !p->vcpu_demand || !p->fdom_level || !p->cpu_idle_state || !p->cpu_max_latency_us ||
             !p->cpu_work) {
                 plan_free(p);
                 return NULL;
@@ -1322,7 +1721,9 @@ static struct plan *plan_alloc(const struct em_host *h, size_t nv)
 
 bool plan_equal(const struct plan *a, const struct plan *b)
 {
-        if (a->n_cpus != b->n_cpus || a->n_fdoms != b->n_fdoms || a->n_vcpus != b->n_vcpus)
+        if (a->n_cpus != b->n_cpus || a->n_fdoms != b->n_fdoms || a->n_vcpus != b->n_vcpus ||
+            a->n_llcs != b->n_llcs || (a->n_llcs && (!a->set || !b->set)) ||
+            (a->n_llcs && memcmp(a->set, b->set, a->n_llcs * sizeof(*a->set)) != 0))
                 return false;
         return cpuset_equal(&a->active, &b->active) &&
                memcmp(a->vcpu_key, b->vcpu_key, a->n_vcpus * sizeof(uint64_t)) == 0 &&
@@ -1526,6 +1927,58 @@ static int map_previous(const struct ws *w, const struct plan *prev, int *out)
         return 0;
 }
 
+/* Each LLC's pack set as planned (after finalize()): size, demand, the model's word on it. */
+static void fill_plan_sets(struct ws *w, struct plan *p)
+{
+        const struct em_host *h = w->h;
+        const struct energy_model *m = &h->model;
+
+        for (unsigned g = 0; g < h->n_llcs; g++) {
+                struct plan_set *ps = &p->set[g];
+                unsigned n1 = 0, n2 = 0, level = 0;
+                memset(ps, 0, sizeof(*ps));
+                w->set_load2[g] = 0.0;
+                ps->corr = w->corr[g];
+                ps->measured = w->measured[g];
+                ps->budget = w->budget;
+                for (unsigned k = h->llcs[g].first; k < h->llcs[g].end; k++) {
+                        const struct em_core *co = &h->cores[k];
+                        unsigned in = 0;
+                        for (unsigned t = 0; t < co->n_threads; t++)
+                                in += w->in_set[co->cpu[t]];
+                        if (in == 1)
+                                n1++;
+                        else
+                                n2 += in;
+                        if (in)
+                                level = MAX(level, (unsigned) w->level[h->cpu_fdom[co->cpu[0]]]);
+                }
+                ps->cpus = n1 + n2;
+                ps->level = level;
+                ps->speed = set_speed(w, n1, n2);
+        }
+        for (size_t i = 0; i < w->nv; i++) {
+                int c = w->assign[i];
+                if (w->pol->pin_single_cpu || !in_pack_set(h, w->v[i].mode, w->boost[i], c))
+                        continue;
+                unsigned g = h->cores[h->cpu_core[c]].llc;
+                struct plan_set *ps = &p->set[g];
+                ps->vcpus++;
+                ps->demand += w->dem[i];
+                w->set_load2[g] += w->dem[i] * w->dem[i];
+        }
+        for (unsigned g = 0; g < h->n_llcs; g++) {
+                struct plan_set *ps = &p->set[g];
+                double cap = (double) m->levels[MIN(ps->level, m->n_levels - 1u)].capacity / EM_CAPACITY_SCALE;
+                if (ps->cpus == 0)
+                        continue;
+                ps->pwait = set_pwait(w, g, ps->cpus, ps->demand, w->set_load2[g], ps->speed, cap);
+                ps->pwait_less = ps->cpus > 1 ? set_pwait(w, g, ps->cpus - 1, ps->demand, w->set_load2[g],
+                                                          ps->speed, cap)
+                                              : 1.0;
+        }
+}
+
 static void fill_plan(struct ws *w, struct plan *p, nsec_t now)
 {
         const struct em_host *h = w->h;
@@ -1552,6 +2005,7 @@ static void fill_plan(struct ws *w, struct plan *p, nsec_t now)
         }
         p->now_ns = now;
         p->why.n_active = cpuset_count(&p->active);
+        fill_plan_sets(w, p);
 }
 
 struct cand_ctx {
@@ -1571,7 +2025,11 @@ static double try_candidate(struct cand_ctx *cc, const int *order, unsigned leve
 
         state_reset(w);
         place_reserved(w);
-        overflow = place_pack(w, order, hc, !top);
+        if (w->latency)
+                overflow = place_sets(w, order, (double) w->h->model.levels[level].capacity / EM_CAPACITY_SCALE,
+                                      order == w->h->order_smt_first);
+        else
+                overflow = place_pack(w, order, hc, !top);
         if (overflow && !top)
                 return DBL_MAX;
         mw = finalize(w, NULL);

@@ -65,9 +65,15 @@ static double rnd(void) /* [0, 1) */
         return (double) (rng_state >> 11) / (double) (1ULL << 53);
 }
 
+/*
+ * The cases below were written for the utilisation-headroom rule: they run
+ * the batch profile, which keeps it.  The latency profile (the default) has
+ * its own tests (test_latency_*).
+ */
 static void policy(struct plan_policy *p)
 {
         plan_policy_defaults(p);
+        p->profile = PLAN_PROFILE_BATCH;
 }
 
 /*
