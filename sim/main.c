@@ -40,6 +40,9 @@ static void help(void)
                "  -s, --seed=N              seed (default 1)\n"
                "  -b, --burst-ms=MS         burst parameter B (default 10)\n"
                "      --burst-dist=D        exp, fixed or pareto (default exp)\n"
+               "      --profile=P           the planner's [Planner] Profile: latency or batch (default: the\n"
+               "                            configuration's)\n"
+               "      --queue-budget-percent=PCT  its QueueBudgetPercent, 0.01..100\n"
                "      --period-ms=MS        planner period (default: the configuration's ControlPeriod)\n"
                "      --step-s=S            observation step (default 60)\n"
                "      --window-s=S          baselines' burst window per step (default max(1, 50 x B),\n"
@@ -154,7 +157,8 @@ static int bad(const char *opt, const char *val)
 int main(int argc, char **argv)
 {
         enum { O_VMS = 256, O_DIST, O_PERIOD, O_STEP, O_WINDOW, O_INTERVALS, O_FIRST, O_NORESIM, O_CSV, O_LABEL, O_SVG,
-               O_PROGRESS, O_NOPROGRESS, O_FORMAT, O_RESAMPLE, O_SPLIT, O_CURVE, O_MEASURED, O_UNIT };
+               O_PROGRESS, O_NOPROGRESS, O_FORMAT, O_RESAMPLE, O_SPLIT, O_CURVE, O_MEASURED, O_UNIT,
+               O_PROFILE, O_QBUDGET };
         static const struct option opts[] = {
                 { "trace", required_argument, NULL, 't' },
                 { "trace-format", required_argument, NULL, O_FORMAT },
@@ -164,6 +168,8 @@ int main(int argc, char **argv)
                 { "topology", required_argument, NULL, 'T' },
                 { "model", required_argument, NULL, 'm' },
                 { "config", required_argument, NULL, 'c' },
+                { "profile", required_argument, NULL, O_PROFILE },
+                { "queue-budget-percent", required_argument, NULL, O_QBUDGET },
                 { "oversub", required_argument, NULL, 'o' },
                 { "vms", required_argument, NULL, O_VMS },
                 { "seed", required_argument, NULL, 's' },
@@ -194,6 +200,8 @@ int main(int argc, char **argv)
         enum sim_trace_format fmt = SIM_TRACE_VMMPOWER;
         nsec_t resample_ns = 300 * NSEC_PER_SEC;
         bool period_set = false, resample_set = false;
+        int profile = -1;
+        double qbudget = -1.0;
         double d;
         uint32_t u;
         uint64_t u64;
@@ -238,6 +246,15 @@ int main(int argc, char **argv)
                 case 'T': topo = optarg; break;
                 case 'm': model = optarg; break;
                 case 'c': config = optarg; break;
+                case O_PROFILE:
+                        profile = plan_profile_from_string(optarg);
+                        if (profile < 0)
+                                return bad("--profile (latency or batch)", optarg);
+                        break;
+                case O_QBUDGET:
+                        if (parse_pos_double(optarg, &qbudget) < 0 || qbudget < 0.01 || qbudget > 100)
+                                return bad("--queue-budget-percent (0.01..100)", optarg);
+                        break;
                 case 'o':
                         if (parse_pos_double(optarg, &cfg.oversub) < 0 || cfg.oversub > 64)
                                 return bad("--oversub", optarg);
@@ -330,6 +347,11 @@ int main(int argc, char **argv)
         }
         if (period_set)
                 cfg.policy.period_ns = cfg.plan_period_ns;
+        /* the [Planner] keys Profile and QueueBudgetPercent, over the configuration's */
+        if (profile >= 0)
+                cfg.policy.profile = (enum plan_profile) profile;
+        if (qbudget > 0.0)
+                cfg.policy.queue_budget = qbudget / 100.0;
         if (resample_set && fmt != SIM_TRACE_BITBRAINS) {
                 fprintf(stderr, "vmmpower-sim: --resample-s applies to --trace-format=bitbrains only\n");
                 return 2;

@@ -214,6 +214,7 @@ struct ws {
                                  * top level */
         double *work2, *base_work2; /* [n_cpus] sum of the squared demands of its vCPUs */
         double *set_load2;      /* [n_llcs] pack-set scratch: sum of squared movable demands */
+        double *set_tot, *set_tot2; /* [n_llcs] pack-set scratch: all its vCPUs' demand, squared (large ones too) */
         double *pre1, *pre2;    /* [nv + 1] lat_rooms scratch: prefix sums of demand, squared demand */
         unsigned *llc_n;        /* [n_llcs] online CPUs per LLC */
 };
@@ -260,6 +261,8 @@ static void ws_free(struct ws *w)
         free(w->work2);
         free(w->base_work2);
         free(w->set_load2);
+        free(w->set_tot);
+        free(w->set_tot2);
         free(w->pre1);
         free(w->pre2);
         free(w->llc_n);
@@ -463,9 +466,11 @@ static int ws_init_wait_model(struct ws *w, const struct plan *prev)
         w->cpu_list = calloc(h->n_cpus, sizeof(int));
         w->llc_n = calloc(nl, sizeof(unsigned));
         w->set_load2 = calloc(nl, sizeof(double));
+        w->set_tot = calloc(nl, sizeof(double));
+        w->set_tot2 = calloc(nl, sizeof(double));
         w->pre1 = calloc(w->nv + 1, sizeof(double));
         w->pre2 = calloc(w->nv + 1, sizeof(double));
-        if (!w->corr || !w->measured || !w->sorted_pack || !w->cpu_list || !w->llc_n || !w->set_load2 || !w->pre1 ||
+        if (!w->corr || !w->measured || !w->sorted_pack || !w->cpu_list || !w->llc_n || !w->set_load2 || !w->set_tot || !w->set_tot2 || !w->pre1 ||
             !w->pre2)
                 return -ENOMEM;
         for (unsigned c = 0; c < h->n_cpus; c++)
@@ -1233,6 +1238,8 @@ static void pack_set_balance(struct ws *w)
                 return;
         memset(w->set_load, 0, h->n_llcs * sizeof(double));
         memset(w->set_load2, 0, h->n_llcs * sizeof(double));
+        memset(w->set_tot, 0, h->n_llcs * sizeof(double));
+        memset(w->set_tot2, 0, h->n_llcs * sizeof(double));
         memset(w->set_done, 0, h->n_llcs);
         for (size_t i = 0; i < w->nv; i++) {
                 int c = w->assign[i];
@@ -1242,6 +1249,8 @@ static void pack_set_balance(struct ws *w)
                 w->ework[c] -= w->dem[i];       /* leaves the CPU's unmovable load */
                 w->set_load[h->cores[h->cpu_core[c]].llc] += w->dem[i];
                 w->set_load2[h->cores[h->cpu_core[c]].llc] += w->dem[i] * w->dem[i];
+                w->set_tot[h->cores[h->cpu_core[c]].llc] += w->dem[i];
+                w->set_tot2[h->cores[h->cpu_core[c]].llc] += w->dem[i] * w->dem[i];
         }
         memset(w->set_flat, 1, h->n_llcs);
         memset(w->set_free, 0, h->n_llcs * sizeof(unsigned));
@@ -1290,8 +1299,10 @@ static void pack_set_balance(struct ws *w)
 }
 
 /*
- * Latency profile: the lowest level from L up at which LLC g's set (its CPUs
- * without a large vCPU, its movable load) is predicted within the budget.
+ * Latency profile: the lowest level from L up at which LLC g's set (all its
+ * CPUs and vCPUs: a large one, pinned alone, is still one of the set's
+ * sources and its CPU one of the set's servers while it idles) is predicted
+ * within the budget.
  */
 static unsigned set_level_for_budget(struct ws *w, unsigned g, unsigned L);
 
@@ -1322,8 +1333,7 @@ static unsigned set_level_for_budget(struct ws *w, unsigned g, unsigned L)
                 unsigned in = 0;
                 for (unsigned t = 0; t < co->n_threads; t++) {
                         int c = co->cpu[t];
-                        if (w->in_set[c] && !w->cpu_large[c])
-                                in++;
+                        in += w->in_set[c];
                 }
                 if (in == 1)
                         n1++;
@@ -1332,7 +1342,7 @@ static unsigned set_level_for_budget(struct ws *w, unsigned g, unsigned L)
         }
         spd = set_speed(w, n1, n2);
         for (;; L++) {
-                double pw = set_pwait(w, g, n1 + n2, w->set_load[g], w->set_load2[g], spd,
+                double pw = set_pwait(w, g, n1 + n2, w->set_tot[g], w->set_tot2[g], spd,
                                       (double) m->levels[L].capacity / EM_CAPACITY_SCALE);
                 if (pw <= w->budget)
                         break;

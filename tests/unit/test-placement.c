@@ -24,6 +24,7 @@
 #include "energy_model.h"
 #include "placement.h"
 #include "plan_input.h"
+#include "queueing.h"
 #include "topology.h"
 #include "util.h"
 
@@ -1650,6 +1651,146 @@ static void test_wait_demand_pack_set(void **state)
         free_host(&f);
 }
 
+
+/*
+ * The "true" host of the closed-loop tests: each pack set queues factor times
+ * what the planner's model (acf 1) predicts for it; the vCPUs' measured wait
+ * is the wait that queueing share stands for (queue_measured_pwait inverted),
+ * shared in proportion to their utilisation.  Returns the worst set's true share.
+ */
+static double true_host(const struct em_host *h, const struct plan *p, struct plan_vcpu *v, size_t n, double factor)
+{
+        double worst = 0.0;
+        for (size_t i = 0; i < n; i++)
+                v[i].wait_ratio = v[i].wait_avg = 0.0;
+        for (unsigned g = 0; g < p->n_llcs; g++) {
+                const struct plan_set *ps = &p->set[g];
+                double cap = (double) em_capacity(&h->model, ps->level) / EM_CAPACITY_SCALE, unit = cap * ps->speed;
+                double s1 = 0.0, s2 = 0.0, A, P, W;
+                if (ps->cpus == 0)
+                        continue;
+                for (size_t i = 0; i < n; i++)
+                        if (p->vcpu_cpu[i] >= 0 && h->cores[h->cpu_core[p->vcpu_cpu[i]]].llc == g) {
+                                s1 += v[i].util;
+                                s2 += v[i].util * v[i].util;
+                        }
+                A = s1 / unit;
+                P = MIN(1.0, factor * queue_set_pwait(ps->cpus, A, MIN(s2 / s1 / unit, 1.0), 1.0));
+                W = A < ps->cpus ? P * A / (ps->cpus - A) : 1.0;
+                worst = MAX(worst, P);
+                for (size_t i = 0; i < n; i++)
+                        if (p->vcpu_cpu[i] >= 0 && h->cores[h->cpu_core[p->vcpu_cpu[i]]].llc == g)
+                                v[i].wait_ratio = v[i].wait_avg = W * v[i].util / s1;
+        }
+        return worst;
+}
+
+/*
+ * Closed loop (planted error): the host queues 3x what the model predicts
+ * (bursts burstier than assumed).  Sized by the model alone, a set is over
+ * the budget; fed the measured wait, the plan corrects itself within
+ * CLOSED_LOOP_PERIODS periods and stays within the budget.  With an
+ * accurate model nothing is corrected.
+ */
+#define CLOSED_LOOP_PERIODS 3
+static void test_latency_closed_loop(void **state)
+{
+        struct host_fixture f;
+        struct plan_policy pol;
+        const size_t n = 48;
+        struct plan_vcpu v[48];
+        (void) state;
+
+        load_host("epyc-genoa-1s", "epyc-genoa", &f);
+        plan_policy_defaults(&pol);
+        assert_int_equal(pol.profile, PLAN_PROFILE_LATENCY);
+        for (unsigned planted = 0; planted < 2; planted++) {
+                double factor = planted ? 3.0 : 1.0, first = 0.0, last = 0.0;
+                struct plan *prev = NULL;
+                unsigned fixed_at = 0;
+                for (size_t i = 0; i < n; i++)
+                        v[i] = (struct plan_vcpu) { .key = i + 1, .vm = (uint32_t) i, .mode = PLACE_PACK,
+                                                    .util = 0.1 + 0.3 * (double) (i % 4) / 3.0,
+                                                    .util_last = 0.1 + 0.3 * (double) (i % 4) / 3.0, .cur_cpu = -1 };
+                for (unsigned t = 0; t < 30; t++) {
+                        struct plan *p = NULL;
+                        double worst;
+                        assert_int_equal(plan_compute(f.h, &pol, v, n, NULL, 0, prev, (nsec_t) t * NSEC_PER_SEC, &p),
+                                         0);
+                        worst = true_host(f.h, p, v, n, factor);
+                        if (t == 0)
+                                first = worst;
+                        if (worst > pol.queue_budget + 1e-12)
+                                fixed_at = t + 1;
+                        last = worst;
+                        if (t == 29)
+                                for (unsigned g = 0; g < p->n_llcs; g++)
+                                        if (p->set[g].cpus)
+                                                print_message("# planted %gx: set %u: %u CPUs, level %u, %u vCPUs, demand %.2f, predicted %.4f, measured %.4f, corr %.2f\n",
+                                                              factor, g, p->set[g].cpus, p->set[g].level,
+                                                              p->set[g].vcpus, p->set[g].demand, p->set[g].pwait,
+                                                              p->set[g].measured, p->set[g].corr);
+                        plan_free(prev);
+                        prev = p;
+                }
+                print_message("# planted %gx: worst set's true queueing %.4f in the first plan, %.4f in the last; "
+                              "within the budget from period %u\n", factor, first, last, fixed_at);
+                if (planted) {
+                        /* the planted error shows: the model alone sizes a set over the budget */
+                        assert_true(first > pol.queue_budget);
+                        assert_true(fixed_at <= CLOSED_LOOP_PERIODS);
+                        double kmax = 0.0;
+                        for (unsigned g = 0; g < prev->n_llcs; g++)
+                                kmax = MAX(kmax, prev->set[g].corr);
+                        assert_true(kmax > 1.5);
+                } else {
+                        assert_true(first <= pol.queue_budget);
+                        assert_int_equal(fixed_at, 0);
+                }
+                assert_true(last <= pol.queue_budget);
+                plan_free(prev);
+        }
+        free_host(&f);
+}
+
+/*
+ * Latency profile against batch on the same vCPUs: every set within the
+ * budget by the model at its planned level; batch's deep packing is not.
+ */
+static void test_latency_sets_within_budget(void **state)
+{
+        struct host_fixture f;
+        struct plan_policy pol;
+        struct plan_vcpu v[64];
+        double worst[2] = { 0, 0 };
+        unsigned active[2];
+        (void) state;
+
+        load_host("epyc-genoa-1s", "epyc-genoa", &f);
+        rng_state = 7;
+        for (size_t i = 0; i < 64; i++) {
+                double u = MIN(1.0, -0.13 * log(1.0 - rnd()));
+                v[i] = (struct plan_vcpu) { .key = i + 1, .vm = (uint32_t) i, .mode = PLACE_PACK, .util = u,
+                                            .util_last = u, .cur_cpu = -1 };
+        }
+        for (unsigned b = 0; b < 2; b++) {
+                struct plan *p = NULL;
+                plan_policy_defaults(&pol);
+                if (b)
+                        pol.profile = PLAN_PROFILE_BATCH;
+                assert_int_equal(plan_compute(f.h, &pol, v, 64, NULL, 0, NULL, 0, &p), 0);
+                for (unsigned g = 0; g < p->n_llcs; g++)
+                        worst[b] = MAX(worst[b], p->set[g].pwait);
+                active[b] = p->why.n_active;
+                plan_free(p);
+        }
+        print_message("# 64 vCPUs on epyc-genoa-1s: latency %u active CPUs, worst set %.4f; batch %u, %.4f\n",
+                      active[0], worst[0], active[1], worst[1]);
+        assert_true(worst[0] <= 0.01);
+        assert_true(worst[1] > 0.01);
+        free_host(&f);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -1683,6 +1824,8 @@ int main(void)
                 cmocka_unit_test(test_wait_no_relief),
                 cmocka_unit_test(test_wait_not_demand_when_unsaturated),
                 cmocka_unit_test(test_wait_demand_pack_set),
+                cmocka_unit_test(test_latency_closed_loop),
+                cmocka_unit_test(test_latency_sets_within_budget),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
