@@ -1299,10 +1299,11 @@ static void pack_set_balance(struct ws *w)
 }
 
 /*
- * Latency profile: the lowest level from L up at which LLC g's set (all its
- * CPUs and vCPUs: a large one, pinned alone, is still one of the set's
- * sources and its CPU one of the set's servers while it idles) is predicted
- * within the budget.
+ * Latency profile: the lowest level from L up at which LLC g's set is
+ * predicted within the budget, seen two ways, both of which must hold: all
+ * its CPUs and vCPUs (a large vCPU, pinned alone, is still a source of the
+ * set's queue, and its CPU a server while it idles), and the CPUs without a
+ * large vCPU carrying the movable load (the large vCPUs' CPUs mostly busy).
  */
 static unsigned set_level_for_budget(struct ws *w, unsigned g, unsigned L);
 
@@ -1325,25 +1326,29 @@ static unsigned set_level_for_budget(struct ws *w, unsigned g, unsigned L)
 {
         const struct em_host *h = w->h;
         const struct energy_model *m = &h->model;
-        unsigned n1 = 0, n2 = 0;
-        double spd;
+        unsigned n1 = 0, n2 = 0, f1 = 0, f2 = 0; /* all the set's CPUs; those without a large vCPU */
+        double spd, fspd;
 
         for (unsigned k = h->llcs[g].first; k < h->llcs[g].end; k++) {
                 const struct em_core *co = &h->cores[k];
-                unsigned in = 0;
+                unsigned in = 0, fin = 0;
                 for (unsigned t = 0; t < co->n_threads; t++) {
                         int c = co->cpu[t];
                         in += w->in_set[c];
+                        fin += w->in_set[c] && !w->cpu_large[c];
                 }
-                if (in == 1)
-                        n1++;
-                else
-                        n2 += in;
+                n1 += in == 1;
+                n2 += in == 2 ? 2 : 0;
+                f1 += fin == 1;
+                f2 += fin == 2 ? 2 : 0;
         }
         spd = set_speed(w, n1, n2);
+        fspd = set_speed(w, f1, f2);
         for (;; L++) {
-                double pw = set_pwait(w, g, n1 + n2, w->set_tot[g], w->set_tot2[g], spd,
-                                      (double) m->levels[L].capacity / EM_CAPACITY_SCALE);
+                double cap = (double) m->levels[L].capacity / EM_CAPACITY_SCALE;
+                double pw = set_pwait(w, g, n1 + n2, w->set_tot[g], w->set_tot2[g], spd, cap);
+                if (f1 + f2 > 0 && f1 + f2 < n1 + n2)
+                        pw = MAX(pw, set_pwait(w, g, f1 + f2, w->set_load[g], w->set_load2[g], fspd, cap));
                 if (pw <= w->budget)
                         break;
                 if (L + 1 >= m->n_levels) {
