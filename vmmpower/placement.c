@@ -203,6 +203,7 @@ struct ws {
         /* wait model (latency profile; step 2 of the comment at the top) */
         bool latency;           /* pack sets sized by the wait model */
         bool smt;               /* some core has two threads */
+        bool any_vcpu_budget;   /* some vCPU has a budget of its own (vcpu_budget) */
         double budget;          /* pol->queue_budget */
         double dbar;            /* demand-weighted mean demand of the packed vCPUs (top-level units) */
         double acf;             /* Allen-Cunneen factor of their bursts */
@@ -214,6 +215,7 @@ struct ws {
                                  * top level */
         double *work2, *base_work2; /* [n_cpus] sum of the squared demands of its vCPUs */
         double *set_load2;      /* [n_llcs] pack-set scratch: sum of squared movable demands */
+        double *set_budget;     /* [n_llcs] the tightest budget of the set's vCPUs (set in pack_set_balance) */
         double *set_tot, *set_tot2; /* [n_llcs] pack-set scratch: all its vCPUs' demand, squared (large ones too) */
         double *pre1, *pre2;    /* [nv + 1] lat_rooms scratch: prefix sums of demand, squared demand */
         unsigned *llc_n;        /* [n_llcs] online CPUs per LLC */
@@ -262,6 +264,7 @@ static void ws_free(struct ws *w)
         free(w->base_work2);
         free(w->set_load2);
         free(w->set_tot);
+        free(w->set_budget);
         free(w->set_tot2);
         free(w->pre1);
         free(w->pre2);
@@ -467,10 +470,11 @@ static int ws_init_wait_model(struct ws *w, const struct plan *prev)
         w->llc_n = calloc(nl, sizeof(unsigned));
         w->set_load2 = calloc(nl, sizeof(double));
         w->set_tot = calloc(nl, sizeof(double));
+        w->set_budget = calloc(nl, sizeof(double));
         w->set_tot2 = calloc(nl, sizeof(double));
         w->pre1 = calloc(w->nv + 1, sizeof(double));
         w->pre2 = calloc(w->nv + 1, sizeof(double));
-        if (!w->corr || !w->measured || !w->sorted_pack || !w->cpu_list || !w->llc_n || !w->set_load2 || !w->set_tot || !w->set_tot2 || !w->pre1 ||
+        if (!w->corr || !w->measured || !w->sorted_pack || !w->cpu_list || !w->llc_n || !w->set_load2 || !w->set_tot || !w->set_tot2 || !w->set_budget || !w->pre1 ||
             !w->pre2)
                 return -ENOMEM;
         for (unsigned c = 0; c < h->n_cpus; c++)
@@ -485,11 +489,21 @@ static int ws_init_wait_model(struct ws *w, const struct plan *prev)
                         continue;
                 sd += d;
                 sd2 += d * d;
+                w->any_vcpu_budget |= w->v[i].queue_budget > 0.0 && w->v[i].queue_budget < w->budget;
                 scv += d * (cv2 > 0.0 && cv2 < 100.0 ? cv2 : 1.0);
         }
         w->dbar = sd > 0.0 ? MAX(sd2 / sd, 1e-3) : 1e-3;
         w->acf = queue_ac_factor(1.0, sd > 0.0 ? scv / sd : 1.0);
+        for (unsigned g = 0; g < nl; g++)
+                w->set_budget[g] = w->budget;
         return set_feedback(w, prev);
+}
+
+/* vCPU i's queueing budget: its own when tighter than the policy's. */
+static double vcpu_budget(const struct ws *w, size_t i)
+{
+        double b = w->v[i].queue_budget;
+        return b > 0.0 && b < w->budget ? b : w->budget;
 }
 
 static int ws_init(struct ws *w, const struct em_host *h, const struct plan_policy *pol, const struct plan_vcpu *v,
@@ -999,13 +1013,19 @@ static double set_pwait(const struct ws *w, unsigned g, unsigned c, double load,
         return queue_set_pwait(c, A, MIN(du, 1.0), set_factor(w, g));
 }
 
-/* The share of wake-ups that queue for the packed vCPUs k0..k-1 of w->sorted (lat_rooms) on c CPUs. */
-static double run_pwait(const struct ws *w, unsigned g, unsigned c, size_t k0, size_t k, double unit)
+/*
+ * Whether the packed vCPUs k0..k-1 of place_sets' list on c CPUs of LLC g
+ * queue within the tightest budget among them.
+ */
+static bool run_ok(const struct ws *w, unsigned g, unsigned c, size_t k0, size_t k, double unit)
 {
-        double s1 = w->pre1[k] - w->pre1[k0], s2 = w->pre2[k] - w->pre2[k0];
+        double s1 = w->pre1[k] - w->pre1[k0], s2 = w->pre2[k] - w->pre2[k0], b = w->budget;
         if (!(s1 > 0.0))
-                return 0.0;
-        return queue_set_pwait(c, s1 / unit, MIN(s2 / s1 / unit, 1.0), set_factor(w, g));
+                return true;
+        if (w->any_vcpu_budget)
+                for (size_t j = k0; j < k; j++)
+                        b = MIN(b, vcpu_budget(w, w->sorted_pack[j]));
+        return queue_set_pwait(c, s1 / unit, MIN(s2 / s1 / unit, 1.0), set_factor(w, g)) <= b;
 }
 
 /* Least loaded CPU (work, then a core with both threads loaded counts SmtGain) among cpus[0..n). */
@@ -1068,11 +1088,11 @@ static bool place_sets(struct ws *w, const int *order, double cap, bool smt_firs
                 if (n == 0)
                         continue;
                 c = n;
-                if (run_pwait(w, g, n, k0, m, unit) <= w->budget) {
+                if (run_ok(w, g, n, k0, m, unit)) {
                         unsigned lo = 1, hi = n; /* the last LLC: least c that carries the rest */
                         while (lo < hi) {
                                 unsigned mid = (lo + hi) / 2;
-                                if (run_pwait(w, g, mid, k0, m, unit) <= w->budget)
+                                if (run_ok(w, g, mid, k0, m, unit))
                                         hi = mid;
                                 else
                                         lo = mid + 1;
@@ -1083,7 +1103,7 @@ static bool place_sets(struct ws *w, const int *order, double cap, bool smt_firs
                         size_t lo = k0 + 1, hi = m; /* longest run within the budget, at least one */
                         while (lo < hi) {
                                 size_t mid = (lo + hi + 1) / 2;
-                                if (run_pwait(w, g, n, k0, mid, unit) <= w->budget)
+                                if (run_ok(w, g, n, k0, mid, unit))
                                         lo = mid;
                                 else
                                         hi = mid - 1;
@@ -1200,9 +1220,10 @@ static int set_feedback(struct ws *w, const struct plan *prev)
                 if (!w->latency)
                         continue;
                 pred = w->acf * queue_set_pwait(ps->cpus, A, MIN(util2[g] / util[g] / (cap * spd), 1.0), 1.0);
-                if (meas > w->budget)
+                double b = ps->budget > 0.0 ? ps->budget : w->budget;
+                if (meas > b)
                         k = MAX(k, meas / MAX(pred, 1e-6));
-                else if (meas < w->budget / 2.0 && pred >= CORR_INFORMATIVE * w->budget)
+                else if (meas < b / 2.0 && pred >= CORR_INFORMATIVE * b)
                         k = MAX(k * CORR_DECAY, meas / pred);
                 w->corr[g] = MIN(MAX(k, CORR_MIN), CORR_MAX);
         }
@@ -1239,6 +1260,8 @@ static void pack_set_balance(struct ws *w)
         memset(w->set_load, 0, h->n_llcs * sizeof(double));
         memset(w->set_load2, 0, h->n_llcs * sizeof(double));
         memset(w->set_tot, 0, h->n_llcs * sizeof(double));
+        for (unsigned g = 0; g < h->n_llcs; g++)
+                w->set_budget[g] = w->budget;
         memset(w->set_tot2, 0, h->n_llcs * sizeof(double));
         memset(w->set_done, 0, h->n_llcs);
         for (size_t i = 0; i < w->nv; i++) {
@@ -1250,6 +1273,8 @@ static void pack_set_balance(struct ws *w)
                 w->set_load[h->cores[h->cpu_core[c]].llc] += w->dem[i];
                 w->set_load2[h->cores[h->cpu_core[c]].llc] += w->dem[i] * w->dem[i];
                 w->set_tot[h->cores[h->cpu_core[c]].llc] += w->dem[i];
+                w->set_budget[h->cores[h->cpu_core[c]].llc] =
+                        MIN(w->set_budget[h->cores[h->cpu_core[c]].llc], vcpu_budget(w, i));
                 w->set_tot2[h->cores[h->cpu_core[c]].llc] += w->dem[i] * w->dem[i];
         }
         memset(w->set_flat, 1, h->n_llcs);
@@ -1349,10 +1374,10 @@ static unsigned set_level_for_budget(struct ws *w, unsigned g, unsigned L)
                 double pw = set_pwait(w, g, n1 + n2, w->set_tot[g], w->set_tot2[g], spd, cap);
                 if (f1 + f2 > 0 && f1 + f2 < n1 + n2)
                         pw = MAX(pw, set_pwait(w, g, f1 + f2, w->set_load[g], w->set_load2[g], fspd, cap));
-                if (pw <= w->budget)
+                if (pw <= w->set_budget[g])
                         break;
                 if (L + 1 >= m->n_levels) {
-                        w->lat_over += (double) (n1 + n2) * (pw - w->budget);
+                        w->lat_over += (double) (n1 + n2) * (pw - w->set_budget[g]);
                         break;
                 }
         }
@@ -1574,7 +1599,7 @@ static bool cpu_overloaded(const struct ws *w, int cpu)
         k = (unsigned) h->cpu_core[cpu];
         /* latency profile: a CPU of a pack set is overloaded when its set is over the budget at the top level */
         if (w->latency && !w->resv[cpu])
-                return set_pwait_now(w, h->cores[k].llc, 0.0, -1) > w->budget;
+                return set_pwait_now(w, h->cores[k].llc, 0.0, -1) > w->set_budget[h->cores[k].llc];
         return !level_fits(w, w->work, k, hc, true);
 }
 
@@ -1645,7 +1670,8 @@ static bool fits(const struct ws *w, size_t i, int cpu)
         /* latency profile: its set with it within the budget at the top level, the CPU within its capacity */
         if (w->latency)
                 return w->work[cpu] + d <= 1.0 + EPS &&
-                       set_pwait_now(w, w->h->cores[w->h->cpu_core[cpu]].llc, d, cpu) <= w->budget;
+                       set_pwait_now(w, w->h->cores[w->h->cpu_core[cpu]].llc, d, cpu) <=
+                               MIN(w->set_budget[w->h->cores[w->h->cpu_core[cpu]].llc], vcpu_budget(w, i));
         if (w->work[cpu] + d > hc + EPS)
                 return false;
         if (s >= 0 && !cpu_empty(w, s) && w->work[cpu] + w->work[s] + d > hc * w->gain + EPS)
@@ -1955,7 +1981,7 @@ static void fill_plan_sets(struct ws *w, struct plan *p)
                 w->set_load2[g] = 0.0;
                 ps->corr = w->corr[g];
                 ps->measured = w->measured[g];
-                ps->budget = w->budget;
+                ps->budget = w->set_budget[g];
                 for (unsigned k = h->llcs[g].first; k < h->llcs[g].end; k++) {
                         const struct em_core *co = &h->cores[k];
                         unsigned in = 0;

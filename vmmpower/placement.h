@@ -40,6 +40,9 @@ struct plan_vcpu {
         int cur_cpu;           /* where it runs now if known, else -1 */
         double burst_cv2;      /* squared coefficient of variation of its bursts (run time per
                                 * timeslice), measured; 0 or NaN = unknown: taken as 1 (exponential) */
+        double queue_budget;   /* latency profile: this vCPU's queueing budget when tighter than the
+                                * policy's (a VM's metadata); 0 = the policy's.  A pack set holding it
+                                * is sized for the tightest budget of its vCPUs. */
 };
 
 /* Guest hints, already validated and bounded by host policy. */

@@ -91,6 +91,8 @@ void vm_policy_describe(const struct vm_policy *p, char *buf, size_t size)
         strbuf_init(&sb);
         if (p->has_place_mode)
                 strbuf_printf(&sb, " placement=%s", place_mode_to_string(p->place_mode));
+        if (p->queue_budget_bp)
+                strbuf_printf(&sb, " queue-budget=%u.%02u%%", p->queue_budget_bp / 100, p->queue_budget_bp % 100);
         if (o->has_trust)
                 strbuf_printf(&sb, " trust=%s", hint_trust_to_string(o->trust));
         if (o->has_max_level)
@@ -261,7 +263,33 @@ static int parse_hints(struct pctx *c, const xmlNode *e, struct hint_policy_over
         return 0;
 }
 
-static int parse_placement(struct pctx *c, const xmlNode *e, enum place_mode *mode)
+/* "1", "0.5", "12.25" (at most two decimals) in hundredths of a percent, 1..10000; -EINVAL otherwise. */
+static int parse_basis_points(const char *s, uint32_t *ret)
+{
+        uint64_t v = 0;
+        unsigned dec = 0;
+        bool dot = false, digit = false;
+
+        for (const char *q = s; *q; q++) {
+                if (*q == '.' && !dot) {
+                        dot = true;
+                        continue;
+                }
+                if (*q < '0' || *q > '9' || (dot && dec == 2) || v > 1000000)
+                        return -EINVAL;
+                v = v * 10 + (uint64_t) (*q - '0');
+                dec += dot;
+                digit = true;
+        }
+        for (; dec < 2; dec++)
+                v *= 10;
+        if (!digit || v < 1 || v > 10000)
+                return -EINVAL;
+        *ret = (uint32_t) v;
+        return 0;
+}
+
+static int parse_placement(struct pctx *c, const xmlNode *e, enum place_mode *mode, uint32_t *budget_bp)
 {
         bool has_mode = false;
         char b[40];
@@ -272,6 +300,15 @@ static int parse_placement(struct pctx *c, const xmlNode *e, enum place_mode *mo
 
                 if (a->ns)
                         return bad(c, "namespaced attribute %s in <placement>", shown(a->name, b, sizeof(b)));
+                if (xmlStrcmp(a->name, (const xmlChar *) "queue-budget-percent") == 0) {
+                        r = attr_value(c, a, "placement", &v);
+                        if (r < 0)
+                                return r;
+                        if (parse_basis_points(v, budget_bp) < 0)
+                                return bad(c, "queue-budget-percent=\"%s\" in <placement>: expected 0.01..100, "
+                                              "at most two decimals", shown((const xmlChar *) v, b, sizeof(b)));
+                        continue;
+                }
                 if (xmlStrcmp(a->name, (const xmlChar *) "mode") != 0)
                         return bad(c, "unknown attribute %s in <placement>", shown(a->name, b, sizeof(b)));
                 r = attr_value(c, a, "placement", &v);
@@ -321,7 +358,7 @@ static int parse_policy(struct pctx *c, const xmlNode *root, struct vm_policy *p
                         if (seen_placement)
                                 return bad(c, "more than one <placement>");
                         seen_placement = true;
-                        r = parse_placement(c, n, &p->place_mode);
+                        r = parse_placement(c, n, &p->place_mode, &p->queue_budget_bp);
                         p->has_place_mode = r == 0;
                 } else
                         r = check_other_child(c, n, "policy");

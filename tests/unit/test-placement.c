@@ -1791,6 +1791,46 @@ static void test_latency_sets_within_budget(void **state)
         free_host(&f);
 }
 
+/*
+ * Per-VM budget: one VM of a pack set asks for 0.1% (its metadata); the set
+ * it lands in is sized for that, the others keep the host's 1%.
+ */
+static void test_latency_vm_budget(void **state)
+{
+        struct host_fixture f;
+        struct plan_policy pol;
+        struct plan_vcpu v[48];
+        unsigned cpus[2];
+        double tight = 1.0;
+        (void) state;
+
+        load_host("epyc-genoa-1s", "epyc-genoa", &f);
+        plan_policy_defaults(&pol);
+        for (unsigned k = 0; k < 2; k++) {
+                struct plan *p = NULL;
+                for (size_t i = 0; i < 48; i++)
+                        v[i] = (struct plan_vcpu) { .key = i + 1, .vm = (uint32_t) i, .mode = PLACE_PACK,
+                                                    .util = 0.15, .util_last = 0.15, .cur_cpu = -1,
+                                                    .queue_budget = k && i == 0 ? 0.001 : 0.0 };
+                assert_int_equal(plan_compute(f.h, &pol, v, 48, NULL, 0, NULL, 0, &p), 0);
+                cpus[k] = p->why.n_active;
+                if (k) {
+                        unsigned g = f.h->cores[f.h->cpu_core[p->vcpu_cpu[0]]].llc;
+                        assert_true(p->set[g].budget == 0.001);
+                        assert_true(p->set[g].pwait <= 0.001);
+                        tight = p->set[g].pwait;
+                        for (unsigned h = 0; h < p->n_llcs; h++)
+                                if (h != g && p->set[h].cpus)
+                                        assert_true(p->set[h].budget == pol.queue_budget);
+                }
+                plan_free(p);
+        }
+        print_message("# 48 vCPUs of 0.15: %u active CPUs at 1%%, %u with one VM at 0.1%% (its set %.5f)\n",
+                      cpus[0], cpus[1], tight);
+        assert_true(cpus[1] > cpus[0]);
+        free_host(&f);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -1826,6 +1866,7 @@ int main(void)
                 cmocka_unit_test(test_wait_demand_pack_set),
                 cmocka_unit_test(test_latency_closed_loop),
                 cmocka_unit_test(test_latency_sets_within_budget),
+                cmocka_unit_test(test_latency_vm_budget),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
