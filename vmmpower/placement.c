@@ -1028,20 +1028,20 @@ static bool run_ok(const struct ws *w, unsigned g, unsigned c, size_t k0, size_t
         return queue_set_pwait(c, s1 / unit, MIN(s2 / s1 / unit, 1.0), set_factor(w, g)) <= b;
 }
 
-/* Least loaded CPU (work, then a core with both threads loaded counts SmtGain) among cpus[0..n). */
-static int least_loaded(const struct ws *w, const int *cpus, unsigned n)
+/*
+ * Put vCPUs sorted_pack[k0..k) (largest first) on cpus[0..n) in snake order
+ * (0, 1, .. n-1, n-1, .. 0, 0, 1, ..): about the balance of largest-first
+ * onto the least loaded CPU, in O(1) a vCPU; the kernel balances the set
+ * anyway, and pack_set_balance() evaluates it balanced.
+ */
+static void put_balanced(struct ws *w, const int *cpus, unsigned n, size_t k0, size_t k)
 {
-        int best = -1;
-        double bl = DBL_MAX;
-        for (unsigned j = 0; j < n; j++) {
-                int c = cpus[j], s = w->sib[c];
-                double l = w->work[c] + (s >= 0 && w->work[s] > 0.0 ? (w->work[s] + w->work[c]) / w->gain : 0.0);
-                if (l < bl - EPS) {
-                        bl = l;
-                        best = c;
-                }
+        if (n == 0)
+                return;
+        for (size_t j = k0; j < k; j++) {
+                size_t q = (j - k0) % (2 * (size_t) n);
+                cpu_put(w, w->sorted_pack[j], cpus[q < n ? q : 2 * n - 1 - q]);
         }
-        return best;
 }
 
 /*
@@ -1052,8 +1052,7 @@ static int least_loaded(const struct ws *w, const int *cpus, unsigned n)
  * demand-weighted mean size: an LLC of a few large vCPUs and one of many
  * small ones each by their own), the last one the fewest CPUs c that carry
  * the rest.  The run goes to the first c free CPUs of its LLC in the wake
- * order, each vCPU to the least loaded of them (the balance the kernel keeps
- * in a set).  Returns true if vCPUs were left over (spread over every free
+ * order, spread over them (put_balanced: the kernel balances a set).  Returns true if vCPUs were left over (spread over every free
  * CPU then).
  */
 static bool place_sets(struct ws *w, const int *order, double cap, bool smt_first)
@@ -1110,8 +1109,7 @@ static bool place_sets(struct ws *w, const int *order, double cap, bool smt_firs
                         }
                         k = lo;
                 }
-                for (size_t j = k0; j < k; j++)
-                        cpu_put(w, idx[j], least_loaded(w, cpus, c));
+                put_balanced(w, cpus, c, k0, k);
                 k0 = k;
         }
         if (k0 >= m)
@@ -1121,8 +1119,7 @@ static bool place_sets(struct ws *w, const int *order, double cap, bool smt_firs
                 for (unsigned q = 0; q < h->n_online; q++)
                         if (!w->resv[order[q]])
                                 cpus[n++] = order[q];
-                for (size_t j = k0; j < m && n > 0; j++)
-                        cpu_put(w, idx[j], least_loaded(w, cpus, n));
+                put_balanced(w, cpus, n, k0, m);
         }
         return true;
 }

@@ -108,10 +108,14 @@ double queue_pwait_finite(unsigned c, unsigned n, double u)
         r = u / (1.0 - u);
         /* t_k = t_{k-1} (N - k + 1) r / min(k, c): k of the N others runnable */
         for (unsigned k = 1; k <= N; k++) {
-                t *= (double) (N - k + 1) * r / (double) (k < c ? k : c);
+                double ratio = (double) (N - k + 1) * r / (double) (k < c ? k : c);
+                t *= ratio;
                 sum += t;
                 if (k >= c)
                         tail += t;
+                /* past the mode the terms only fall: stop once they no longer count */
+                if (ratio < 1.0 && t < 1e-17 * sum && (k >= c || t * (double) (N - k) < 1e-17 * sum))
+                        break;
                 if (t > 1e250) {
                         t *= 1e-250;
                         sum *= 1e-250;
