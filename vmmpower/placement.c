@@ -84,6 +84,49 @@
  *     latency is within policy.active_max_latency_us; inactive CPUs may use
  *     every state.
  *
+ * The latency profile (policy.profile, the default) replaces the packing
+ * headroom of steps 2 and 3 by a wait model (queueing.h).  Terms: a pack
+ * set is the CPUs of one LLC that hold its packed vCPUs; the kernel balances
+ * it (a waking vCPU goes to an idle CPU of its set), so it is one queue with
+ * c servers; a wake-up "queues" when every CPU of its set is busy; the
+ * budget is policy.queue_budget (QueueBudgetPercent), or a VM's tighter one
+ * (plan_vcpu.queue_budget), the tightest of a set's vCPUs counting.
+ *  L1. Model: a set of c CPUs at capacity C (per thread: SmtGain / 2 of it
+ *      when both threads of a core are in the set) carrying demand D from
+ *      vCPUs of demand-weighted mean size s queues
+ *      P = min(1, f k Pfs(c, n = D / s, u = s)), Pfs the finite-population
+ *      Erlang C (machine-repair model: n vCPUs, each busy u, on c CPUs; a
+ *      set of c vCPUs on c CPUs never queues), f the Allen-Cunneen factor
+ *      (1 + cs^2) / 2 of the vCPUs' measured burst variability
+ *      (plan_vcpu.burst_cv2, 1 when unknown), k the set's closed-loop
+ *      correction (L4).
+ *  L2. Sizing (place_sets, each target candidate at level L): the packed
+ *      vCPUs, largest first, are cut into runs, one per LLC in the wake
+ *      order: each LLC takes the longest run its free CPUs carry with
+ *      P <= budget, the last one the fewest CPUs that carry the rest; a run
+ *      is spread over its CPUs.  Sets stay within an LLC: the kernel's
+ *      wake-up path (select_idle_sibling) looks for an idle CPU only in the
+ *      LLC, so CPUs of two LLCs are not one queue for a waking vCPU (and a
+ *      cross-LLC move costs the cache).
+ *  L3. Levels: every domain of a set runs at least the lowest level at which
+ *      P <= budget, over all its CPUs and vCPUs and over the CPUs without a
+ *      large vCPU (pack_set_balance) with the movable load, both.  A
+ *      candidate over the budget even at the top level is charged
+ *      LAT_PENALTY x the top level's power per CPU and unit of excess.  In
+ *      step 3 a set over the budget at the top level is overloaded (grow at
+ *      once), and a grow destination must keep its set within the budget.
+ *  L4. Closed loop (set_feedback): the previous plan's set, its vCPUs'
+ *      utilisation and decayed run-queue wait give the queueing share the
+ *      wait stands for (queue_measured_pwait, the M/M/c relation
+ *      W = P A / (c - A)); over the budget, k rises at once to
+ *      measured / predicted (the level rises or the set grows in this plan);
+ *      under half the budget, with a prediction of at least CORR_INFORMATIVE
+ *      of it, k falls by at most CORR_DECAY a period towards that ratio (the
+ *      set may shrink after the dwell); k within CORR_MIN..CORR_MAX, kept in
+ *      plan_set.corr.  CORR_MAX 16: the largest error seen in vmmpower-sim
+ *      runs stays within it while one bad sample cannot idle a host's CPUs.
+ * The batch profile keeps the headroom rule of steps 2 and 3.
+ *
  * Determinism: no clock, no randomness, every tie broken by key or CPU
  * order, and the output arrays are fully written (memcmp-able).
  */
