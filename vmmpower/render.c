@@ -563,6 +563,53 @@ static void plan_idle_limit(const struct daemon *d, unsigned cpu, char *buf, siz
                 snprintf(buf, size, "%s", d->em->model.idle[s].name);
 }
 
+/* Why pack set g has its size, in words (vmmpowerctl plan). */
+static void plan_set_reason(const struct daemon *d, const struct plan_set *ps, char *buf, size_t size)
+{
+        if (d->cfg.profile)
+                snprintf(buf, size, "batch profile: its CPUs filled to HeadroomPercent %u%%", d->cfg.headroom_pct);
+        else if (ps->pwait > ps->budget)
+                snprintf(buf, size, "over the budget even at its level: grows at the next period");
+        else if (ps->cpus > 1 && ps->pwait_less > ps->budget)
+                snprintf(buf, size, "fewest CPUs within the budget (%u would queue %.2f%%)", ps->cpus - 1,
+                         100.0 * ps->pwait_less);
+        else if (ps->cpus > 1)
+                snprintf(buf, size, "%u would do (%.2f%%): held by a large vCPU, the dwell or the move cap",
+                         ps->cpus - 1, 100.0 * ps->pwait_less);
+        else
+                snprintf(buf, size, "one CPU");
+}
+
+static void render_plan_sets(const struct daemon *d, const struct plan *p, bool json, struct strbuf *out)
+{
+        bool first = true;
+
+        if (!json)
+                strbuf_printf(out, "\n%4s %5s %6s %8s %6s %9s %9s %6s %8s  %s\n", "LLC", "CPUS", "VCPUS", "DEMAND%",
+                              "LEVEL", "P(QUEUE)", "MEASURED", "CORR", "BUDGET", "WHY");
+        for (unsigned g = 0; g < p->n_llcs && p->set; g++) {
+                const struct plan_set *ps = &p->set[g];
+                char why[128];
+                if (ps->cpus == 0)
+                        continue;
+                plan_set_reason(d, ps, why, sizeof(why));
+                if (json) {
+                        strbuf_printf(out,
+                                      "%s{\"llc\":%u,\"cpus\":%u,\"vcpus\":%u,\"demand\":%.4f,\"level\":%u,"
+                                      "\"pwait\":%.6f,\"pwait_one_less\":%.6f,\"measured\":%.6f,\"corr\":%.3f,"
+                                      "\"budget\":%.6f,\"why\":",
+                                      first ? "" : ",", g, ps->cpus, ps->vcpus, ps->demand, ps->level, ps->pwait,
+                                      ps->pwait_less, ps->measured, ps->corr, ps->budget);
+                        strbuf_json_string(out, why);
+                        strbuf_puts(out, "}");
+                } else
+                        strbuf_printf(out, "%4u %5u %6u %8.1f %6u %8.2f%% %8.2f%% %6.2f %7.2f%%  %s\n", g, ps->cpus,
+                                      ps->vcpus, pct(ps->demand), ps->level, 100.0 * ps->pwait,
+                                      100.0 * ps->measured, ps->corr, 100.0 * ps->budget, why);
+                first = false;
+        }
+}
+
 void render_plan(const struct daemon *d, bool json, struct strbuf *out)
 {
         const struct plan *p = d->plan;
@@ -610,6 +657,10 @@ void render_plan(const struct daemon *d, bool json, struct strbuf *out)
                                       d->plan_in[i].wait_ratio, d->plan_in[i].wait_avg, p->vcpu_demand[i],
                                       p->vcpu_cpu[i], p->vcpu_alone[i] ? "true" : "false");
                 }
+                strbuf_puts(out, "],\"profile\":");
+                strbuf_json_string(out, d->cfg.profile ? "batch" : "latency");
+                strbuf_puts(out, ",\"sets\":[");
+                render_plan_sets(d, p, true, out);
                 strbuf_puts(out, "]}\n");
                 return;
         }
@@ -651,6 +702,10 @@ void render_plan(const struct daemon *d, bool json, struct strbuf *out)
                 else
                         strbuf_printf(out, "%u us\n", p->cpu_max_latency_us[cpu]);
         }
+        strbuf_printf(out, "\npack sets (profile %s; P(QUEUE): predicted share of wake-ups that find every CPU "
+                           "of the set busy; MEASURED: what its vCPUs' run-queue wait stands for):",
+                      d->cfg.profile ? "batch" : "latency");
+        render_plan_sets(d, p, false, out);
         strbuf_printf(out, "\n%-24s %4s %8s %4s %5s\n", "VM", "VCPU", "AVG%", "CPU", "ALONE");
         for (unsigned i = 0; i < p->n_vcpus && i < d->plan_in_n; i++)
                 strbuf_printf(out, "%-24.24s %4u %8.1f %4d %5s\n", plan_vm_name(d, (pid_t) (p->vcpu_key[i] >> 16)),
