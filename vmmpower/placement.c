@@ -2122,59 +2122,45 @@ static double try_candidate(struct cand_ctx *cc, const int *order, unsigned leve
         return mw;
 }
 
-int plan_compute(const struct em_host *h, const struct plan_policy *pol, const struct plan_vcpu *v, size_t n_v,
-                 const struct plan_hint *hints, size_t n_hints, const struct plan *prev, nsec_t now,
-                 struct plan **ret)
-{
+/* plan_compute()'s state through its steps. */
+struct pc {
         struct ws w;
-        struct plan *p = NULL;
-        _cleanup_free_ int *best = NULL, *keep = NULL, *from = NULL;
-        _cleanup_free_ unsigned *prio = NULL;
-        _cleanup_free_ uint8_t *touched = NULL;
-        _cleanup_free_ double *umax = NULL;
-        const struct energy_model *m = &h->model;
-        bool grew = false, grew_acted = false;
-        double best_mw = DBL_MAX, spread_mw, keep_mw, total_demand = 0.0;
-        unsigned lv[MAX_LEVEL_CANDIDATES], n_lv = 0, n_cand = 1, moves = 0, deferred = 0, n_ded = 0;
-        size_t nv1 = n_v ? n_v : 1;
-        int r;
+        struct plan *p;
+        const struct plan *prev;
+        nsec_t now;
+        int *best, *keep, *from;     /* [nv] target, previous placement (with new vCPUs), previous CPU */
+        unsigned *prio;              /* [nv] scratch: move order */
+        uint8_t *touched;            /* [n_cpus] cores a grow touched (1), sources not to vacate (2) */
+        double *umax;                /* [n_cpus] largest demand per CPU, for the wait estimate after a grow */
+        bool grew, grew_acted;
+        double best_mw, spread_mw, keep_mw, total_demand;
+        unsigned lv[MAX_LEVEL_CANDIDATES], n_lv, n_cand, moves, deferred, n_ded;
+};
 
-        if (pol->headroom_pct == 0 || pol->headroom_pct > 100 || pol->level_headroom_pct == 0 ||
-            pol->level_headroom_pct > 100)
-                return -EINVAL;
-        r = ws_init(&w, h, pol, v, n_v, hints, n_hints, prev);
-        if (r < 0)
-                goto out;
-        r = -ENOMEM;
-        best = malloc(nv1 * sizeof(int));
-        keep = malloc(nv1 * sizeof(int));
-        from = malloc(nv1 * sizeof(int));
-        prio = malloc(nv1 * sizeof(unsigned));
-        p = plan_alloc(h, n_v);
-        if (!best || !keep || !from || !prio || !p)
-                goto out;
-        for (size_t i = 0; i < n_v; i++) {
-                n_ded += v[i].mode == PLACE_DEDICATED;
-                if (v[i].mode != PLACE_EXCLUDE)
-                        total_demand += w.dem[i];
-        }
+/* Step 2: the spread baseline, then the target search (best, best_mw). */
+static void plan_target(struct pc *st)
+{
+        struct ws *w = &st->w;
+        const struct em_host *h = w->h;
+        const size_t n_v = w->nv;
+        const struct energy_model *m = &h->model;
 
         /* Spread baseline (for the reasons, and a candidate when it respects the modes). */
-        state_reset(&w);
-        place_spread_all(&w);
-        spread_mw = finalize(&w, NULL);
-        if (n_ded == 0 || n_v <= h->n_cores) {
-                best_mw = spread_mw;
-                memcpy(best, w.assign, n_v * sizeof(int));
+        state_reset(w);
+        place_spread_all(w);
+        st->spread_mw = finalize(w, NULL);
+        if (st->n_ded == 0 || n_v <= h->n_cores) {
+                st->best_mw = st->spread_mw;
+                memcpy(st->best, w->assign, n_v * sizeof(int));
         }
 
         /* Target search (step 2). */
         if (m->n_levels <= MAX_LEVEL_CANDIDATES)
                 for (unsigned L = 0; L < m->n_levels; L++)
-                        lv[n_lv++] = L;
+                        st->lv[st->n_lv++] = L;
         else
                 for (unsigned j = 0; j < MAX_LEVEL_CANDIDATES; j++)
-                        lv[n_lv++] = (m->n_levels - 1) * j / (MAX_LEVEL_CANDIDATES - 1);
+                        st->lv[st->n_lv++] = (m->n_levels - 1) * j / (MAX_LEVEL_CANDIDATES - 1);
         /*
          * SMT-first order: the top level (densest packing), then levels ascending
          * from the lowest one whose total room can hold the demand, skipping
@@ -2184,18 +2170,18 @@ int plan_compute(const struct em_host *h, const struct plan_policy *pol, const s
          * the best level found so far.
          */
         {
-                struct cand_ctx cc = { &w, best, &best_mw, &n_cand, n_v };
+                struct cand_ctx cc = { w, st->best, &st->best_mw, &st->n_cand, n_v };
                 double prev_mw = DBL_MAX;
-                int best_j = (int) n_lv - 1;
-                double best_j_mw = try_candidate(&cc, h->order_smt_first, lv[n_lv - 1], true);
+                int best_j = (int) st->n_lv - 1;
+                double best_j_mw = try_candidate(&cc, h->order_smt_first, st->lv[st->n_lv - 1], true);
 
-                unsigned lowest_tried = n_lv - 1;
+                unsigned lowest_tried = st->n_lv - 1;
                 prev_mw = best_j_mw;
-                for (unsigned j = n_lv - 1; j-- > 0;) {
-                        double hc = w.hfrac * m->levels[lv[j]].capacity / EM_CAPACITY_SCALE, mw;
-                        if (hc * h->n_online * (1.0 + w.gain) / 2.0 < total_demand)
+                for (unsigned j = st->n_lv - 1; j-- > 0;) {
+                        double hc = w->hfrac * m->levels[st->lv[j]].capacity / EM_CAPACITY_SCALE, mw;
+                        if (hc * h->n_online * (1.0 + w->gain) / 2.0 < st->total_demand)
                                 break; /* cannot hold the demand at this level or below */
-                        mw = try_candidate(&cc, h->order_smt_first, lv[j], false);
+                        mw = try_candidate(&cc, h->order_smt_first, st->lv[j], false);
                         if (mw == DBL_MAX) {
                                 lowest_tried = j; /* overflows: so do the levels below */
                                 break;
@@ -2212,10 +2198,10 @@ int plan_compute(const struct em_host *h, const struct plan_policy *pol, const s
                 /* and upwards from the lowest level that can hold the demand */
                 prev_mw = DBL_MAX;
                 for (unsigned j = 0; j < lowest_tried; j++) {
-                        double hc = w.hfrac * m->levels[lv[j]].capacity / EM_CAPACITY_SCALE, mw;
-                        if (hc * h->n_online * (1.0 + w.gain) / 2.0 < total_demand)
+                        double hc = w->hfrac * m->levels[st->lv[j]].capacity / EM_CAPACITY_SCALE, mw;
+                        if (hc * h->n_online * (1.0 + w->gain) / 2.0 < st->total_demand)
                                 continue;
-                        mw = try_candidate(&cc, h->order_smt_first, lv[j], false);
+                        mw = try_candidate(&cc, h->order_smt_first, st->lv[j], false);
                         if (mw == DBL_MAX)
                                 continue;
                         if (mw < best_j_mw) {
@@ -2226,99 +2212,105 @@ int plan_compute(const struct em_host *h, const struct plan_policy *pol, const s
                                 break;
                         prev_mw = mw;
                 }
-                try_candidate(&cc, h->order_cores_first, lv[n_lv - 1], true);
-                if (best_j + 1 < (int) n_lv)
-                        try_candidate(&cc, h->order_cores_first, lv[best_j], false);
+                try_candidate(&cc, h->order_cores_first, st->lv[st->n_lv - 1], true);
+                if (best_j + 1 < (int) st->n_lv)
+                        try_candidate(&cc, h->order_cores_first, st->lv[best_j], false);
         }
+}
 
-        p->shrink_pending_since_ns = -1;
-        p->why.forced_wake_cpu = -1;
-        p->why.spread_mw = spread_mw;
-        p->why.target_mw = best_mw;
-        p->why.candidates = n_cand;
-
-        if (!prev_compatible(h, prev)) {
-                load_assignment(&w, best);
-                p->why.decision = PLAN_INITIAL;
-                p->why.prev_mw = best_mw;
-                goto done;
-        }
+/* Step 3: the previous placement under the current load; new vCPUs first-fit into it (keep). */
+static int plan_keep(struct pc *st)
+{
+        int r;
+        struct ws *w = &st->w;
+        const struct em_host *h = w->h;
+        const size_t n_v = w->nv;
 
         /* Step 3: the previous placement under the current load; new vCPUs first-fit into it. */
-        r = map_previous(&w, prev, keep);
+        r = map_previous(w, st->prev, st->keep);
         if (r < 0)
-                goto out;
-        r = -ENOMEM;
-        memcpy(from, keep, n_v * sizeof(int));
-        load_assignment(&w, keep);
-        place_reserved(&w);
-        place_pack(&w, h->order_smt_first, w.hfrac, false);
-        memcpy(keep, w.assign, n_v * sizeof(int));
-        keep_mw = finalize(&w, NULL);
-        p->why.prev_mw = keep_mw;
+                return r;
+        memcpy(st->from, st->keep, n_v * sizeof(int));
+        load_assignment(w, st->keep);
+        place_reserved(w);
+        place_pack(w, h->order_smt_first, w->hfrac, false);
+        memcpy(st->keep, w->assign, n_v * sizeof(int));
+        st->keep_mw = finalize(w, NULL);
+        st->p->why.prev_mw = st->keep_mw;
+        return 0;
+}
+
+/* Step 3a, grow (the comment at the top, step 3). */
+static int plan_grow(struct pc *st)
+{
+        struct ws *w = &st->w;
+        const struct em_host *h = w->h;
+        const struct plan_policy *pol = w->pol;
+        const struct plan_vcpu *v = w->v;
+        const size_t n_v = w->nv;
 
         /*
          * Step 3a, grow: CPUs over headroom at the top level and vCPUs that wait
          * (plan_vcpu_wait).  The cores involved (sources and destinations) are
          * marked; the energy-motivated change below still runs on the others.
          */
-        touched = calloc(h->n_cpus, 1);
-        if (!touched)
-                goto out;
+        st->touched = calloc(h->n_cpus, 1);
+        if (!st->touched)
+                return -ENOMEM;
         {
                 size_t np = 0;
                 for (size_t s = 0; s < n_v; s++) {
-                        unsigned i = w.sorted[s];
-                        int c = w.assign[i];
+                        unsigned i = w->sorted[s];
+                        int c = w->assign[i];
                         if (v[i].mode == PLACE_EXCLUDE || c < 0)
                                 continue;
-                        if (w.wait[i] > 0.0 || cpu_overloaded(&w, c)) {
-                                grew = true;
-                                touch_core(&w, touched, c);
+                        if (w->wait[i] > 0.0 || cpu_overloaded(w, c)) {
+                                st->grew = true;
+                                touch_core(w, st->touched, c);
                         }
                 }
-                if (grew) {
+                if (st->grew) {
                         bool capped = false;
-                        grew_acted = true;
-                        /* Wait offenders first, then by demand (largest first): w.sorted order. */
+                        st->grew_acted = true;
+                        /* Wait offenders first, then by demand (largest first): w->sorted order. */
                         for (unsigned pass = 0; pass < 2; pass++)
                                 for (size_t s = 0; s < n_v; s++) {
-                                        unsigned i = w.sorted[s];
-                                        bool waits = w.wait[i] > 0.0;
-                                        if (v[i].mode == PLACE_EXCLUDE || w.assign[i] < 0)
+                                        unsigned i = w->sorted[s];
+                                        bool waits = w->wait[i] > 0.0;
+                                        if (v[i].mode == PLACE_EXCLUDE || w->assign[i] < 0)
                                                 continue;
                                         if ((pass == 0) != waits)
                                                 continue;
-                                        if (!waits && !cpu_overloaded(&w, w.assign[i]))
+                                        if (!waits && !cpu_overloaded(w, w->assign[i]))
                                                 continue;
-                                        prio[np++] = i;
+                                        st->prio[np++] = i;
                                 }
                         for (size_t s = 0; s < np; s++) {
-                                unsigned i = prio[s];
-                                int src = w.assign[i], dst = -1;
-                                bool waits = w.wait[i] > 0.0;
-                                if (!waits && !cpu_overloaded(&w, src))
+                                unsigned i = st->prio[s];
+                                int src = w->assign[i], dst = -1;
+                                bool waits = w->wait[i] > 0.0;
+                                if (!waits && !cpu_overloaded(w, src))
                                         continue; /* relieved by earlier moves */
-                                if (pol->max_moves && moves >= pol->max_moves) {
-                                        deferred++;
+                                if (pol->max_moves && st->moves >= pol->max_moves) {
+                                        st->deferred++;
                                         capped = true;
                                         continue;
                                 }
-                                cpu_take(&w, i);
-                                if (best[i] >= 0 && best[i] != src && fits(&w, i, best[i]) &&
-                                    (!waits || relieves(&w, i, src, best[i])))
-                                        dst = best[i];
+                                cpu_take(w, i);
+                                if (st->best[i] >= 0 && st->best[i] != src && fits(w, i, st->best[i]) &&
+                                    (!waits || relieves(w, i, src, st->best[i])))
+                                        dst = st->best[i];
                                 for (unsigned q = 0; dst < 0 && q < h->n_online; q++) {
                                         int c = h->order_smt_first[q];
                                         /* an awake CPU with room; a waiting vCPU needs one without vCPUs */
-                                        if (c != src && !cpu_empty(&w, c) && fits(&w, i, c) && !waits)
+                                        if (c != src && !cpu_empty(w, c) && fits(w, i, c) && !waits)
                                                 dst = c;
                                 }
                                 if (dst < 0) {
-                                        dst = ws_best_wake(&w, i, src, waits);
-                                        if (dst >= 0 && p->why.forced_wake_cpu < 0) {
-                                                p->why.forced_wake_cpu = dst;
-                                                p->why.forced_by_key = v[i].key;
+                                        dst = ws_best_wake(w, i, src, waits);
+                                        if (dst >= 0 && st->p->why.forced_wake_cpu < 0) {
+                                                st->p->why.forced_wake_cpu = dst;
+                                                st->p->why.forced_by_key = v[i].key;
                                         }
                                 }
                                 /* Nothing left to wake: a waiting vCPU still moves to the
@@ -2329,29 +2321,41 @@ int plan_compute(const struct em_host *h, const struct plan_policy *pol, const s
                                 if (dst < 0 && waits) {
                                         for (unsigned q = 0; q < h->n_online; q++) {
                                                 int c = h->order_smt_first[q];
-                                                if (c != src && fits(&w, i, c) && relieves(&w, i, src, c) &&
-                                                    (dst < 0 || w.work[c] < w.work[dst] - EPS))
+                                                if (c != src && fits(w, i, c) && relieves(w, i, src, c) &&
+                                                    (dst < 0 || w->work[c] < w->work[dst] - EPS))
                                                         dst = c;
                                         }
                                 }
                                 if (dst < 0) {
-                                        cpu_put(&w, i, src);
-                                        deferred++;
+                                        cpu_put(w, i, src);
+                                        st->deferred++;
                                         continue;
                                 }
-                                if (p->why.forced_wake_cpu < 0 && p->why.forced_by_key == 0)
-                                        p->why.forced_by_key = v[i].key;
-                                cpu_put(&w, i, dst);
-                                touch_core(&w, touched, dst);
-                                moves++;
+                                if (st->p->why.forced_wake_cpu < 0 && st->p->why.forced_by_key == 0)
+                                        st->p->why.forced_by_key = v[i].key;
+                                cpu_put(w, i, dst);
+                                touch_core(w, st->touched, dst);
+                                st->moves++;
                         }
                         /* a grow that found nothing to do (no room, no relief) is not reported as one */
-                        if (moves > 0 || capped)
-                                p->why.decision = PLAN_GROW;
+                        if (st->moves > 0 || capped)
+                                st->p->why.decision = PLAN_GROW;
                         else
-                                grew_acted = false;
+                                st->grew_acted = false;
                 }
         }
+        return 0;
+}
+
+/* Step 3b, the energy-motivated change: dwell, move cost, the cap (the comment at the top, step 3). */
+static int plan_shrink(struct pc *st)
+{
+        struct ws *w = &st->w;
+        const struct em_host *h = w->h;
+        const struct plan_policy *pol = w->pol;
+        const struct plan_vcpu *v = w->v;
+        const size_t n_v = w->nv;
+        const struct energy_model *m = &h->model;
 
         /*
          * Step 3b, energy-motivated change: dwell and move cost.  After a grow it
@@ -2360,27 +2364,27 @@ int plan_compute(const struct em_host *h, const struct plan_policy *pol, const s
          */
         {
                 unsigned want = 0, smoves = 0, sdeferred = 0;
-                double saving_mw = keep_mw - best_mw;
+                double saving_mw = st->keep_mw - st->best_mw;
                 /* the saving is earned for at least the dwell (or one period when there is no dwell) */
                 double dwell_s = (double) MAX(pol->shrink_dwell_ns, pol->period_ns) / NSEC_PER_SEC;
                 double benefit_uj = saving_mw * dwell_s * 1000.0;
 
                 for (size_t i = 0; i < n_v; i++)
-                        if (v[i].mode != PLACE_EXCLUDE && keep[i] != best[i])
+                        if (v[i].mode != PLACE_EXCLUDE && st->keep[i] != st->best[i])
                                 want++;
                 if (want == 0 || saving_mw <= EPS || benefit_uj <= (double) want * m->migration_cost_uj) {
-                        if (!grew_acted)
-                                p->why.decision = PLAN_KEEP;
-                        goto done;
+                        if (!st->grew_acted)
+                                st->p->why.decision = PLAN_KEEP;
+                        return 0;
                 }
-                p->shrink_pending_since_ns = prev->shrink_pending_since_ns >= 0 ? prev->shrink_pending_since_ns
-                                                                                 : now;
-                if (now - p->shrink_pending_since_ns < pol->shrink_dwell_ns) {
-                        if (!grew_acted) {
-                                p->why.decision = PLAN_SHRINK_PENDING;
-                                p->why.moves_deferred = want;
+                st->p->shrink_pending_since_ns = st->prev->shrink_pending_since_ns >= 0 ? st->prev->shrink_pending_since_ns
+                                                                                 : st->now;
+                if (st->now - st->p->shrink_pending_since_ns < pol->shrink_dwell_ns) {
+                        if (!st->grew_acted) {
+                                st->p->why.decision = PLAN_SHRINK_PENDING;
+                                st->p->why.moves_deferred = want;
                         }
-                        goto done;
+                        return 0;
                 }
                 /*
                  * After a grow the touched cores neither give nor take vCPUs, and a
@@ -2391,98 +2395,160 @@ int plan_compute(const struct em_host *h, const struct plan_policy *pol, const s
                  * is waiting).
                  */
                 for (size_t i = 0; i < n_v; i++) {
-                        int c = keep[i];
-                        if (v[i].mode == PLACE_EXCLUDE || c < 0 || best[i] == c)
+                        int c = st->keep[i];
+                        if (v[i].mode == PLACE_EXCLUDE || c < 0 || st->best[i] == c)
                                 continue;
-                        if (best[i] < 0 || (touched[best[i]] & 1))
-                                touched[c] |= 2;
+                        if (st->best[i] < 0 || (st->touched[st->best[i]] & 1))
+                                st->touched[c] |= 2;
                 }
-                if (grew) {
+                if (st->grew) {
                         /* largest demand per CPU, for the wait estimate (kept as an upper bound) */
-                        umax = calloc(h->n_cpus, sizeof(double));
-                        if (!umax)
-                                goto out;
+                        st->umax = calloc(h->n_cpus, sizeof(double));
+                        if (!st->umax)
+                                return -ENOMEM;
                         for (size_t i = 0; i < n_v; i++)
-                                if (w.assign[i] >= 0)
-                                        umax[w.assign[i]] = MAX(umax[w.assign[i]], w.dem[i]);
+                                if (w->assign[i] >= 0)
+                                        st->umax[w->assign[i]] = MAX(st->umax[w->assign[i]], w->dem[i]);
                 }
                 /* Apply, vacating CPUs last in the wake order first, within the cap. */
                 size_t np = 0;
                 for (unsigned q = h->n_online; q-- > 0;) {
                         int c = h->order_smt_first[q];
                         for (size_t s = 0; s < n_v; s++) {
-                                unsigned i = w.sorted[s];
-                                if (v[i].mode != PLACE_EXCLUDE && keep[i] == c && best[i] != c)
-                                        prio[np++] = i;
+                                unsigned i = w->sorted[s];
+                                if (v[i].mode != PLACE_EXCLUDE && st->keep[i] == c && st->best[i] != c)
+                                        st->prio[np++] = i;
                         }
                 }
                 for (size_t s = 0; s < np; s++) {
-                        unsigned i = prio[s];
-                        int src = w.assign[i], dst = best[i];
-                        if (src != keep[i] || touched[src] || dst < 0) { /* dst < 0: touched[src] & 2 */
+                        unsigned i = st->prio[s];
+                        int src = w->assign[i], dst = st->best[i];
+                        if (src != st->keep[i] || st->touched[src] || dst < 0) { /* dst < 0: touched[src] & 2 */
                                 sdeferred++; /* moved by the grow, or on a core it touched */
                                 continue;
                         }
-                        if (pol->max_moves && moves >= pol->max_moves) {
+                        if (pol->max_moves && st->moves >= pol->max_moves) {
                                 sdeferred++;
                                 continue;
                         }
-                        cpu_take(&w, i);
-                        if ((touched[dst] & 1) || !fits(&w, i, dst) || (grew && !wait_safe(&w, umax, i, dst)))
+                        cpu_take(w, i);
+                        if ((st->touched[dst] & 1) || !fits(w, i, dst) || (st->grew && !wait_safe(w, st->umax, i, dst)))
                                 dst = -1;
                         if (dst < 0) {
-                                cpu_put(&w, i, src);
+                                cpu_put(w, i, src);
                                 sdeferred++;
                                 continue;
                         }
-                        cpu_put(&w, i, dst);
-                        if (umax)
-                                umax[dst] = MAX(umax[dst], w.dem[i]);
-                        moves++;
+                        cpu_put(w, i, dst);
+                        if (st->umax)
+                                st->umax[dst] = MAX(st->umax[dst], w->dem[i]);
+                        st->moves++;
                         smoves++;
                 }
-                if (!grew_acted)
-                        p->why.decision = smoves > 0 ? PLAN_SHRINK : PLAN_SHRINK_PENDING;
-                p->why.shrink_moves = smoves;
-                deferred += sdeferred;
+                if (!st->grew_acted)
+                        st->p->why.decision = smoves > 0 ? PLAN_SHRINK : PLAN_SHRINK_PENDING;
+                st->p->why.shrink_moves = smoves;
+                st->deferred += sdeferred;
                 if (sdeferred == 0)
-                        p->shrink_pending_since_ns = -1;
+                        st->p->shrink_pending_since_ns = -1;
         }
+        return 0;
+}
 
-done:
+/* Moves counted, the plan filled, the reason text. */
+static void plan_reason(struct pc *st)
+{
+        struct ws *w = &st->w;
+        const size_t n_v = w->nv;
+
         /* moves counted against the previous plan (new vCPUs are placements, not moves) */
-        if (prev && p->why.decision != PLAN_INITIAL) {
-                moves = 0;
+        if (st->prev && st->p->why.decision != PLAN_INITIAL) {
+                st->moves = 0;
                 for (size_t i = 0; i < n_v; i++)
-                        if (from[i] >= 0 && w.assign[i] != from[i])
-                                moves++;
+                        if (st->from[i] >= 0 && w->assign[i] != st->from[i])
+                                st->moves++;
         }
-        p->why.plan_mw = finalize(&w, NULL) - w.penalty_mw; /* the model's power, as plan_power() gives it */
-        p->why.moves = moves;
-        if (p->why.decision != PLAN_SHRINK_PENDING)
-                p->why.moves_deferred = deferred;
-        fill_plan(&w, p, now);
+        st->p->why.plan_mw = finalize(w, NULL) - w->penalty_mw; /* the model's power, as plan_power() gives it */
+        st->p->why.moves = st->moves;
+        if (st->p->why.decision != PLAN_SHRINK_PENDING)
+                st->p->why.moves_deferred = st->deferred;
+        fill_plan(w, st->p, st->now);
         {
-                int n = snprintf(p->why.text, sizeof(p->why.text),
+                int n = snprintf(st->p->why.text, sizeof(st->p->why.text),
                                  "%s: plan %.0f mW, spread %.0f mW, previous %.0f mW, target %.0f mW; "
-                                 "%u active CPUs, %u moves, %u deferred",
-                                 plan_decision_to_string(p->why.decision), p->why.plan_mw, p->why.spread_mw,
-                                 p->why.prev_mw, p->why.target_mw, p->why.n_active, p->why.moves,
-                                 p->why.moves_deferred);
-                if (p->why.decision == PLAN_GROW && p->why.shrink_moves > 0 && n > 0 &&
-                    (size_t) n < sizeof(p->why.text))
-                        n += snprintf(p->why.text + n, sizeof(p->why.text) - (size_t) n, " (%u to save energy)",
-                                      p->why.shrink_moves);
-                if (p->why.forced_wake_cpu >= 0 && n > 0 && (size_t) n < sizeof(p->why.text))
-                        snprintf(p->why.text + n, sizeof(p->why.text) - (size_t) n,
-                                 "; woke CPU %d for vCPU %" PRIu64, p->why.forced_wake_cpu, p->why.forced_by_key);
+                                 "%u active CPUs, %u st->moves, %u st->deferred",
+                                 plan_decision_to_string(st->p->why.decision), st->p->why.plan_mw, st->p->why.spread_mw,
+                                 st->p->why.prev_mw, st->p->why.target_mw, st->p->why.n_active, st->p->why.moves,
+                                 st->p->why.moves_deferred);
+                if (st->p->why.decision == PLAN_GROW && st->p->why.shrink_moves > 0 && n > 0 &&
+                    (size_t) n < sizeof(st->p->why.text))
+                        n += snprintf(st->p->why.text + n, sizeof(st->p->why.text) - (size_t) n, " (%u to save energy)",
+                                      st->p->why.shrink_moves);
+                if (st->p->why.forced_wake_cpu >= 0 && n > 0 && (size_t) n < sizeof(st->p->why.text))
+                        snprintf(st->p->why.text + n, sizeof(st->p->why.text) - (size_t) n,
+                                 "; woke CPU %d for vCPU %" PRIu64, st->p->why.forced_wake_cpu, st->p->why.forced_by_key);
         }
-        *ret = p;
-        p = NULL;
+}
+
+int plan_compute(const struct em_host *h, const struct plan_policy *pol, const struct plan_vcpu *v, size_t n_v,
+                 const struct plan_hint *hints, size_t n_hints, const struct plan *prev, nsec_t now,
+                 struct plan **ret)
+{
+        struct pc c = { .prev = prev, .now = now, .best_mw = DBL_MAX, .n_cand = 1 };
+        size_t nv1 = n_v ? n_v : 1;
+        int r;
+
+        if (pol->headroom_pct == 0 || pol->headroom_pct > 100 || pol->level_headroom_pct == 0 ||
+            pol->level_headroom_pct > 100)
+                return -EINVAL;
+        r = ws_init(&c.w, h, pol, v, n_v, hints, n_hints, prev);
+        if (r < 0)
+                goto out;
+        r = -ENOMEM;
+        c.best = malloc(nv1 * sizeof(int));
+        c.keep = malloc(nv1 * sizeof(int));
+        c.from = malloc(nv1 * sizeof(int));
+        c.prio = malloc(nv1 * sizeof(unsigned));
+        c.p = plan_alloc(h, n_v);
+        if (!c.best || !c.keep || !c.from || !c.prio || !c.p)
+                goto out;
+        for (size_t i = 0; i < n_v; i++) {
+                c.n_ded += v[i].mode == PLACE_DEDICATED;
+                if (v[i].mode != PLACE_EXCLUDE)
+                        c.total_demand += c.w.dem[i];
+        }
+        plan_target(&c);
+        c.p->shrink_pending_since_ns = -1;
+        c.p->why.forced_wake_cpu = -1;
+        c.p->why.spread_mw = c.spread_mw;
+        c.p->why.target_mw = c.best_mw;
+        c.p->why.candidates = c.n_cand;
+        if (!prev_compatible(h, prev)) {
+                load_assignment(&c.w, c.best);
+                c.p->why.decision = PLAN_INITIAL;
+                c.p->why.prev_mw = c.best_mw;
+        } else {
+                r = plan_keep(&c);
+                if (r >= 0)
+                        r = plan_grow(&c);
+                if (r >= 0)
+                        r = plan_shrink(&c);
+                if (r < 0)
+                        goto out;
+        }
+        plan_reason(&c);
+        *ret = c.p;
+        c.p = NULL;
         r = 0;
 out:
-        plan_free(p);
-        ws_free(&w);
+        plan_free(c.p);
+        free(c.best);
+        free(c.keep);
+        free(c.from);
+        free(c.prio);
+        free(c.touched);
+        free(c.umax);
+        ws_free(&c.w);
         return r;
 }
 
