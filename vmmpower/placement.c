@@ -2135,6 +2135,7 @@ struct pc {
         bool grew, grew_acted;
         double best_mw, spread_mw, keep_mw, total_demand;
         unsigned lv[MAX_LEVEL_CANDIDATES], n_lv, n_cand, moves, deferred, n_ded;
+        unsigned capped;             /* of deferred, held by the per-period move cap */
 };
 
 /* Step 2: the spread baseline, then the target search (best, best_mw). */
@@ -2293,6 +2294,7 @@ static int plan_grow(struct pc *st)
                                         continue; /* relieved by earlier moves */
                                 if (pol->max_moves && st->moves >= pol->max_moves) {
                                         st->deferred++;
+                                        st->capped++;
                                         capped = true;
                                         continue;
                                 }
@@ -2383,6 +2385,7 @@ static int plan_shrink(struct pc *st)
                         if (!st->grew_acted) {
                                 st->p->why.decision = PLAN_SHRINK_PENDING;
                                 st->p->why.moves_deferred = want;
+                                st->p->why.moves_dwell = want;
                         }
                         return 0;
                 }
@@ -2429,6 +2432,7 @@ static int plan_shrink(struct pc *st)
                         }
                         if (pol->max_moves && st->moves >= pol->max_moves) {
                                 sdeferred++;
+                                st->capped++;
                                 continue;
                         }
                         cpu_take(w, i);
@@ -2455,6 +2459,43 @@ static int plan_shrink(struct pc *st)
         return 0;
 }
 
+/*
+ * The reason text.  An energy-motivated change is named by what it does to
+ * the active CPUs against the previous plan: shrink (fewer), spread (more:
+ * the model found spreading cheaper), repack (as many); deferred moves are
+ * told apart: held by the per-period cap, waiting out the dwell, or with no
+ * room (or on a core a grow touched).
+ */
+static void plan_text(struct pc *st)
+{
+        struct plan_reasons *y = &st->p->why;
+        const char *what = plan_decision_to_string(y->decision);
+        size_t sz = sizeof(y->text);
+        int n;
+
+        if (y->decision == PLAN_SHRINK && st->prev)
+                what = y->n_active < st->prev->why.n_active   ? "shrink"
+                       : y->n_active > st->prev->why.n_active ? "spread"
+                                                              : "repack";
+        n = snprintf(y->text, sz, "%s: plan %.0f mW, spread %.0f mW, previous %.0f mW, target %.0f mW; %u active CPUs",
+                     what, y->plan_mw, y->spread_mw, y->prev_mw, y->target_mw, y->n_active);
+        if (st->prev && n > 0 && (size_t) n < sz)
+                n += snprintf(y->text + n, sz - (size_t) n, " (%u before)", st->prev->why.n_active);
+        if (n > 0 && (size_t) n < sz)
+                n += snprintf(y->text + n, sz - (size_t) n, ", %u moves", y->moves);
+        if (y->moves_dwell && n > 0 && (size_t) n < sz)
+                n += snprintf(y->text + n, sz - (size_t) n, ", %u waiting for the dwell", y->moves_dwell);
+        if (y->moves_capped && n > 0 && (size_t) n < sz)
+                n += snprintf(y->text + n, sz - (size_t) n, ", %u held by the move cap", y->moves_capped);
+        if (y->decision != PLAN_SHRINK_PENDING && y->moves_deferred > y->moves_capped && n > 0 && (size_t) n < sz)
+                n += snprintf(y->text + n, sz - (size_t) n, ", %u without room", y->moves_deferred - y->moves_capped);
+        if (y->decision == PLAN_GROW && y->shrink_moves > 0 && n > 0 && (size_t) n < sz)
+                n += snprintf(y->text + n, sz - (size_t) n, " (%u to save energy)", y->shrink_moves);
+        if (y->forced_wake_cpu >= 0 && n > 0 && (size_t) n < sz)
+                snprintf(y->text + n, sz - (size_t) n, "; woke CPU %d for vCPU %" PRIu64, y->forced_wake_cpu,
+                         y->forced_by_key);
+}
+
 /* Moves counted, the plan filled, the reason text. */
 static void plan_reason(struct pc *st)
 {
@@ -2472,22 +2513,9 @@ static void plan_reason(struct pc *st)
         st->p->why.moves = st->moves;
         if (st->p->why.decision != PLAN_SHRINK_PENDING)
                 st->p->why.moves_deferred = st->deferred;
+        st->p->why.moves_capped = st->capped;
         fill_plan(w, st->p, st->now);
-        {
-                int n = snprintf(st->p->why.text, sizeof(st->p->why.text),
-                                 "%s: plan %.0f mW, spread %.0f mW, previous %.0f mW, target %.0f mW; "
-                                 "%u active CPUs, %u st->moves, %u st->deferred",
-                                 plan_decision_to_string(st->p->why.decision), st->p->why.plan_mw, st->p->why.spread_mw,
-                                 st->p->why.prev_mw, st->p->why.target_mw, st->p->why.n_active, st->p->why.moves,
-                                 st->p->why.moves_deferred);
-                if (st->p->why.decision == PLAN_GROW && st->p->why.shrink_moves > 0 && n > 0 &&
-                    (size_t) n < sizeof(st->p->why.text))
-                        n += snprintf(st->p->why.text + n, sizeof(st->p->why.text) - (size_t) n, " (%u to save energy)",
-                                      st->p->why.shrink_moves);
-                if (st->p->why.forced_wake_cpu >= 0 && n > 0 && (size_t) n < sizeof(st->p->why.text))
-                        snprintf(st->p->why.text + n, sizeof(st->p->why.text) - (size_t) n,
-                                 "; woke CPU %d for vCPU %" PRIu64, st->p->why.forced_wake_cpu, st->p->why.forced_by_key);
-        }
+        plan_text(st);
 }
 
 int plan_compute(const struct em_host *h, const struct plan_policy *pol, const struct plan_vcpu *v, size_t n_v,

@@ -123,11 +123,13 @@ struct plan_reasons {
         unsigned n_active;
         unsigned candidates;   /* placements evaluated by the target search */
         unsigned moves;        /* vCPUs moved by this plan */
-        unsigned moves_deferred; /* wanted but over the per-period cap */
+        unsigned moves_deferred; /* wanted but not made: held by the cap, waiting for the dwell, no room */
+        unsigned moves_capped; /* of moves_deferred, held by the per-period cap (MaxMovesPerPeriod) */
+        unsigned moves_dwell;  /* of moves_deferred, a shrink waiting out ShrinkDwell */
         unsigned shrink_moves; /* of moves, those made to save energy (a grow may make some on other cores) */
         int forced_wake_cpu;   /* CPU woken because of forced_by_key, -1 if none */
         uint64_t forced_by_key;
-        char text[192];
+        char text[256];
 };
 
 /*

@@ -1831,6 +1831,46 @@ static void test_latency_vm_budget(void **state)
         free_host(&f);
 }
 
+/*
+ * The reason text tells deferred moves apart (waiting for the dwell, held by
+ * the move cap) and names an energy move by what it does to the active CPUs.
+ */
+static void test_reason_text(void **state)
+{
+        struct host_fixture f;
+        struct plan_policy pol;
+        struct plan_vcpu v[8];
+        struct plan *p0 = NULL, *p1 = NULL, *p2 = NULL;
+        (void) state;
+
+        load_host("epyc-genoa-1s", "epyc-genoa", &f);
+        policy(&pol);
+        pol.max_moves = 2;
+        for (size_t i = 0; i < 8; i++)
+                v[i] = (struct plan_vcpu) { .key = i + 1, .vm = (uint32_t) i, .mode = PLACE_PACK, .util = 0.7,
+                                            .util_last = 0.7, .cur_cpu = -1 };
+        assert_int_equal(plan_compute(f.h, &pol, v, 8, NULL, 0, NULL, 0, &p0), 0);
+        for (size_t i = 0; i < 8; i++)
+                v[i].util = v[i].util_last = 0.02;
+        assert_int_equal(plan_compute(f.h, &pol, v, 8, NULL, 0, p0, NSEC_PER_SEC, &p1), 0);
+        print_message("# %s\n# ", p1->why.text);
+        assert_int_equal(p1->why.decision, PLAN_SHRINK_PENDING);
+        assert_non_null(strstr(p1->why.text, "waiting for the dwell"));
+        assert_null(strstr(p1->why.text, "move cap"));
+        assert_int_equal(plan_compute(f.h, &pol, v, 8, NULL, 0, p1, 12 * NSEC_PER_SEC, &p2), 0);
+        print_message("%s\n", p2->why.text);
+        assert_int_equal(p2->why.decision, PLAN_SHRINK);
+        assert_int_equal(p2->why.moves, 2);
+        assert_true(p2->why.moves_capped > 0);
+        assert_non_null(strstr(p2->why.text, "held by the move cap"));
+        assert_null(strstr(p2->why.text, "dwell"));
+        assert_true(strncmp(p2->why.text, p2->why.n_active < p1->why.n_active ? "shrink:" : "repack:", 7) == 0);
+        plan_free(p0);
+        plan_free(p1);
+        plan_free(p2);
+        free_host(&f);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -1867,6 +1907,7 @@ int main(void)
                 cmocka_unit_test(test_latency_closed_loop),
                 cmocka_unit_test(test_latency_sets_within_budget),
                 cmocka_unit_test(test_latency_vm_budget),
+                cmocka_unit_test(test_reason_text),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
