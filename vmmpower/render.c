@@ -552,6 +552,18 @@ static const char *plan_vm_name(const struct daemon *d, pid_t pid)
         return vm ? vm->info.name : "(gone)";
 }
 
+/* Does the host have cpuidle states / cpufreq policies the applier can act on? */
+static bool host_has_cpuidle(const struct daemon *d)
+{
+        const char *drv = d->topo ? d->topo->cpuidle_driver : "";
+        return drv[0] && strcmp(drv, "none") != 0;
+}
+
+static bool host_has_cpufreq(const struct daemon *d)
+{
+        return d->topo && d->topo->n_policies > 0;
+}
+
 static void plan_idle_limit(const struct daemon *d, unsigned cpu, char *buf, size_t size)
 {
         const struct plan *p = d->plan;
@@ -659,7 +671,8 @@ void render_plan(const struct daemon *d, bool json, struct strbuf *out)
                                       d->plan_in[i].wait_ratio, d->plan_in[i].wait_avg, p->vcpu_demand[i],
                                       p->vcpu_cpu[i], p->vcpu_alone[i] ? "true" : "false");
                 }
-                strbuf_puts(out, "],\"profile\":");
+                strbuf_printf(out, "],\"host_cpuidle\":%s,\"host_cpufreq\":%s,\"profile\":",
+                              host_has_cpuidle(d) ? "true" : "false", host_has_cpufreq(d) ? "true" : "false");
                 strbuf_json_string(out, d->cfg.profile ? "batch" : "latency");
                 strbuf_puts(out, ",\"sets\":[");
                 render_plan_sets(d, p, true, out);
@@ -691,16 +704,32 @@ void render_plan(const struct daemon *d, bool json, struct strbuf *out)
                               a.pins, a.pin_errors, a.pin_gave_up, a.pin_gone, a.knob_changes, a.knob_errors);
         }
         strbuf_puts(out, "\n");
+        /* the model's idle states and levels are what the plan is scored with; a host with no cpuidle
+         * driver or no cpufreq has none to apply: say so rather than show them as if they existed */
+        if (!host_has_cpuidle(d))
+                strbuf_printf(out, "this host has no cpuidle driver (\"%s\"): idle limits are not applied, "
+                                   "DEEPEST-IDLE shows \"-\"\n", d->topo ? d->topo->cpuidle_driver : "");
+        if (!host_has_cpufreq(d))
+                strbuf_puts(out, "this host has no cpufreq: performance levels are not applied, LEVEL shows \"-\"\n");
         strbuf_printf(out, "%4s %6s %6s %6s %-16s %s\n", "CPU", "ACTIVE", "WORK%", "LEVEL", "DEEPEST-IDLE",
                       "MAX-EXIT-LATENCY");
         for (unsigned cpu = 0; cpu < p->n_cpus; cpu++) {
                 char idle[64];
                 if (!cpuset_isset(&d->topo->online, cpu))
                         continue;
+                char level[16];
                 plan_idle_limit(d, cpu, idle, sizeof(idle));
-                strbuf_printf(out, "%4u %6s %6.1f %6u %-16.16s ", cpu, cpuset_isset(&p->active, cpu) ? "yes" : "no",
-                              pct(p->cpu_work[cpu]), p->fdom_level[d->em->cpu_fdom[cpu]], idle);
-                if (p->cpu_max_latency_us[cpu] == EM_LATENCY_ANY)
+                if (!host_has_cpuidle(d))
+                        snprintf(idle, sizeof(idle), "-");
+                if (host_has_cpufreq(d))
+                        snprintf(level, sizeof(level), "%u", p->fdom_level[d->em->cpu_fdom[cpu]]);
+                else
+                        snprintf(level, sizeof(level), "-");
+                strbuf_printf(out, "%4u %6s %6.1f %6s %-16.16s ", cpu, cpuset_isset(&p->active, cpu) ? "yes" : "no",
+                              pct(p->cpu_work[cpu]), level, idle);
+                if (!host_has_cpuidle(d))
+                        strbuf_puts(out, "-\n");
+                else if (p->cpu_max_latency_us[cpu] == EM_LATENCY_ANY)
                         strbuf_puts(out, "any\n");
                 else
                         strbuf_printf(out, "%u us\n", p->cpu_max_latency_us[cpu]);
