@@ -123,8 +123,12 @@
  *      under half the budget, with a prediction of at least CORR_INFORMATIVE
  *      of it, k falls by at most CORR_DECAY a period towards that ratio (the
  *      set may shrink after the dwell); k within CORR_MIN..CORR_MAX, kept in
- *      plan_set.corr.  CORR_MAX 16: the largest error seen in vmmpower-sim
- *      runs stays within it while one bad sample cannot idle a host's CPUs.
+ *      plan_set.corr.  CORR_MAX 16 bounds what one bad sample can cost (a
+ *      set at most 16x as cautious as modelled); in vmmpower-sim runs of the
+ *      PlanetLab days the correction sits at it most of the day (the sets
+ *      there queue far more than the model says: per-CPU queues until a
+ *      newly idle CPU pulls, load steps at each trace interval), which is
+ *      the limit of the promise there (docs: the report of issue 14).
  * The batch profile keeps the headroom rule of steps 2 and 3.
  *
  * Determinism: no clock, no randomness, every tie broken by key or CPU
