@@ -41,6 +41,11 @@ static void help(void)
                "  -s, --seed=N              seed (default 1)\n"
                "  -b, --burst-ms=MS         burst parameter B (default 10)\n"
                "      --burst-dist=D        exp, fixed or pareto (default exp)\n"
+               "      --profile=P           the planner's [Planner] Profile: latency or batch (default: the\n"
+               "                            configuration's)\n"
+               "      --queue-budget-percent=PCT  its QueueBudgetPercent, 0.01..100: the share of wake-ups\n"
+               "                            allowed to queue, which the latency-constrained bound\n"
+               "                            (lat-bound) meets too\n"
                "      --period-ms=MS        planner period (default: the configuration's ControlPeriod)\n"
                "      --step-s=S            observation step (default 60)\n"
                "      --window-s=S          baselines' burst window per step (default max(1, 50 x B),\n"
@@ -56,8 +61,6 @@ static void help(void)
                "                            load levels (active idle, 10..100%%) on the host (no --trace)\n"
                "      --measured=FILE       with --power-curve: a measured curve (\"LOAD_PCT WATTS\" lines)\n"
                "                            printed beside it with the error per level\n"
-               "      --queue-budget-percent=P  the share of wake-ups allowed to queue that the\n"
-               "                            latency-constrained bound (lat-bound) meets (default 1)\n"
                "  -h, --help                this help\n"
                "  -V, --version             version\n");
 }
@@ -158,7 +161,7 @@ int main(int argc, char **argv)
 {
         enum { O_VMS = 256, O_DIST, O_PERIOD, O_STEP, O_WINDOW, O_INTERVALS, O_FIRST, O_NORESIM, O_CSV, O_LABEL, O_SVG,
                O_PROGRESS, O_NOPROGRESS, O_FORMAT, O_RESAMPLE, O_SPLIT, O_CURVE, O_MEASURED, O_UNIT,
-               O_QBUDGET };
+               O_PROFILE, O_QBUDGET };
         static const struct option opts[] = {
                 { "trace", required_argument, NULL, 't' },
                 { "trace-format", required_argument, NULL, O_FORMAT },
@@ -168,6 +171,8 @@ int main(int argc, char **argv)
                 { "topology", required_argument, NULL, 'T' },
                 { "model", required_argument, NULL, 'm' },
                 { "config", required_argument, NULL, 'c' },
+                { "profile", required_argument, NULL, O_PROFILE },
+                { "queue-budget-percent", required_argument, NULL, O_QBUDGET },
                 { "oversub", required_argument, NULL, 'o' },
                 { "vms", required_argument, NULL, O_VMS },
                 { "seed", required_argument, NULL, 's' },
@@ -186,7 +191,6 @@ int main(int argc, char **argv)
                 { "no-progress", no_argument, NULL, O_NOPROGRESS },
                 { "power-curve", no_argument, NULL, O_CURVE },
                 { "measured", required_argument, NULL, O_MEASURED },
-                { "queue-budget-percent", required_argument, NULL, O_QBUDGET },
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, 'V' },
                 {}
@@ -199,6 +203,8 @@ int main(int argc, char **argv)
         enum sim_trace_format fmt = SIM_TRACE_VMMPOWER;
         nsec_t resample_ns = 300 * NSEC_PER_SEC;
         bool period_set = false, resample_set = false;
+        int profile = -1;
+        double qbudget = -1.0;
         double d;
         uint32_t u;
         uint64_t u64;
@@ -243,6 +249,15 @@ int main(int argc, char **argv)
                 case 'T': topo = optarg; break;
                 case 'm': model = optarg; break;
                 case 'c': config = optarg; break;
+                case O_PROFILE:
+                        profile = plan_profile_from_string(optarg);
+                        if (profile < 0)
+                                return bad("--profile (latency or batch)", optarg);
+                        break;
+                case O_QBUDGET:
+                        if (parse_pos_double(optarg, &qbudget) < 0 || qbudget < 0.01 || qbudget > 100)
+                                return bad("--queue-budget-percent (0.01..100)", optarg);
+                        break;
                 case 'o':
                         if (parse_pos_double(optarg, &cfg.oversub) < 0 || cfg.oversub > 64)
                                 return bad("--oversub", optarg);
@@ -302,11 +317,6 @@ int main(int argc, char **argv)
                 case O_NOPROGRESS: cfg.progress = false; break;
                 case O_CURVE: curve = true; break;
                 case O_MEASURED: measured = optarg; break;
-                case O_QBUDGET:
-                        if (parse_pos_double(optarg, &d) < 0 || d >= 100)
-                                return bad("--queue-budget-percent (0 < P < 100)", optarg);
-                        cfg.queue_budget = d / 100.0;
-                        break;
                 case 'h': help(); return 0;
                 case 'V': printf("vmmpower-sim %s\n", VMMPOWER_VERSION); return 0;
                 default: return 2;
@@ -340,6 +350,12 @@ int main(int argc, char **argv)
         }
         if (period_set)
                 cfg.policy.period_ns = cfg.plan_period_ns;
+        /* the [Planner] keys Profile and QueueBudgetPercent, over the configuration's */
+        if (profile >= 0)
+                cfg.policy.profile = (enum plan_profile) profile;
+        if (qbudget > 0.0)
+                cfg.policy.queue_budget = qbudget / 100.0;
+        cfg.queue_budget = cfg.policy.queue_budget; /* the lat-bound meets the planner's budget */
         if (resample_set && fmt != SIM_TRACE_BITBRAINS) {
                 fprintf(stderr, "vmmpower-sim: --resample-s applies to --trace-format=bitbrains only\n");
                 return 2;

@@ -80,6 +80,8 @@ void config_defaults(struct vp_config *c)
         c->headroom_pct = 80;
         c->level_headroom_pct = 97;
         c->wait_budget_pct = 5;
+        c->profile = 0;               /* latency */
+        c->queue_budget_bp = 100;     /* 1% of wake-ups may queue: the reasoning in vmmpower.conf(5) */
         c->shrink_dwell_ns = 10 * NSEC_PER_SEC;
         c->max_moves = 16;
         c->hints_enabled = true;
@@ -88,6 +90,32 @@ void config_defaults(struct vp_config *c)
 }
 
 /* ---- value types ------------------------------------------------------- */
+
+/* "1", "0.5", "12.25": a percentage with at most two decimals, in hundredths.  -EINVAL otherwise. */
+static int parse_basis_points(const char *s, uint32_t *ret)
+{
+        uint64_t v = 0;
+        unsigned dec = 0;
+        bool dot = false, digit = false;
+
+        for (const char *q = s; *q; q++) {
+                if (*q == '.' && !dot) {
+                        dot = true;
+                        continue;
+                }
+                if (*q < '0' || *q > '9' || (dot && dec == 2) || v > 1000000)
+                        return -EINVAL;
+                v = v * 10 + (uint64_t) (*q - '0');
+                dec += dot;
+                digit = true;
+        }
+        if (!digit)
+                return -EINVAL;
+        for (; dec < 2; dec++)
+                v *= 10;
+        *ret = (uint32_t) v;
+        return 0;
+}
 
 enum value_type {
         VT_DURATION,
@@ -104,6 +132,9 @@ enum value_type {
         VT_TRUST,       /* none, advisory or full (enum hint_trust) */
         VT_HINT_PATTERN, /* "" (off) or a plain-QEMU hint socket pattern (qemu_hint_pattern_check) */
         VT_OTHER_TUNERS, /* coexist or refuse (enum coexist_mode) */
+        VT_PROFILE,     /* latency or batch (enum plan_profile), stored as uint32_t */
+        VT_BASIS_POINTS, /* a percentage with up to two decimals ("1", "0.5"), stored as uint32_t
+                          * hundredths of a percent, min_ns..max_ns its bounds in those */
 };
 
 struct key_def {
@@ -150,6 +181,9 @@ static const struct key_def keys[] = {
         { "Planner", "Enabled", VT_BOOL, NUM(planner_enabled), 0, 0, "yes or no" },
         { "Planner", "ModelFile", VT_PATH_EMPTY, STR(model_file), 0, 0,
           "an absolute path, or empty to derive the model from sysfs" },
+        { "Planner", "Profile", VT_PROFILE, NUM(profile), 0, 0, "latency or batch" },
+        { "Planner", "QueueBudgetPercent", VT_BASIS_POINTS, NUM(queue_budget_bp), 1, 10000,
+          "a percentage 0.01..100 with at most two decimals" },
         { "Planner", "HeadroomPercent", VT_UINT, NUM(headroom_pct), 10, 100, "a number 10..100" },
         { "Planner", "LevelHeadroomPercent", VT_UINT, NUM(level_headroom_pct), 10, 100, "a number 10..100" },
         { "Planner", "WaitBudgetPercent", VT_UINT, NUM(wait_budget_pct), 1, 100, "a number 1..100" },
@@ -376,6 +410,20 @@ static int set_value(struct parser *p, size_t k, const char *value)
                 if (coexist_mode_from_string(value, &m) < 0)
                         break;
                 memcpy(field, &m, sizeof(m));
+                return 0;
+        }
+        case VT_PROFILE: {
+                uint32_t u = strcmp(value, "latency") == 0 ? 0 : strcmp(value, "batch") == 0 ? 1 : 2;
+                if (u > 1)
+                        break;
+                memcpy(field, &u, sizeof(u));
+                return 0;
+        }
+        case VT_BASIS_POINTS: {
+                uint32_t u;
+                if (parse_basis_points(value, &u) < 0 || (nsec_t) u < d->min_ns || (nsec_t) u > d->max_ns)
+                        break;
+                memcpy(field, &u, sizeof(u));
                 return 0;
         }
         case VT_SOCKET_LIST:
@@ -814,6 +862,21 @@ void config_dump(const struct vp_config *c, FILE *f)
                         else
                                 format_duration((nsec_t) ms * NSEC_PER_MSEC, buf, sizeof(buf));
                         fprintf(f, "%s = %s\n", d->key, buf);
+                        break;
+                }
+                case VT_PROFILE: {
+                        uint32_t u;
+                        memcpy(&u, field, sizeof(u));
+                        fprintf(f, "%s = %s\n", d->key, u ? "batch" : "latency");
+                        break;
+                }
+                case VT_BASIS_POINTS: {
+                        uint32_t u;
+                        memcpy(&u, field, sizeof(u));
+                        if (u % 100 == 0)
+                                fprintf(f, "%s = %u\n", d->key, u / 100);
+                        else
+                                fprintf(f, "%s = %u.%02u\n", d->key, u / 100, u % 100);
                         break;
                 }
                 case VT_TRUST: {

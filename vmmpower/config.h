@@ -52,6 +52,9 @@ struct vp_config {
         bool pin_single_cpu;            /* PinSingleCPU, default no: packed vCPUs may use the active CPUs of their LLC */
         uint32_t active_max_latency_us; /* ActiveMaxLatencyUs, default 0 = no limit */
         char model_file[CONFIG_PATH_MAX];      /* ModelFile, default "" (derived from sysfs) */
+        uint32_t profile;               /* Profile: 0 latency (default), 1 batch (enum plan_profile) */
+        uint32_t queue_budget_bp;       /* QueueBudgetPercent in hundredths of a percent, default 100 (1%),
+                                         * 1..10000 */
         uint32_t headroom_pct;          /* HeadroomPercent, default 80, 10..100 */
         uint32_t level_headroom_pct;    /* LevelHeadroomPercent, default 97, 10..100 */
         uint32_t wait_budget_pct;       /* WaitBudgetPercent, default 5, 1..100 */

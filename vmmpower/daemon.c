@@ -1087,6 +1087,9 @@ static void plan_period(struct daemon *d, nsec_t now)
 
                 if (mode == PLACE_EXCLUDE)
                         excluded_cur_cpus(d, vm, d->plan_scratch + n);
+                /* its queueing budget (libvirt metadata), when tighter than the host's: the planner decides */
+                for (size_t j = 0; j < k && vm->info.policy.queue_budget_bp; j++)
+                        d->plan_scratch[n + j].queue_budget = vm->info.policy.queue_budget_bp / 10000.0;
 
                 /* the pins that go with these inputs, at the same positions */
                 for (unsigned j = 0, m = 0; d->apply_scratch && j < vm->n_vcpus; j++) {

@@ -84,17 +84,66 @@
  *     latency is within policy.active_max_latency_us; inactive CPUs may use
  *     every state.
  *
+ * The latency profile (policy.profile, the default) replaces the packing
+ * headroom of steps 2 and 3 by a wait model (queueing.h).  Terms: a pack
+ * set is the CPUs of one LLC that hold its packed vCPUs; the kernel balances
+ * it (a waking vCPU goes to an idle CPU of its set), so it is one queue with
+ * c servers; a wake-up "queues" when every CPU of its set is busy; the
+ * budget is policy.queue_budget (QueueBudgetPercent), or a VM's tighter one
+ * (plan_vcpu.queue_budget), the tightest of a set's vCPUs counting.
+ *  L1. Model: a set of c CPUs at capacity C (per thread: SmtGain / 2 of it
+ *      when both threads of a core are in the set) carrying demand D from
+ *      vCPUs of demand-weighted mean size s queues
+ *      P = min(1, f k Pfs(c, n = D / s, u = s)), Pfs the finite-population
+ *      Erlang C (machine-repair model: n vCPUs, each busy u, on c CPUs; a
+ *      set of c vCPUs on c CPUs never queues), f the Allen-Cunneen factor
+ *      (1 + cs^2) / 2 of the vCPUs' measured burst variability
+ *      (plan_vcpu.burst_cv2, 1 when unknown), k the set's closed-loop
+ *      correction (L4).
+ *  L2. Sizing (place_sets, each target candidate at level L): the packed
+ *      vCPUs, largest first, are cut into runs, one per LLC in the wake
+ *      order: each LLC takes the longest run its free CPUs carry with
+ *      P <= budget, the last one the fewest CPUs that carry the rest; a run
+ *      is spread over its CPUs.  Sets stay within an LLC: the kernel's
+ *      wake-up path (select_idle_sibling) looks for an idle CPU only in the
+ *      LLC, so CPUs of two LLCs are not one queue for a waking vCPU (and a
+ *      cross-LLC move costs the cache).
+ *  L3. Levels: every domain of a set runs at least the lowest level at which
+ *      P <= budget, over all its CPUs and vCPUs and over the CPUs without a
+ *      large vCPU (pack_set_balance) with the movable load, both.  A
+ *      candidate over the budget even at the top level is charged
+ *      LAT_PENALTY x the top level's power per CPU and unit of excess.  In
+ *      step 3 a set over the budget at the top level is overloaded (grow at
+ *      once), and a grow destination must keep its set within the budget.
+ *  L4. Closed loop (set_feedback): the previous plan's set, its vCPUs'
+ *      utilisation and decayed run-queue wait give the queueing share the
+ *      wait stands for (queue_measured_pwait, the M/M/c relation
+ *      W = P A / (c - A)); over the budget, k rises at once to
+ *      measured / predicted (the level rises or the set grows in this plan);
+ *      under half the budget, with a prediction of at least CORR_INFORMATIVE
+ *      of it, k falls by at most CORR_DECAY a period towards that ratio (the
+ *      set may shrink after the dwell); k within CORR_MIN..CORR_MAX, kept in
+ *      plan_set.corr.  CORR_MAX 16 bounds what one bad sample can cost (a
+ *      set at most 16x as cautious as modelled); in vmmpower-sim runs of the
+ *      PlanetLab days the correction sits at it most of the day (the sets
+ *      there queue far more than the model says: per-CPU queues until a
+ *      newly idle CPU pulls, load steps at each trace interval), which is
+ *      the limit of the promise there (docs: the report of issue 14).
+ * The batch profile keeps the headroom rule of steps 2 and 3.
+ *
  * Determinism: no clock, no randomness, every tie broken by key or CPU
  * order, and the output arrays are fully written (memcmp-able).
  */
 #include <errno.h>
 #include <float.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "placement.h"
+#include "queueing.h"
 
 #define EPS 1e-9
 #define ROOM_EMPTY_CORE 4.0      /* room of an empty core: any single vCPU fits */
@@ -118,6 +167,20 @@ double plan_vcpu_wait(const struct plan_policy *pol, const struct plan_vcpu *v, 
         return 0.0;
 }
 
+const char *plan_profile_to_string(enum plan_profile p)
+{
+        static const char *const n[_PLAN_PROFILE_MAX] = { "latency", "batch" };
+        return p < _PLAN_PROFILE_MAX ? n[p] : "?";
+}
+
+int plan_profile_from_string(const char *s)
+{
+        for (int p = 0; p < _PLAN_PROFILE_MAX; p++)
+                if (s && strcmp(s, plan_profile_to_string((enum plan_profile) p)) == 0)
+                        return p;
+        return -EINVAL;
+}
+
 const char *plan_decision_to_string(enum plan_decision d)
 {
         static const char *const n[_PLAN_DECISION_MAX] = { "initial", "keep", "grow", "shrink-pending",
@@ -127,6 +190,8 @@ const char *plan_decision_to_string(enum plan_decision d)
 
 void plan_policy_defaults(struct plan_policy *p)
 {
+        p->profile = PLAN_PROFILE_LATENCY;
+        p->queue_budget = 0.01;
         p->headroom_pct = 80;
         p->level_headroom_pct = 97;
         p->wait_budget = 0.05;
@@ -182,6 +247,25 @@ struct ws {
         unsigned leaf0;         /* index of the first leaf: (segn - 1) / 3 */
         int *cpu_pos;           /* [n_cpus] */
         double penalty_mw;        /* of the last finalize(): undelivered work charged (turbo table, power limit) */
+        /* wait model (latency profile; step 2 of the comment at the top) */
+        bool latency;           /* pack sets sized by the wait model */
+        bool smt;               /* some core has two threads */
+        bool any_vcpu_budget;   /* some vCPU has a budget of its own (vcpu_budget) */
+        double budget;          /* pol->queue_budget */
+        double dbar;            /* demand-weighted mean demand of the packed vCPUs (top-level units) */
+        double acf;             /* Allen-Cunneen factor of their bursts */
+        double *corr;           /* [n_llcs] closed-loop correction of the model per LLC's set */
+        double *measured;       /* [n_llcs] measured queueing share of the previous plan's set */
+        unsigned *sorted_pack;  /* [nv] place_sets scratch: the packed vCPUs to place, largest first */
+        int *cpu_list;          /* [n_cpus] place_sets scratch: an LLC's free CPUs */
+        double lat_over;        /* of the last finalize(): sum over sets of CPUs x queueing over the budget at the
+                                 * top level */
+        double *work2, *base_work2; /* [n_cpus] sum of the squared demands of its vCPUs */
+        double *set_load2;      /* [n_llcs] pack-set scratch: sum of squared movable demands */
+        double *set_budget;     /* [n_llcs] the tightest budget of the set's vCPUs (set in pack_set_balance) */
+        double *set_tot, *set_tot2; /* [n_llcs] pack-set scratch: all its vCPUs' demand, squared (large ones too) */
+        double *pre1, *pre2;    /* [nv + 1] lat_rooms scratch: prefix sums of demand, squared demand */
+        unsigned *llc_n;        /* [n_llcs] online CPUs per LLC */
 };
 
 static void ws_free(struct ws *w)
@@ -219,6 +303,19 @@ static void ws_free(struct ws *w)
         free(w->spread_cores);
         free(w->seg);
         free(w->cpu_pos);
+        free(w->corr);
+        free(w->measured);
+        free(w->sorted_pack);
+        free(w->cpu_list);
+        free(w->work2);
+        free(w->base_work2);
+        free(w->set_load2);
+        free(w->set_tot);
+        free(w->set_budget);
+        free(w->set_tot2);
+        free(w->pre1);
+        free(w->pre2);
+        free(w->llc_n);
 }
 
 static int cmp_demand(const void *a, const void *b, void *ctx)
@@ -402,6 +499,60 @@ static int wait_signals(struct ws *w, const struct plan *prev, uint8_t *dem_out)
         return 0;
 }
 
+static int set_feedback(struct ws *w, const struct plan *prev);
+
+/* The wait model's inputs: allocations, the vCPUs' size and burst factor, the closed loop. */
+static int ws_init_wait_model(struct ws *w, const struct plan *prev)
+{
+        const struct em_host *h = w->h;
+        unsigned nl = h->n_llcs ? h->n_llcs : 1;
+        double sd = 0.0, sd2 = 0.0, scv = 0.0;
+
+        w->latency = w->pol->profile == PLAN_PROFILE_LATENCY && !w->pol->pin_single_cpu;
+        w->budget = w->pol->queue_budget > 0.0 ? MIN(w->pol->queue_budget, 1.0) : 0.01;
+        w->corr = calloc(nl, sizeof(double));
+        w->measured = calloc(nl, sizeof(double));
+        w->sorted_pack = calloc(w->nv + 1, sizeof(unsigned));
+        w->cpu_list = calloc(h->n_cpus, sizeof(int));
+        w->llc_n = calloc(nl, sizeof(unsigned));
+        w->set_load2 = calloc(nl, sizeof(double));
+        w->set_tot = calloc(nl, sizeof(double));
+        w->set_budget = calloc(nl, sizeof(double));
+        w->set_tot2 = calloc(nl, sizeof(double));
+        w->pre1 = calloc(w->nv + 1, sizeof(double));
+        w->pre2 = calloc(w->nv + 1, sizeof(double));
+        if (!w->corr || !w->measured || !w->sorted_pack || !w->cpu_list || !w->llc_n || !w->set_load2 || !w->set_tot || !w->set_tot2 || !w->set_budget || !w->pre1 ||
+            !w->pre2)
+                return -ENOMEM;
+        for (unsigned c = 0; c < h->n_cpus; c++)
+                if (h->cpu_core[c] >= 0) {
+                        w->llc_n[h->cores[h->cpu_core[c]].llc]++;
+                        w->smt |= w->sib[c] >= 0;
+                }
+        /* size and burst variability of the packed vCPUs, weighted by demand (what a wake-up meets) */
+        for (size_t i = 0; i < w->nv; i++) {
+                double d = w->dem[i], cv2 = w->v[i].burst_cv2;
+                if (w->v[i].mode != PLACE_PACK || w->boost[i] || !(d > 0.0))
+                        continue;
+                sd += d;
+                sd2 += d * d;
+                w->any_vcpu_budget |= w->v[i].queue_budget > 0.0 && w->v[i].queue_budget < w->budget;
+                scv += d * (cv2 > 0.0 && cv2 < 100.0 ? cv2 : 1.0);
+        }
+        w->dbar = sd > 0.0 ? MAX(sd2 / sd, 1e-3) : 1e-3;
+        w->acf = queue_ac_factor(1.0, sd > 0.0 ? scv / sd : 1.0);
+        for (unsigned g = 0; g < nl; g++)
+                w->set_budget[g] = w->budget;
+        return set_feedback(w, prev);
+}
+
+/* vCPU i's queueing budget: its own when tighter than the policy's. */
+static double vcpu_budget(const struct ws *w, size_t i)
+{
+        double b = w->v[i].queue_budget;
+        return b > 0.0 && b < w->budget ? b : w->budget;
+}
+
 static int ws_init(struct ws *w, const struct em_host *h, const struct plan_policy *pol, const struct plan_vcpu *v,
                    size_t nv, const struct plan_hint *hints, size_t n_hints, const struct plan *prev)
 {
@@ -428,6 +579,8 @@ static int ws_init(struct ws *w, const struct em_host *h, const struct plan_poli
         w->sib = malloc(n * sizeof(int));
         w->work = calloc(n, sizeof(double));
         w->base_work = calloc(n, sizeof(double));
+        w->work2 = calloc(n, sizeof(double));
+        w->base_work2 = calloc(n, sizeof(double));
         w->nvc = calloc(n, sizeof(unsigned));
         w->base_nvc = calloc(n, sizeof(unsigned));
         w->resv = calloc(n, 1);
@@ -454,7 +607,7 @@ static int ws_init(struct ws *w, const struct em_host *h, const struct plan_poli
         w->leaf0 = (w->segn - 1) / 3;
         w->seg = malloc((w->leaf0 + w->segn) * sizeof(double));
         w->cpu_pos = malloc(n * sizeof(int));
-        if (!w->dem || !w->wait || !w->boost || !w->floor || !w->fdom_floor || !w->sorted || !w->assign || !w->sib || !w->work || !w->base_work || !w->nvc ||
+        if (!w->work2 || !w->base_work2 || !w->dem || !w->wait || !w->boost || !w->floor || !w->fdom_floor || !w->sorted || !w->assign || !w->sib || !w->work || !w->base_work || !w->nvc ||
             !w->base_nvc || !w->resv || !w->cpu_boost || !w->in_set || !w->set_level || !w->set_load || !w->large || !w->cpu_large ||
             !w->set_lambda || !w->set_done || !w->set_flat || !w->set_free || !w->ework || !w->fixed || !w->active || !w->lat || !w->level || !w->fdom_start ||
             !w->fdom_cores || !w->spread_cores || !w->seg || !w->cpu_pos)
@@ -525,10 +678,14 @@ static int ws_init(struct ws *w, const struct em_host *h, const struct plan_poli
                 w->sorted[i] = (unsigned) i;
         }
         qsort_r(w->sorted, nv, sizeof(unsigned), cmp_demand, w);
+        r = ws_init_wait_model(w, prev);
+        if (r < 0)
+                return r;
         /* Excluded vCPUs: background load where they run. */
         for (size_t i = 0; i < nv; i++)
                 if (v[i].mode == PLACE_EXCLUDE && cpu_ok(h, v[i].cur_cpu)) {
                         w->base_work[v[i].cur_cpu] += w->dem[i];
+                        w->base_work2[v[i].cur_cpu] += w->dem[i] * w->dem[i];
                         w->base_nvc[v[i].cur_cpu]++;
                 }
         /* Cores of each frequency domain (a core belongs to its thread 0's domain). */
@@ -559,6 +716,7 @@ static void state_reset(struct ws *w)
 {
         unsigned n = w->h->n_cpus;
         memcpy(w->work, w->base_work, n * sizeof(double));
+        memcpy(w->work2, w->base_work2, n * sizeof(double));
         memcpy(w->nvc, w->base_nvc, n * sizeof(unsigned));
         memset(w->resv, 0, n);
         for (size_t i = 0; i < w->nv; i++)
@@ -570,6 +728,7 @@ static void cpu_put(struct ws *w, size_t i, int cpu)
 {
         w->assign[i] = cpu;
         w->work[cpu] += w->dem[i];
+        w->work2[cpu] += w->dem[i] * w->dem[i];
         w->nvc[cpu]++;
         if (w->v[i].mode == PLACE_DEDICATED) {
                 w->resv[cpu] = 2;
@@ -585,8 +744,9 @@ static void cpu_take(struct ws *w, size_t i)
         if (cpu < 0)
                 return;
         w->work[cpu] -= w->dem[i];
+        w->work2[cpu] -= w->dem[i] * w->dem[i];
         if (w->work[cpu] < EPS)
-                w->work[cpu] = 0.0;
+                w->work[cpu] = w->work2[cpu] = 0.0;
         w->nvc[cpu]--;
         if (w->v[i].mode == PLACE_DEDICATED) {
                 w->resv[cpu] = 0;
@@ -719,6 +879,7 @@ static bool place_pack(struct ws *w, const int *order, double hc, bool abort_on_
                 /* Mode fallbacks (no free core left) land here as pack vCPUs. */
                 w->assign[i] = cpu;
                 w->work[cpu] += w->dem[i];
+                w->work2[cpu] += w->dem[i] * w->dem[i];
                 w->nvc[cpu]++;
                 seg_set(w, (unsigned) pos, room(w, cpu, hc));
                 if (w->sib[cpu] >= 0)
@@ -784,6 +945,7 @@ static void place_spread_all(struct ws *w)
                 cpu = h->cores[k].cpu[t];
                 w->assign[i] = cpu;
                 w->work[cpu] += w->dem[i];
+                w->work2[cpu] += w->dem[i] * w->dem[i];
                 w->nvc[cpu]++;
         }
 }
@@ -861,6 +1023,257 @@ static double set_water_level(struct ws *w, unsigned g, double load)
         return plan_water_level(w->fixed, m, load);
 }
 
+
+/* ---- the wait model of a pack set (latency profile) ------------------------ */
+
+/*
+ * A candidate whose set queues over the budget even at the top level is
+ * charged this many times the top level's power per CPU and unit of excess
+ * probability: the target search never prefers it to one within the budget.
+ */
+#define LAT_PENALTY 10.0
+#define CORR_MIN 0.25           /* the closed loop trusts the model at most 4x optimistic ... */
+#define CORR_MAX 16.0           /* ... and 16x pessimistic */
+#define CORR_DECAY 0.8          /* per period, towards the measured ratio, when comfortably under */
+#define CORR_INFORMATIVE 0.25   /* a prediction under this share of the budget says too little to lower it */
+
+/* Per-thread speed of a set with n1 CPUs alone on their core and n2 threads of paired cores. */
+static double set_speed(const struct ws *w, unsigned n1, unsigned n2)
+{
+        unsigned c = n1 + n2;
+        return c ? ((double) n1 + (double) n2 * w->gain / 2.0) / (double) c : 1.0;
+}
+
+static double set_factor(const struct ws *w, unsigned g)
+{
+        return w->acf * w->corr[g];
+}
+
+/*
+ * Predicted queueing share of LLC g's set: c CPUs of per-thread speed spd at
+ * capacity cap (utilisation units) carrying load of n vCPUs (n 0: unknown).
+ */
+static double set_pwait(const struct ws *w, unsigned g, unsigned c, double load, double load2, double spd,
+                        double cap)
+{
+        double unit = cap * spd, A = load / unit, du = (load > 0.0 ? load2 / load : w->dbar) / unit;
+        return queue_set_pwait(c, A, MIN(du, 1.0), set_factor(w, g));
+}
+
+/*
+ * Whether the packed vCPUs k0..k-1 of place_sets' list on c CPUs of LLC g
+ * queue within the tightest budget among them.
+ */
+static bool run_ok(const struct ws *w, unsigned g, unsigned c, size_t k0, size_t k, double unit)
+{
+        double s1 = w->pre1[k] - w->pre1[k0], s2 = w->pre2[k] - w->pre2[k0], b = w->budget;
+        if (!(s1 > 0.0))
+                return true;
+        if (w->any_vcpu_budget)
+                for (size_t j = k0; j < k; j++)
+                        b = MIN(b, vcpu_budget(w, w->sorted_pack[j]));
+        return queue_set_pwait(c, s1 / unit, MIN(s2 / s1 / unit, 1.0), set_factor(w, g)) <= b;
+}
+
+/*
+ * Put vCPUs sorted_pack[k0..k) (largest first) on cpus[0..n) in snake order
+ * (0, 1, .. n-1, n-1, .. 0, 0, 1, ..): about the balance of largest-first
+ * onto the least loaded CPU, in O(1) a vCPU; the kernel balances the set
+ * anyway, and pack_set_balance() evaluates it balanced.
+ */
+static void put_balanced(struct ws *w, const int *cpus, unsigned n, size_t k0, size_t k)
+{
+        if (n == 0)
+                return;
+        for (size_t j = k0; j < k; j++) {
+                size_t q = (j - k0) % (2 * (size_t) n);
+                cpu_put(w, w->sorted_pack[j], cpus[q < n ? q : 2 * n - 1 - q]);
+        }
+}
+
+/*
+ * A latency candidate at capacity cap (step 2): pack sets sized by the wait
+ * model.  The packed vCPUs, largest first, are cut into consecutive runs, one
+ * per LLC in the wake order: each LLC takes the longest run its free CPUs
+ * carry within the budget (judged by the run's own demand and
+ * demand-weighted mean size: an LLC of a few large vCPUs and one of many
+ * small ones each by their own), the last one the fewest CPUs c that carry
+ * the rest.  The run goes to the first c free CPUs of its LLC in the wake
+ * order, spread over them (put_balanced: the kernel balances a set).  Returns true if vCPUs were left over (spread over every free
+ * CPU then).
+ */
+static bool place_sets(struct ws *w, const int *order, double cap, bool smt_first)
+{
+        const struct em_host *h = w->h;
+        double spd = smt_first && w->smt ? w->gain / 2.0 : 1.0, unit = cap * spd;
+        size_t m = 0, k0 = 0;
+        unsigned *idx = w->sorted_pack;
+        int *cpus = w->cpu_list;
+
+        for (size_t s = 0; s < w->nv; s++) {
+                unsigned i = w->sorted[s];
+                if (w->assign[i] >= 0 || w->v[i].mode == PLACE_EXCLUDE)
+                        continue;
+                idx[m] = i;
+                w->pre1[m + 1] = w->pre1[m] + w->dem[i];
+                w->pre2[m + 1] = w->pre2[m] + w->dem[i] * w->dem[i];
+                m++;
+        }
+        memset(w->set_level, 0, h->n_llcs ? h->n_llcs : 1); /* scratch: LLC seen */
+        for (unsigned p = 0; p < h->n_online && k0 < m; p++) {
+                unsigned g = h->cores[h->cpu_core[order[p]]].llc, n = 0, c;
+                size_t k;
+                if (w->set_level[g])
+                        continue;
+                w->set_level[g] = 1;
+                for (unsigned q = p; q < h->n_online; q++) { /* its free CPUs, in the wake order */
+                        int x = order[q];
+                        if (h->cores[h->cpu_core[x]].llc == g && !w->resv[x] && !(w->sib[x] >= 0 && w->resv[w->sib[x]] == 2))
+                                cpus[n++] = x;
+                }
+                if (n == 0)
+                        continue;
+                c = n;
+                if (run_ok(w, g, n, k0, m, unit)) {
+                        unsigned lo = 1, hi = n; /* the last LLC: least c that carries the rest */
+                        while (lo < hi) {
+                                unsigned mid = (lo + hi) / 2;
+                                if (run_ok(w, g, mid, k0, m, unit))
+                                        hi = mid;
+                                else
+                                        lo = mid + 1;
+                        }
+                        c = lo;
+                        k = m;
+                } else {
+                        size_t lo = k0 + 1, hi = m; /* longest run within the budget, at least one */
+                        while (lo < hi) {
+                                size_t mid = (lo + hi + 1) / 2;
+                                if (run_ok(w, g, n, k0, mid, unit))
+                                        lo = mid;
+                                else
+                                        hi = mid - 1;
+                        }
+                        k = lo;
+                }
+                put_balanced(w, cpus, c, k0, k);
+                k0 = k;
+        }
+        if (k0 >= m)
+                return false;
+        {
+                unsigned n = 0;
+                for (unsigned q = 0; q < h->n_online; q++)
+                        if (!w->resv[order[q]])
+                                cpus[n++] = order[q];
+                put_balanced(w, cpus, n, k0, m);
+        }
+        return true;
+}
+
+/*
+ * LLC g's set in the current state (w->work) at the top level, with extra
+ * load on CPU extra_cpu (-1: none): its predicted queueing share.
+ */
+static double set_pwait_now(const struct ws *w, unsigned g, double extra, int extra_cpu)
+{
+        const struct em_host *h = w->h;
+        unsigned n1 = 0, n2 = 0;
+        double load = extra, load2 = extra * extra;
+        double top = (double) em_capacity(&h->model, h->model.n_levels - 1u) / EM_CAPACITY_SCALE;
+
+        for (unsigned k = h->llcs[g].first; k < h->llcs[g].end; k++) {
+                const struct em_core *co = &h->cores[k];
+                unsigned in = 0;
+                for (unsigned t = 0; t < co->n_threads; t++) {
+                        int c = co->cpu[t];
+                        if (w->resv[c] || (cpu_empty(w, c) && c != extra_cpu))
+                                continue;
+                        in++;
+                        load += w->work[c];
+                        load2 += w->work2[c];
+                }
+                if (in == 1)
+                        n1++;
+                else
+                        n2 += in;
+        }
+        return set_pwait(w, g, n1 + n2, load, load2, set_speed(w, n1, n2), top);
+}
+
+/*
+ * The closed loop (step 4).  The previous plan's set of each LLC: c CPUs,
+ * its vCPUs' utilisation (A CPUs at the level it ran) and their decayed
+ * run-queue wait W.  The queueing share that wait stands for
+ * (queue_measured_pwait) against the model's prediction for the same set
+ * gives the correction:
+ *  - measured over the budget: the correction rises at once to
+ *    measured / predicted (the set grows in this plan);
+ *  - measured under half the budget, with a prediction that says something
+ *    (at least CORR_INFORMATIVE of the budget): it falls by at most
+ *    CORR_DECAY per period towards measured / predicted (the set may shrink,
+ *    after the dwell);
+ *  - else it is kept.
+ * Within CORR_MIN..CORR_MAX.  The correction lives in the plan (plan_set.corr).
+ */
+static int set_feedback(struct ws *w, const struct plan *prev)
+{
+        const struct em_host *h = w->h;
+        _cleanup_free_ int *from = NULL;
+        _cleanup_free_ double *util = NULL, *util2 = NULL, *wait = NULL;
+        unsigned nl = h->n_llcs;
+        int r;
+
+        for (unsigned g = 0; g < nl; g++)
+                w->corr[g] = 1.0;
+        if (!prev_compatible(h, prev) || prev->n_llcs != nl || !prev->set)
+                return 0;
+        for (unsigned g = 0; g < nl; g++)
+                if (prev->set[g].corr >= CORR_MIN && prev->set[g].corr <= CORR_MAX)
+                        w->corr[g] = prev->set[g].corr;
+        from = malloc((w->nv ? w->nv : 1) * sizeof(int));
+        util = calloc(nl ? nl : 1, sizeof(double));
+        wait = calloc(nl ? nl : 1, sizeof(double));
+        util2 = calloc(nl ? nl : 1, sizeof(double));
+        if (!from || !util || !util2 || !wait)
+                return -ENOMEM;
+        r = map_previous(w, prev, from);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < w->nv; i++) {
+                if (from[i] < 0 || w->v[i].mode != PLACE_PACK)
+                        continue;
+                unsigned g = h->cores[h->cpu_core[from[i]]].llc;
+                if (w->v[i].util > 0.0) {
+                        util[g] += MIN(w->v[i].util, 1.0);
+                        util2[g] += MIN(w->v[i].util, 1.0) * MIN(w->v[i].util, 1.0);
+                }
+                if (w->v[i].wait_avg > 0.0)
+                        wait[g] += MIN(w->v[i].wait_avg, 1.0);
+        }
+        for (unsigned g = 0; g < nl; g++) {
+                const struct plan_set *ps = &prev->set[g];
+                unsigned L = MIN(ps->level, h->model.n_levels - 1u);
+                double cap = (double) em_capacity(&h->model, L) / EM_CAPACITY_SCALE;
+                double spd = ps->speed > 0.0 ? ps->speed : 1.0, A = util[g] / (cap * spd), k = w->corr[g];
+                double meas, pred;
+                if (ps->cpus == 0 || !(A > 0.0))
+                        continue;
+                meas = queue_measured_pwait(ps->cpus, A, wait[g]);
+                w->measured[g] = meas;
+                if (!w->latency)
+                        continue;
+                pred = w->acf * queue_set_pwait(ps->cpus, A, MIN(util2[g] / util[g] / (cap * spd), 1.0), 1.0);
+                double b = ps->budget > 0.0 ? ps->budget : w->budget;
+                if (meas > b)
+                        k = MAX(k, meas / MAX(pred, 1e-6));
+                else if (meas < b / 2.0 && pred >= CORR_INFORMATIVE * b)
+                        k = MAX(k * CORR_DECAY, meas / pred);
+                w->corr[g] = MIN(MAX(k, CORR_MIN), CORR_MAX);
+        }
+        return 0;
+}
+
 /*
  * Pack sets (plan_pin_sets) let the kernel balance a set's load over its
  * CPUs: a CPU that goes idle pulls a waiting vCPU of its set, a waking vCPU
@@ -889,6 +1302,11 @@ static void pack_set_balance(struct ws *w)
         if (w->pol->pin_single_cpu)
                 return;
         memset(w->set_load, 0, h->n_llcs * sizeof(double));
+        memset(w->set_load2, 0, h->n_llcs * sizeof(double));
+        memset(w->set_tot, 0, h->n_llcs * sizeof(double));
+        for (unsigned g = 0; g < h->n_llcs; g++)
+                w->set_budget[g] = w->budget;
+        memset(w->set_tot2, 0, h->n_llcs * sizeof(double));
         memset(w->set_done, 0, h->n_llcs);
         for (size_t i = 0; i < w->nv; i++) {
                 int c = w->assign[i];
@@ -897,6 +1315,11 @@ static void pack_set_balance(struct ws *w)
                 w->in_set[c] = 1;
                 w->ework[c] -= w->dem[i];       /* leaves the CPU's unmovable load */
                 w->set_load[h->cores[h->cpu_core[c]].llc] += w->dem[i];
+                w->set_load2[h->cores[h->cpu_core[c]].llc] += w->dem[i] * w->dem[i];
+                w->set_tot[h->cores[h->cpu_core[c]].llc] += w->dem[i];
+                w->set_budget[h->cores[h->cpu_core[c]].llc] =
+                        MIN(w->set_budget[h->cores[h->cpu_core[c]].llc], vcpu_budget(w, i));
+                w->set_tot2[h->cores[h->cpu_core[c]].llc] += w->dem[i] * w->dem[i];
         }
         memset(w->set_flat, 1, h->n_llcs);
         memset(w->set_free, 0, h->n_llcs * sizeof(unsigned));
@@ -929,6 +1352,7 @@ static void pack_set_balance(struct ws *w)
                         w->cpu_large[c] = 1;
                         w->ework[c] += w->dem[i];
                         w->set_load[g] -= w->dem[i];
+                        w->set_load2[g] -= w->dem[i] * w->dem[i];
                         continue;
                 }
                 w->set_done[g] = 1;
@@ -942,6 +1366,15 @@ static void pack_set_balance(struct ws *w)
                         w->ework[c] = MAX(w->ework[c], w->set_lambda[g]);
         }
 }
+
+/*
+ * Latency profile: the lowest level from L up at which LLC g's set is
+ * predicted within the budget, seen two ways, both of which must hold: all
+ * its CPUs and vCPUs (a large vCPU, pinned alone, is still a source of the
+ * set's queue, and its CPU a server while it idles), and the CPUs without a
+ * large vCPU carrying the movable load (the large vCPUs' CPUs mostly busy).
+ */
+static unsigned set_level_for_budget(struct ws *w, unsigned g, unsigned L);
 
 /*
  * The kernel balancing a set's load over its CPUs also means that every CPU
@@ -958,12 +1391,50 @@ static void pack_set_balance(struct ws *w)
  * large vCPU, its sibling's work, race to idle).  Part of every evaluation,
  * so that the target search weighs it.
  */
+static unsigned set_level_for_budget(struct ws *w, unsigned g, unsigned L)
+{
+        const struct em_host *h = w->h;
+        const struct energy_model *m = &h->model;
+        unsigned n1 = 0, n2 = 0, f1 = 0, f2 = 0; /* all the set's CPUs; those without a large vCPU */
+        double spd, fspd;
+
+        for (unsigned k = h->llcs[g].first; k < h->llcs[g].end; k++) {
+                const struct em_core *co = &h->cores[k];
+                unsigned in = 0, fin = 0;
+                for (unsigned t = 0; t < co->n_threads; t++) {
+                        int c = co->cpu[t];
+                        in += w->in_set[c];
+                        fin += w->in_set[c] && !w->cpu_large[c];
+                }
+                n1 += in == 1;
+                n2 += in == 2 ? 2 : 0;
+                f1 += fin == 1;
+                f2 += fin == 2 ? 2 : 0;
+        }
+        spd = set_speed(w, n1, n2);
+        fspd = set_speed(w, f1, f2);
+        for (;; L++) {
+                double cap = (double) m->levels[L].capacity / EM_CAPACITY_SCALE;
+                double pw = set_pwait(w, g, n1 + n2, w->set_tot[g], w->set_tot2[g], spd, cap);
+                if (f1 + f2 > 0 && f1 + f2 < n1 + n2)
+                        pw = MAX(pw, set_pwait(w, g, f1 + f2, w->set_load[g], w->set_load2[g], fspd, cap));
+                if (pw <= w->set_budget[g])
+                        break;
+                if (L + 1 >= m->n_levels) {
+                        w->lat_over += (double) (n1 + n2) * (pw - w->set_budget[g]);
+                        break;
+                }
+        }
+        return L;
+}
+
 static void pack_set_levels(struct ws *w)
 {
         const struct em_host *h = w->h;
         const struct energy_model *m = &h->model;
         unsigned top = m->n_levels - 1;
 
+        w->lat_over = 0.0;
         for (unsigned g = 0; g < h->n_llcs; g++) {
                 double need = 0.0;
                 unsigned L = 0;
@@ -982,6 +1453,8 @@ static void pack_set_levels(struct ws *w)
                 }
                 while (L < top && need > w->lfrac * m->levels[L].capacity / EM_CAPACITY_SCALE + EPS)
                         L++;
+                if (w->latency)
+                        L = set_level_for_budget(w, g, L);
                 w->set_level[g] = (uint8_t) L;
         }
         for (unsigned c = 0; c < h->n_cpus; c++) {
@@ -1112,7 +1585,7 @@ static double finalize(struct ws *w, struct em_breakdown *b)
                 pack_set_levels(w);
         perf_floors(w);
 
-        w->penalty_mw = 0.0;
+        w->penalty_mw = w->lat_over * LAT_PENALTY * m->levels[top].active_mw;
         /*
          * The turbo table and the package power limit: a level a package cannot run at with
          * this load is not offered; its domains get the level it is forced to, which is also
@@ -1151,12 +1624,12 @@ static double finalize(struct ws *w, struct em_breakdown *b)
                  * candidate that leaves work to a cap would look cheaper than one that runs
                  * it.  It is charged twice the top level's power per unit of that work.
                  */
-                w->penalty_mw = over > 0.0 ? 2.0 * over * m->levels[top].active_mw : 0.0;
+                w->penalty_mw += over > 0.0 ? 2.0 * over * m->levels[top].active_mw : 0.0;
                 if (b)
                         *b = cb;
                 return mw + w->penalty_mw;
         }
-        return em_host_power(h, &l, b);
+        return em_host_power(h, &l, b) + w->penalty_mw;
 }
 
 /* Any CPU over its headroom at the top level (a lone vCPU is never "over"). */
@@ -1168,6 +1641,9 @@ static bool cpu_overloaded(const struct ws *w, int cpu)
         if (cpu_empty(w, cpu))
                 return false;
         k = (unsigned) h->cpu_core[cpu];
+        /* latency profile: a CPU of a pack set is overloaded when its set is over the budget at the top level */
+        if (w->latency && !w->resv[cpu])
+                return set_pwait_now(w, h->cores[k].llc, 0.0, -1) > w->set_budget[h->cores[k].llc];
         return !level_fits(w, w->work, k, hc, true);
 }
 
@@ -1235,6 +1711,11 @@ static bool fits(const struct ws *w, size_t i, int cpu)
                 return false;
         if (cpu_empty(w, cpu) && (s < 0 || cpu_empty(w, s)))
                 return true;
+        /* latency profile: its set with it within the budget at the top level, the CPU within its capacity */
+        if (w->latency)
+                return w->work[cpu] + d <= 1.0 + EPS &&
+                       set_pwait_now(w, w->h->cores[w->h->cpu_core[cpu]].llc, d, cpu) <=
+                               MIN(w->set_budget[w->h->cores[w->h->cpu_core[cpu]].llc], vcpu_budget(w, i));
         if (w->work[cpu] + d > hc + EPS)
                 return false;
         if (s >= 0 && !cpu_empty(w, s) && w->work[cpu] + w->work[s] + d > hc * w->gain + EPS)
@@ -1291,6 +1772,7 @@ void plan_free(struct plan *p)
         free(p->cpu_idle_state);
         free(p->cpu_max_latency_us);
         free(p->cpu_work);
+        free(p->set);
         free(p);
 }
 
@@ -1312,7 +1794,9 @@ static struct plan *plan_alloc(const struct em_host *h, size_t nv)
         p->cpu_idle_state = calloc(h->n_cpus, 1);
         p->cpu_max_latency_us = calloc(h->n_cpus, sizeof(uint32_t));
         p->cpu_work = calloc(h->n_cpus, sizeof(double));
-        if (!p->vcpu_key || !p->vcpu_cpu || !p->vcpu_boost || !p->vcpu_alone || !p->vcpu_demand || !p->fdom_level || !p->cpu_idle_state || !p->cpu_max_latency_us ||
+        p->n_llcs = h->n_llcs;
+        p->set = calloc(h->n_llcs ? h->n_llcs : 1, sizeof(*p->set));
+        if (!p->set || !p->vcpu_key || !p->vcpu_cpu || !p->vcpu_boost || !p->vcpu_alone || !p->vcpu_demand || !p->fdom_level || !p->cpu_idle_state || !p->cpu_max_latency_us ||
             !p->cpu_work) {
                 plan_free(p);
                 return NULL;
@@ -1322,7 +1806,9 @@ static struct plan *plan_alloc(const struct em_host *h, size_t nv)
 
 bool plan_equal(const struct plan *a, const struct plan *b)
 {
-        if (a->n_cpus != b->n_cpus || a->n_fdoms != b->n_fdoms || a->n_vcpus != b->n_vcpus)
+        if (a->n_cpus != b->n_cpus || a->n_fdoms != b->n_fdoms || a->n_vcpus != b->n_vcpus ||
+            a->n_llcs != b->n_llcs || (a->n_llcs && (!a->set || !b->set)) ||
+            (a->n_llcs && memcmp(a->set, b->set, a->n_llcs * sizeof(*a->set)) != 0))
                 return false;
         return cpuset_equal(&a->active, &b->active) &&
                memcmp(a->vcpu_key, b->vcpu_key, a->n_vcpus * sizeof(uint64_t)) == 0 &&
@@ -1526,6 +2012,58 @@ static int map_previous(const struct ws *w, const struct plan *prev, int *out)
         return 0;
 }
 
+/* Each LLC's pack set as planned (after finalize()): size, demand, the model's word on it. */
+static void fill_plan_sets(struct ws *w, struct plan *p)
+{
+        const struct em_host *h = w->h;
+        const struct energy_model *m = &h->model;
+
+        for (unsigned g = 0; g < h->n_llcs; g++) {
+                struct plan_set *ps = &p->set[g];
+                unsigned n1 = 0, n2 = 0, level = 0;
+                memset(ps, 0, sizeof(*ps));
+                w->set_load2[g] = 0.0;
+                ps->corr = w->corr[g];
+                ps->measured = w->measured[g];
+                ps->budget = w->set_budget[g];
+                for (unsigned k = h->llcs[g].first; k < h->llcs[g].end; k++) {
+                        const struct em_core *co = &h->cores[k];
+                        unsigned in = 0;
+                        for (unsigned t = 0; t < co->n_threads; t++)
+                                in += w->in_set[co->cpu[t]];
+                        if (in == 1)
+                                n1++;
+                        else
+                                n2 += in;
+                        if (in)
+                                level = MAX(level, (unsigned) w->level[h->cpu_fdom[co->cpu[0]]]);
+                }
+                ps->cpus = n1 + n2;
+                ps->level = level;
+                ps->speed = set_speed(w, n1, n2);
+        }
+        for (size_t i = 0; i < w->nv; i++) {
+                int c = w->assign[i];
+                if (w->pol->pin_single_cpu || !in_pack_set(h, w->v[i].mode, w->boost[i], c))
+                        continue;
+                unsigned g = h->cores[h->cpu_core[c]].llc;
+                struct plan_set *ps = &p->set[g];
+                ps->vcpus++;
+                ps->demand += w->dem[i];
+                w->set_load2[g] += w->dem[i] * w->dem[i];
+        }
+        for (unsigned g = 0; g < h->n_llcs; g++) {
+                struct plan_set *ps = &p->set[g];
+                double cap = (double) m->levels[MIN(ps->level, m->n_levels - 1u)].capacity / EM_CAPACITY_SCALE;
+                if (ps->cpus == 0)
+                        continue;
+                ps->pwait = set_pwait(w, g, ps->cpus, ps->demand, w->set_load2[g], ps->speed, cap);
+                ps->pwait_less = ps->cpus > 1 ? set_pwait(w, g, ps->cpus - 1, ps->demand, w->set_load2[g],
+                                                          ps->speed, cap)
+                                              : 1.0;
+        }
+}
+
 static void fill_plan(struct ws *w, struct plan *p, nsec_t now)
 {
         const struct em_host *h = w->h;
@@ -1552,6 +2090,7 @@ static void fill_plan(struct ws *w, struct plan *p, nsec_t now)
         }
         p->now_ns = now;
         p->why.n_active = cpuset_count(&p->active);
+        fill_plan_sets(w, p);
 }
 
 struct cand_ctx {
@@ -1571,7 +2110,11 @@ static double try_candidate(struct cand_ctx *cc, const int *order, unsigned leve
 
         state_reset(w);
         place_reserved(w);
-        overflow = place_pack(w, order, hc, !top);
+        if (w->latency)
+                overflow = place_sets(w, order, (double) w->h->model.levels[level].capacity / EM_CAPACITY_SCALE,
+                                      order == w->h->order_smt_first);
+        else
+                overflow = place_pack(w, order, hc, !top);
         if (overflow && !top)
                 return DBL_MAX;
         mw = finalize(w, NULL);
@@ -1583,59 +2126,46 @@ static double try_candidate(struct cand_ctx *cc, const int *order, unsigned leve
         return mw;
 }
 
-int plan_compute(const struct em_host *h, const struct plan_policy *pol, const struct plan_vcpu *v, size_t n_v,
-                 const struct plan_hint *hints, size_t n_hints, const struct plan *prev, nsec_t now,
-                 struct plan **ret)
-{
+/* plan_compute()'s state through its steps. */
+struct pc {
         struct ws w;
-        struct plan *p = NULL;
-        _cleanup_free_ int *best = NULL, *keep = NULL, *from = NULL;
-        _cleanup_free_ unsigned *prio = NULL;
-        _cleanup_free_ uint8_t *touched = NULL;
-        _cleanup_free_ double *umax = NULL;
-        const struct energy_model *m = &h->model;
-        bool grew = false, grew_acted = false;
-        double best_mw = DBL_MAX, spread_mw, keep_mw, total_demand = 0.0;
-        unsigned lv[MAX_LEVEL_CANDIDATES], n_lv = 0, n_cand = 1, moves = 0, deferred = 0, n_ded = 0;
-        size_t nv1 = n_v ? n_v : 1;
-        int r;
+        struct plan *p;
+        const struct plan *prev;
+        nsec_t now;
+        int *best, *keep, *from;     /* [nv] target, previous placement (with new vCPUs), previous CPU */
+        unsigned *prio;              /* [nv] scratch: move order */
+        uint8_t *touched;            /* [n_cpus] cores a grow touched (1), sources not to vacate (2) */
+        double *umax;                /* [n_cpus] largest demand per CPU, for the wait estimate after a grow */
+        bool grew, grew_acted;
+        double best_mw, spread_mw, keep_mw, total_demand;
+        unsigned lv[MAX_LEVEL_CANDIDATES], n_lv, n_cand, moves, deferred, n_ded;
+        unsigned capped;             /* of deferred, held by the per-period move cap */
+};
 
-        if (pol->headroom_pct == 0 || pol->headroom_pct > 100 || pol->level_headroom_pct == 0 ||
-            pol->level_headroom_pct > 100)
-                return -EINVAL;
-        r = ws_init(&w, h, pol, v, n_v, hints, n_hints, prev);
-        if (r < 0)
-                goto out;
-        r = -ENOMEM;
-        best = malloc(nv1 * sizeof(int));
-        keep = malloc(nv1 * sizeof(int));
-        from = malloc(nv1 * sizeof(int));
-        prio = malloc(nv1 * sizeof(unsigned));
-        p = plan_alloc(h, n_v);
-        if (!best || !keep || !from || !prio || !p)
-                goto out;
-        for (size_t i = 0; i < n_v; i++) {
-                n_ded += v[i].mode == PLACE_DEDICATED;
-                if (v[i].mode != PLACE_EXCLUDE)
-                        total_demand += w.dem[i];
-        }
+/* Step 2: the spread baseline, then the target search (best, best_mw). */
+static void plan_target(struct pc *st)
+{
+        struct ws *w = &st->w;
+        const struct em_host *h = w->h;
+        const size_t n_v = w->nv;
+        const struct energy_model *m = &h->model;
 
         /* Spread baseline (for the reasons, and a candidate when it respects the modes). */
-        state_reset(&w);
-        place_spread_all(&w);
-        spread_mw = finalize(&w, NULL);
-        if (n_ded == 0 || n_v <= h->n_cores) {
-                best_mw = spread_mw;
-                memcpy(best, w.assign, n_v * sizeof(int));
+        state_reset(w);
+        place_spread_all(w);
+        st->spread_mw = finalize(w, NULL);
+        if (st->n_ded == 0 || n_v <= h->n_cores) {
+                st->best_mw = st->spread_mw;
+                memcpy(st->best, w->assign, n_v * sizeof(int));
         }
 
         /* Target search (step 2). */
         if (m->n_levels <= MAX_LEVEL_CANDIDATES)
                 for (unsigned L = 0; L < m->n_levels; L++)
-                        lv[n_lv++] = L;
+                        st->lv[st->n_lv++] = L;
         else
                 for (unsigned j = 0; j < MAX_LEVEL_CANDIDATES; j++)
-                        lv[n_lv++] = (m->n_levels - 1) * j / (MAX_LEVEL_CANDIDATES - 1);
+                        st->lv[st->n_lv++] = (m->n_levels - 1) * j / (MAX_LEVEL_CANDIDATES - 1);
         /*
          * SMT-first order: the top level (densest packing), then levels ascending
          * from the lowest one whose total room can hold the demand, skipping
@@ -1645,18 +2175,18 @@ int plan_compute(const struct em_host *h, const struct plan_policy *pol, const s
          * the best level found so far.
          */
         {
-                struct cand_ctx cc = { &w, best, &best_mw, &n_cand, n_v };
+                struct cand_ctx cc = { w, st->best, &st->best_mw, &st->n_cand, n_v };
                 double prev_mw = DBL_MAX;
-                int best_j = (int) n_lv - 1;
-                double best_j_mw = try_candidate(&cc, h->order_smt_first, lv[n_lv - 1], true);
+                int best_j = (int) st->n_lv - 1;
+                double best_j_mw = try_candidate(&cc, h->order_smt_first, st->lv[st->n_lv - 1], true);
 
-                unsigned lowest_tried = n_lv - 1;
+                unsigned lowest_tried = st->n_lv - 1;
                 prev_mw = best_j_mw;
-                for (unsigned j = n_lv - 1; j-- > 0;) {
-                        double hc = w.hfrac * m->levels[lv[j]].capacity / EM_CAPACITY_SCALE, mw;
-                        if (hc * h->n_online * (1.0 + w.gain) / 2.0 < total_demand)
+                for (unsigned j = st->n_lv - 1; j-- > 0;) {
+                        double hc = w->hfrac * m->levels[st->lv[j]].capacity / EM_CAPACITY_SCALE, mw;
+                        if (hc * h->n_online * (1.0 + w->gain) / 2.0 < st->total_demand)
                                 break; /* cannot hold the demand at this level or below */
-                        mw = try_candidate(&cc, h->order_smt_first, lv[j], false);
+                        mw = try_candidate(&cc, h->order_smt_first, st->lv[j], false);
                         if (mw == DBL_MAX) {
                                 lowest_tried = j; /* overflows: so do the levels below */
                                 break;
@@ -1673,10 +2203,10 @@ int plan_compute(const struct em_host *h, const struct plan_policy *pol, const s
                 /* and upwards from the lowest level that can hold the demand */
                 prev_mw = DBL_MAX;
                 for (unsigned j = 0; j < lowest_tried; j++) {
-                        double hc = w.hfrac * m->levels[lv[j]].capacity / EM_CAPACITY_SCALE, mw;
-                        if (hc * h->n_online * (1.0 + w.gain) / 2.0 < total_demand)
+                        double hc = w->hfrac * m->levels[st->lv[j]].capacity / EM_CAPACITY_SCALE, mw;
+                        if (hc * h->n_online * (1.0 + w->gain) / 2.0 < st->total_demand)
                                 continue;
-                        mw = try_candidate(&cc, h->order_smt_first, lv[j], false);
+                        mw = try_candidate(&cc, h->order_smt_first, st->lv[j], false);
                         if (mw == DBL_MAX)
                                 continue;
                         if (mw < best_j_mw) {
@@ -1687,99 +2217,106 @@ int plan_compute(const struct em_host *h, const struct plan_policy *pol, const s
                                 break;
                         prev_mw = mw;
                 }
-                try_candidate(&cc, h->order_cores_first, lv[n_lv - 1], true);
-                if (best_j + 1 < (int) n_lv)
-                        try_candidate(&cc, h->order_cores_first, lv[best_j], false);
+                try_candidate(&cc, h->order_cores_first, st->lv[st->n_lv - 1], true);
+                if (best_j + 1 < (int) st->n_lv)
+                        try_candidate(&cc, h->order_cores_first, st->lv[best_j], false);
         }
+}
 
-        p->shrink_pending_since_ns = -1;
-        p->why.forced_wake_cpu = -1;
-        p->why.spread_mw = spread_mw;
-        p->why.target_mw = best_mw;
-        p->why.candidates = n_cand;
-
-        if (!prev_compatible(h, prev)) {
-                load_assignment(&w, best);
-                p->why.decision = PLAN_INITIAL;
-                p->why.prev_mw = best_mw;
-                goto done;
-        }
+/* Step 3: the previous placement under the current load; new vCPUs first-fit into it (keep). */
+static int plan_keep(struct pc *st)
+{
+        int r;
+        struct ws *w = &st->w;
+        const struct em_host *h = w->h;
+        const size_t n_v = w->nv;
 
         /* Step 3: the previous placement under the current load; new vCPUs first-fit into it. */
-        r = map_previous(&w, prev, keep);
+        r = map_previous(w, st->prev, st->keep);
         if (r < 0)
-                goto out;
-        r = -ENOMEM;
-        memcpy(from, keep, n_v * sizeof(int));
-        load_assignment(&w, keep);
-        place_reserved(&w);
-        place_pack(&w, h->order_smt_first, w.hfrac, false);
-        memcpy(keep, w.assign, n_v * sizeof(int));
-        keep_mw = finalize(&w, NULL);
-        p->why.prev_mw = keep_mw;
+                return r;
+        memcpy(st->from, st->keep, n_v * sizeof(int));
+        load_assignment(w, st->keep);
+        place_reserved(w);
+        place_pack(w, h->order_smt_first, w->hfrac, false);
+        memcpy(st->keep, w->assign, n_v * sizeof(int));
+        st->keep_mw = finalize(w, NULL);
+        st->p->why.prev_mw = st->keep_mw;
+        return 0;
+}
+
+/* Step 3a, grow (the comment at the top, step 3). */
+static int plan_grow(struct pc *st)
+{
+        struct ws *w = &st->w;
+        const struct em_host *h = w->h;
+        const struct plan_policy *pol = w->pol;
+        const struct plan_vcpu *v = w->v;
+        const size_t n_v = w->nv;
 
         /*
          * Step 3a, grow: CPUs over headroom at the top level and vCPUs that wait
          * (plan_vcpu_wait).  The cores involved (sources and destinations) are
          * marked; the energy-motivated change below still runs on the others.
          */
-        touched = calloc(h->n_cpus, 1);
-        if (!touched)
-                goto out;
+        st->touched = calloc(h->n_cpus, 1);
+        if (!st->touched)
+                return -ENOMEM;
         {
                 size_t np = 0;
                 for (size_t s = 0; s < n_v; s++) {
-                        unsigned i = w.sorted[s];
-                        int c = w.assign[i];
+                        unsigned i = w->sorted[s];
+                        int c = w->assign[i];
                         if (v[i].mode == PLACE_EXCLUDE || c < 0)
                                 continue;
-                        if (w.wait[i] > 0.0 || cpu_overloaded(&w, c)) {
-                                grew = true;
-                                touch_core(&w, touched, c);
+                        if (w->wait[i] > 0.0 || cpu_overloaded(w, c)) {
+                                st->grew = true;
+                                touch_core(w, st->touched, c);
                         }
                 }
-                if (grew) {
+                if (st->grew) {
                         bool capped = false;
-                        grew_acted = true;
-                        /* Wait offenders first, then by demand (largest first): w.sorted order. */
+                        st->grew_acted = true;
+                        /* Wait offenders first, then by demand (largest first): w->sorted order. */
                         for (unsigned pass = 0; pass < 2; pass++)
                                 for (size_t s = 0; s < n_v; s++) {
-                                        unsigned i = w.sorted[s];
-                                        bool waits = w.wait[i] > 0.0;
-                                        if (v[i].mode == PLACE_EXCLUDE || w.assign[i] < 0)
+                                        unsigned i = w->sorted[s];
+                                        bool waits = w->wait[i] > 0.0;
+                                        if (v[i].mode == PLACE_EXCLUDE || w->assign[i] < 0)
                                                 continue;
                                         if ((pass == 0) != waits)
                                                 continue;
-                                        if (!waits && !cpu_overloaded(&w, w.assign[i]))
+                                        if (!waits && !cpu_overloaded(w, w->assign[i]))
                                                 continue;
-                                        prio[np++] = i;
+                                        st->prio[np++] = i;
                                 }
                         for (size_t s = 0; s < np; s++) {
-                                unsigned i = prio[s];
-                                int src = w.assign[i], dst = -1;
-                                bool waits = w.wait[i] > 0.0;
-                                if (!waits && !cpu_overloaded(&w, src))
+                                unsigned i = st->prio[s];
+                                int src = w->assign[i], dst = -1;
+                                bool waits = w->wait[i] > 0.0;
+                                if (!waits && !cpu_overloaded(w, src))
                                         continue; /* relieved by earlier moves */
-                                if (pol->max_moves && moves >= pol->max_moves) {
-                                        deferred++;
+                                if (pol->max_moves && st->moves >= pol->max_moves) {
+                                        st->deferred++;
+                                        st->capped++;
                                         capped = true;
                                         continue;
                                 }
-                                cpu_take(&w, i);
-                                if (best[i] >= 0 && best[i] != src && fits(&w, i, best[i]) &&
-                                    (!waits || relieves(&w, i, src, best[i])))
-                                        dst = best[i];
+                                cpu_take(w, i);
+                                if (st->best[i] >= 0 && st->best[i] != src && fits(w, i, st->best[i]) &&
+                                    (!waits || relieves(w, i, src, st->best[i])))
+                                        dst = st->best[i];
                                 for (unsigned q = 0; dst < 0 && q < h->n_online; q++) {
                                         int c = h->order_smt_first[q];
                                         /* an awake CPU with room; a waiting vCPU needs one without vCPUs */
-                                        if (c != src && !cpu_empty(&w, c) && fits(&w, i, c) && !waits)
+                                        if (c != src && !cpu_empty(w, c) && fits(w, i, c) && !waits)
                                                 dst = c;
                                 }
                                 if (dst < 0) {
-                                        dst = ws_best_wake(&w, i, src, waits);
-                                        if (dst >= 0 && p->why.forced_wake_cpu < 0) {
-                                                p->why.forced_wake_cpu = dst;
-                                                p->why.forced_by_key = v[i].key;
+                                        dst = ws_best_wake(w, i, src, waits);
+                                        if (dst >= 0 && st->p->why.forced_wake_cpu < 0) {
+                                                st->p->why.forced_wake_cpu = dst;
+                                                st->p->why.forced_by_key = v[i].key;
                                         }
                                 }
                                 /* Nothing left to wake: a waiting vCPU still moves to the
@@ -1790,29 +2327,41 @@ int plan_compute(const struct em_host *h, const struct plan_policy *pol, const s
                                 if (dst < 0 && waits) {
                                         for (unsigned q = 0; q < h->n_online; q++) {
                                                 int c = h->order_smt_first[q];
-                                                if (c != src && fits(&w, i, c) && relieves(&w, i, src, c) &&
-                                                    (dst < 0 || w.work[c] < w.work[dst] - EPS))
+                                                if (c != src && fits(w, i, c) && relieves(w, i, src, c) &&
+                                                    (dst < 0 || w->work[c] < w->work[dst] - EPS))
                                                         dst = c;
                                         }
                                 }
                                 if (dst < 0) {
-                                        cpu_put(&w, i, src);
-                                        deferred++;
+                                        cpu_put(w, i, src);
+                                        st->deferred++;
                                         continue;
                                 }
-                                if (p->why.forced_wake_cpu < 0 && p->why.forced_by_key == 0)
-                                        p->why.forced_by_key = v[i].key;
-                                cpu_put(&w, i, dst);
-                                touch_core(&w, touched, dst);
-                                moves++;
+                                if (st->p->why.forced_wake_cpu < 0 && st->p->why.forced_by_key == 0)
+                                        st->p->why.forced_by_key = v[i].key;
+                                cpu_put(w, i, dst);
+                                touch_core(w, st->touched, dst);
+                                st->moves++;
                         }
                         /* a grow that found nothing to do (no room, no relief) is not reported as one */
-                        if (moves > 0 || capped)
-                                p->why.decision = PLAN_GROW;
+                        if (st->moves > 0 || capped)
+                                st->p->why.decision = PLAN_GROW;
                         else
-                                grew_acted = false;
+                                st->grew_acted = false;
                 }
         }
+        return 0;
+}
+
+/* Step 3b, the energy-motivated change: dwell, move cost, the cap (the comment at the top, step 3). */
+static int plan_shrink(struct pc *st)
+{
+        struct ws *w = &st->w;
+        const struct em_host *h = w->h;
+        const struct plan_policy *pol = w->pol;
+        const struct plan_vcpu *v = w->v;
+        const size_t n_v = w->nv;
+        const struct energy_model *m = &h->model;
 
         /*
          * Step 3b, energy-motivated change: dwell and move cost.  After a grow it
@@ -1821,27 +2370,28 @@ int plan_compute(const struct em_host *h, const struct plan_policy *pol, const s
          */
         {
                 unsigned want = 0, smoves = 0, sdeferred = 0;
-                double saving_mw = keep_mw - best_mw;
+                double saving_mw = st->keep_mw - st->best_mw;
                 /* the saving is earned for at least the dwell (or one period when there is no dwell) */
                 double dwell_s = (double) MAX(pol->shrink_dwell_ns, pol->period_ns) / NSEC_PER_SEC;
                 double benefit_uj = saving_mw * dwell_s * 1000.0;
 
                 for (size_t i = 0; i < n_v; i++)
-                        if (v[i].mode != PLACE_EXCLUDE && keep[i] != best[i])
+                        if (v[i].mode != PLACE_EXCLUDE && st->keep[i] != st->best[i])
                                 want++;
                 if (want == 0 || saving_mw <= EPS || benefit_uj <= (double) want * m->migration_cost_uj) {
-                        if (!grew_acted)
-                                p->why.decision = PLAN_KEEP;
-                        goto done;
+                        if (!st->grew_acted)
+                                st->p->why.decision = PLAN_KEEP;
+                        return 0;
                 }
-                p->shrink_pending_since_ns = prev->shrink_pending_since_ns >= 0 ? prev->shrink_pending_since_ns
-                                                                                 : now;
-                if (now - p->shrink_pending_since_ns < pol->shrink_dwell_ns) {
-                        if (!grew_acted) {
-                                p->why.decision = PLAN_SHRINK_PENDING;
-                                p->why.moves_deferred = want;
+                st->p->shrink_pending_since_ns = st->prev->shrink_pending_since_ns >= 0 ? st->prev->shrink_pending_since_ns
+                                                                                 : st->now;
+                if (st->now - st->p->shrink_pending_since_ns < pol->shrink_dwell_ns) {
+                        if (!st->grew_acted) {
+                                st->p->why.decision = PLAN_SHRINK_PENDING;
+                                st->p->why.moves_deferred = want;
+                                st->p->why.moves_dwell = want;
                         }
-                        goto done;
+                        return 0;
                 }
                 /*
                  * After a grow the touched cores neither give nor take vCPUs, and a
@@ -1852,98 +2402,185 @@ int plan_compute(const struct em_host *h, const struct plan_policy *pol, const s
                  * is waiting).
                  */
                 for (size_t i = 0; i < n_v; i++) {
-                        int c = keep[i];
-                        if (v[i].mode == PLACE_EXCLUDE || c < 0 || best[i] == c)
+                        int c = st->keep[i];
+                        if (v[i].mode == PLACE_EXCLUDE || c < 0 || st->best[i] == c)
                                 continue;
-                        if (best[i] < 0 || (touched[best[i]] & 1))
-                                touched[c] |= 2;
+                        if (st->best[i] < 0 || (st->touched[st->best[i]] & 1))
+                                st->touched[c] |= 2;
                 }
-                if (grew) {
+                if (st->grew) {
                         /* largest demand per CPU, for the wait estimate (kept as an upper bound) */
-                        umax = calloc(h->n_cpus, sizeof(double));
-                        if (!umax)
-                                goto out;
+                        st->umax = calloc(h->n_cpus, sizeof(double));
+                        if (!st->umax)
+                                return -ENOMEM;
                         for (size_t i = 0; i < n_v; i++)
-                                if (w.assign[i] >= 0)
-                                        umax[w.assign[i]] = MAX(umax[w.assign[i]], w.dem[i]);
+                                if (w->assign[i] >= 0)
+                                        st->umax[w->assign[i]] = MAX(st->umax[w->assign[i]], w->dem[i]);
                 }
                 /* Apply, vacating CPUs last in the wake order first, within the cap. */
                 size_t np = 0;
                 for (unsigned q = h->n_online; q-- > 0;) {
                         int c = h->order_smt_first[q];
                         for (size_t s = 0; s < n_v; s++) {
-                                unsigned i = w.sorted[s];
-                                if (v[i].mode != PLACE_EXCLUDE && keep[i] == c && best[i] != c)
-                                        prio[np++] = i;
+                                unsigned i = w->sorted[s];
+                                if (v[i].mode != PLACE_EXCLUDE && st->keep[i] == c && st->best[i] != c)
+                                        st->prio[np++] = i;
                         }
                 }
                 for (size_t s = 0; s < np; s++) {
-                        unsigned i = prio[s];
-                        int src = w.assign[i], dst = best[i];
-                        if (src != keep[i] || touched[src] || dst < 0) { /* dst < 0: touched[src] & 2 */
+                        unsigned i = st->prio[s];
+                        int src = w->assign[i], dst = st->best[i];
+                        if (src != st->keep[i] || st->touched[src] || dst < 0) { /* dst < 0: touched[src] & 2 */
                                 sdeferred++; /* moved by the grow, or on a core it touched */
                                 continue;
                         }
-                        if (pol->max_moves && moves >= pol->max_moves) {
+                        if (pol->max_moves && st->moves >= pol->max_moves) {
                                 sdeferred++;
+                                st->capped++;
                                 continue;
                         }
-                        cpu_take(&w, i);
-                        if ((touched[dst] & 1) || !fits(&w, i, dst) || (grew && !wait_safe(&w, umax, i, dst)))
+                        cpu_take(w, i);
+                        if ((st->touched[dst] & 1) || !fits(w, i, dst) || (st->grew && !wait_safe(w, st->umax, i, dst)))
                                 dst = -1;
                         if (dst < 0) {
-                                cpu_put(&w, i, src);
+                                cpu_put(w, i, src);
                                 sdeferred++;
                                 continue;
                         }
-                        cpu_put(&w, i, dst);
-                        if (umax)
-                                umax[dst] = MAX(umax[dst], w.dem[i]);
-                        moves++;
+                        cpu_put(w, i, dst);
+                        if (st->umax)
+                                st->umax[dst] = MAX(st->umax[dst], w->dem[i]);
+                        st->moves++;
                         smoves++;
                 }
-                if (!grew_acted)
-                        p->why.decision = smoves > 0 ? PLAN_SHRINK : PLAN_SHRINK_PENDING;
-                p->why.shrink_moves = smoves;
-                deferred += sdeferred;
+                if (!st->grew_acted)
+                        st->p->why.decision = smoves > 0 ? PLAN_SHRINK : PLAN_SHRINK_PENDING;
+                st->p->why.shrink_moves = smoves;
+                st->deferred += sdeferred;
                 if (sdeferred == 0)
-                        p->shrink_pending_since_ns = -1;
+                        st->p->shrink_pending_since_ns = -1;
         }
+        return 0;
+}
 
-done:
+/*
+ * The reason text.  An energy-motivated change is named by what it does to
+ * the active CPUs against the previous plan: shrink (fewer), spread (more:
+ * the model found spreading cheaper), repack (as many); deferred moves are
+ * told apart: held by the per-period cap, waiting out the dwell, or with no
+ * room (or on a core a grow touched).
+ */
+static void plan_text(struct pc *st)
+{
+        struct plan_reasons *y = &st->p->why;
+        const char *what = plan_decision_to_string(y->decision);
+        size_t sz = sizeof(y->text);
+        int n;
+
+        if (y->decision == PLAN_SHRINK && st->prev)
+                what = y->n_active < st->prev->why.n_active   ? "shrink"
+                       : y->n_active > st->prev->why.n_active ? "spread"
+                                                              : "repack";
+        n = snprintf(y->text, sz, "%s: plan %.0f mW, spread %.0f mW, previous %.0f mW, target %.0f mW; %u active CPUs",
+                     what, y->plan_mw, y->spread_mw, y->prev_mw, y->target_mw, y->n_active);
+        if (st->prev && n > 0 && (size_t) n < sz)
+                n += snprintf(y->text + n, sz - (size_t) n, " (%u before)", st->prev->why.n_active);
+        if (n > 0 && (size_t) n < sz)
+                n += snprintf(y->text + n, sz - (size_t) n, ", %u moves", y->moves);
+        if (y->moves_dwell && n > 0 && (size_t) n < sz)
+                n += snprintf(y->text + n, sz - (size_t) n, ", %u waiting for the dwell", y->moves_dwell);
+        if (y->moves_capped && n > 0 && (size_t) n < sz)
+                n += snprintf(y->text + n, sz - (size_t) n, ", %u held by the move cap", y->moves_capped);
+        if (y->decision != PLAN_SHRINK_PENDING && y->moves_deferred > y->moves_capped && n > 0 && (size_t) n < sz)
+                n += snprintf(y->text + n, sz - (size_t) n, ", %u without room", y->moves_deferred - y->moves_capped);
+        if (y->decision == PLAN_GROW && y->shrink_moves > 0 && n > 0 && (size_t) n < sz)
+                n += snprintf(y->text + n, sz - (size_t) n, " (%u to save energy)", y->shrink_moves);
+        if (y->forced_wake_cpu >= 0 && n > 0 && (size_t) n < sz)
+                snprintf(y->text + n, sz - (size_t) n, "; woke CPU %d for vCPU %" PRIu64, y->forced_wake_cpu,
+                         y->forced_by_key);
+}
+
+/* Moves counted, the plan filled, the reason text. */
+static void plan_reason(struct pc *st)
+{
+        struct ws *w = &st->w;
+        const size_t n_v = w->nv;
+
         /* moves counted against the previous plan (new vCPUs are placements, not moves) */
-        if (prev && p->why.decision != PLAN_INITIAL) {
-                moves = 0;
+        if (st->prev && st->p->why.decision != PLAN_INITIAL) {
+                st->moves = 0;
                 for (size_t i = 0; i < n_v; i++)
-                        if (from[i] >= 0 && w.assign[i] != from[i])
-                                moves++;
+                        if (st->from[i] >= 0 && w->assign[i] != st->from[i])
+                                st->moves++;
         }
-        p->why.plan_mw = finalize(&w, NULL) - w.penalty_mw; /* the model's power, as plan_power() gives it */
-        p->why.moves = moves;
-        if (p->why.decision != PLAN_SHRINK_PENDING)
-                p->why.moves_deferred = deferred;
-        fill_plan(&w, p, now);
-        {
-                int n = snprintf(p->why.text, sizeof(p->why.text),
-                                 "%s: plan %.0f mW, spread %.0f mW, previous %.0f mW, target %.0f mW; "
-                                 "%u active CPUs, %u moves, %u deferred",
-                                 plan_decision_to_string(p->why.decision), p->why.plan_mw, p->why.spread_mw,
-                                 p->why.prev_mw, p->why.target_mw, p->why.n_active, p->why.moves,
-                                 p->why.moves_deferred);
-                if (p->why.decision == PLAN_GROW && p->why.shrink_moves > 0 && n > 0 &&
-                    (size_t) n < sizeof(p->why.text))
-                        n += snprintf(p->why.text + n, sizeof(p->why.text) - (size_t) n, " (%u to save energy)",
-                                      p->why.shrink_moves);
-                if (p->why.forced_wake_cpu >= 0 && n > 0 && (size_t) n < sizeof(p->why.text))
-                        snprintf(p->why.text + n, sizeof(p->why.text) - (size_t) n,
-                                 "; woke CPU %d for vCPU %" PRIu64, p->why.forced_wake_cpu, p->why.forced_by_key);
+        st->p->why.plan_mw = finalize(w, NULL) - w->penalty_mw; /* the model's power, as plan_power() gives it */
+        st->p->why.moves = st->moves;
+        if (st->p->why.decision != PLAN_SHRINK_PENDING)
+                st->p->why.moves_deferred = st->deferred;
+        st->p->why.moves_capped = st->capped;
+        fill_plan(w, st->p, st->now);
+        plan_text(st);
+}
+
+int plan_compute(const struct em_host *h, const struct plan_policy *pol, const struct plan_vcpu *v, size_t n_v,
+                 const struct plan_hint *hints, size_t n_hints, const struct plan *prev, nsec_t now,
+                 struct plan **ret)
+{
+        struct pc c = { .prev = prev, .now = now, .best_mw = DBL_MAX, .n_cand = 1 };
+        size_t nv1 = n_v ? n_v : 1;
+        int r;
+
+        if (pol->headroom_pct == 0 || pol->headroom_pct > 100 || pol->level_headroom_pct == 0 ||
+            pol->level_headroom_pct > 100)
+                return -EINVAL;
+        r = ws_init(&c.w, h, pol, v, n_v, hints, n_hints, prev);
+        if (r < 0)
+                goto out;
+        r = -ENOMEM;
+        c.best = malloc(nv1 * sizeof(int));
+        c.keep = malloc(nv1 * sizeof(int));
+        c.from = malloc(nv1 * sizeof(int));
+        c.prio = malloc(nv1 * sizeof(unsigned));
+        c.p = plan_alloc(h, n_v);
+        if (!c.best || !c.keep || !c.from || !c.prio || !c.p)
+                goto out;
+        for (size_t i = 0; i < n_v; i++) {
+                c.n_ded += v[i].mode == PLACE_DEDICATED;
+                if (v[i].mode != PLACE_EXCLUDE)
+                        c.total_demand += c.w.dem[i];
         }
-        *ret = p;
-        p = NULL;
+        plan_target(&c);
+        c.p->shrink_pending_since_ns = -1;
+        c.p->why.forced_wake_cpu = -1;
+        c.p->why.spread_mw = c.spread_mw;
+        c.p->why.target_mw = c.best_mw;
+        c.p->why.candidates = c.n_cand;
+        if (!prev_compatible(h, prev)) {
+                load_assignment(&c.w, c.best);
+                c.p->why.decision = PLAN_INITIAL;
+                c.p->why.prev_mw = c.best_mw;
+        } else {
+                r = plan_keep(&c);
+                if (r >= 0)
+                        r = plan_grow(&c);
+                if (r >= 0)
+                        r = plan_shrink(&c);
+                if (r < 0)
+                        goto out;
+        }
+        plan_reason(&c);
+        *ret = c.p;
+        c.p = NULL;
         r = 0;
 out:
-        plan_free(p);
-        ws_free(&w);
+        plan_free(c.p);
+        free(c.best);
+        free(c.keep);
+        free(c.from);
+        free(c.prio);
+        free(c.touched);
+        free(c.umax);
+        ws_free(&c.w);
         return r;
 }
 

@@ -38,6 +38,11 @@ struct plan_vcpu {
         double wait_ratio;     /* run-queue wait / wall time in the last period */
         double wait_avg;       /* the same, decayed average (the tracker's wait_avg, LoadHalfLife) */
         int cur_cpu;           /* where it runs now if known, else -1 */
+        double burst_cv2;      /* squared coefficient of variation of its bursts (run time per
+                                * timeslice), measured; 0 or NaN = unknown: taken as 1 (exponential) */
+        double queue_budget;   /* latency profile: this vCPU's queueing budget when tighter than the
+                                * policy's (a VM's metadata); 0 = the policy's.  A pack set holding it
+                                * is sized for the tightest budget of its vCPUs. */
 };
 
 /* Guest hints, already validated and bounded by host policy. */
@@ -62,8 +67,28 @@ struct plan_hint {
  */
 #define WAIT_SEVERE_FACTOR 4.0
 
+/*
+ * Profiles (config [Planner] Profile): how a pack set is sized.
+ *  - latency (default): each LLC's pack set gets the fewest CPUs for which the
+ *    wait model (queueing.h, placement.c) predicts that at most queue_budget
+ *    of the wake-ups find every CPU of the set busy;
+ *  - batch: every CPU of a set is filled up to headroom_pct of its capacity
+ *    (the deep packing of releases before the wait model).
+ */
+enum plan_profile {
+        PLAN_PROFILE_LATENCY,
+        PLAN_PROFILE_BATCH,
+        _PLAN_PROFILE_MAX,
+};
+const char *plan_profile_to_string(enum plan_profile p);
+int plan_profile_from_string(const char *s); /* -EINVAL if unknown */
+
 struct plan_policy {
-        uint32_t headroom_pct;          /* utilisation of an active CPU <= this % of its capacity (80) */
+        enum plan_profile profile;      /* latency */
+        double queue_budget;            /* latency profile: share of wake-ups allowed to queue (0.01) */
+        uint32_t headroom_pct;          /* batch profile: utilisation of an active CPU <= this % of its
+                                         * capacity (80); latency profile: the grow trigger of a CPU
+                                         * outside a pack set */
         uint32_t level_headroom_pct;    /* a domain's level holds its CPUs' load within this % of capacity (97) */
         double wait_budget;             /* wait_avg above this, or wait_ratio above it on an overloaded CPU
                                          * or above WAIT_SEVERE_FACTOR x it, forces growth at once (0.05) */
@@ -98,11 +123,30 @@ struct plan_reasons {
         unsigned n_active;
         unsigned candidates;   /* placements evaluated by the target search */
         unsigned moves;        /* vCPUs moved by this plan */
-        unsigned moves_deferred; /* wanted but over the per-period cap */
+        unsigned moves_deferred; /* wanted but not made: held by the cap, waiting for the dwell, no room */
+        unsigned moves_capped; /* of moves_deferred, held by the per-period cap (MaxMovesPerPeriod) */
+        unsigned moves_dwell;  /* of moves_deferred, a shrink waiting out ShrinkDwell */
         unsigned shrink_moves; /* of moves, those made to save energy (a grow may make some on other cores) */
         int forced_wake_cpu;   /* CPU woken because of forced_by_key, -1 if none */
         uint64_t forced_by_key;
-        char text[192];
+        char text[256];
+};
+
+/*
+ * The pack set of each LLC (latency and batch profiles alike): the CPUs the
+ * plan gives packed vCPUs there, and what the wait model says of it.
+ */
+struct plan_set {
+        unsigned cpus;         /* CPUs in the set (0: no set in this LLC) */
+        unsigned vcpus;        /* packed vCPUs in it */
+        unsigned level;        /* perf level of its CPUs (the highest of their domains) */
+        double speed;          /* per-CPU speed share (1; gain / 2 for both threads of a core) */
+        double demand;         /* its vCPUs' demand, 1.0 = a CPU at the top level */
+        double pwait;          /* predicted share of wake-ups that queue (corrected model) */
+        double pwait_less;     /* the same with one CPU fewer (1 when cpus <= 1) */
+        double measured;       /* queueing share its vCPUs' measured wait stands for, previous plan's set */
+        double corr;           /* closed-loop correction of the model (1 = as modelled) */
+        double budget;         /* budget it is sized for (latency profile) */
 };
 
 struct plan {
@@ -118,6 +162,8 @@ struct plan {
         uint32_t *cpu_max_latency_us;/* [n_cpus] the same as an exit latency limit */
         double *cpu_work;            /* [n_cpus] planned utilisation (1.0 = a CPU at the top level),
                                       * balanced within pack sets (placement.c, pack_set_balance) */
+        unsigned n_llcs;
+        struct plan_set *set;        /* [n_llcs] */
         nsec_t shrink_pending_since_ns; /* -1 when no shrink is pending */
         nsec_t now_ns;
         struct plan_reasons why;

@@ -5,6 +5,8 @@
 void plan_policy_from_config(const struct vp_config *cfg, struct plan_policy *pol)
 {
         plan_policy_defaults(pol);
+        pol->profile = cfg->profile ? PLAN_PROFILE_BATCH : PLAN_PROFILE_LATENCY;
+        pol->queue_budget = cfg->queue_budget_bp / 10000.0;
         pol->headroom_pct = cfg->headroom_pct;
         pol->level_headroom_pct = cfg->level_headroom_pct;
         pol->wait_budget = cfg->wait_budget_pct / 100.0;

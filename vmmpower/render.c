@@ -582,6 +582,18 @@ static const char *plan_vm_name(const struct daemon *d, pid_t pid)
         return vm ? vm->info.name : "(gone)";
 }
 
+/* Does the host have cpuidle states / cpufreq policies the applier can act on? */
+static bool host_has_cpuidle(const struct daemon *d)
+{
+        const char *drv = d->topo ? d->topo->cpuidle_driver : "";
+        return drv[0] && strcmp(drv, "none") != 0;
+}
+
+static bool host_has_cpufreq(const struct daemon *d)
+{
+        return d->topo && d->topo->n_policies > 0;
+}
+
 static void plan_idle_limit(const struct daemon *d, unsigned cpu, char *buf, size_t size)
 {
         const struct plan *p = d->plan;
@@ -591,6 +603,53 @@ static void plan_idle_limit(const struct daemon *d, unsigned cpu, char *buf, siz
                 snprintf(buf, size, "-");
         else
                 snprintf(buf, size, "%s", d->em->model.idle[s].name);
+}
+
+/* Why pack set g has its size, in words (vmmpowerctl plan). */
+static void plan_set_reason(const struct daemon *d, const struct plan_set *ps, char *buf, size_t size)
+{
+        if (d->cfg.profile)
+                snprintf(buf, size, "batch profile: its CPUs filled to HeadroomPercent %u%%", d->cfg.headroom_pct);
+        else if (ps->pwait > ps->budget)
+                snprintf(buf, size, "over the budget even at its level: grows at the next period");
+        else if (ps->cpus > 1 && ps->pwait_less > ps->budget)
+                snprintf(buf, size, "fewest CPUs within the budget (%u would queue %.2f%%)", ps->cpus - 1,
+                         100.0 * ps->pwait_less);
+        else if (ps->cpus > 1)
+                snprintf(buf, size, "%u would do (%.2f%%): held by a large vCPU, the dwell or the move cap",
+                         ps->cpus - 1, 100.0 * ps->pwait_less);
+        else
+                snprintf(buf, size, "one CPU");
+}
+
+static void render_plan_sets(const struct daemon *d, const struct plan *p, bool json, struct strbuf *out)
+{
+        bool first = true;
+
+        if (!json)
+                strbuf_printf(out, "\n%4s %5s %6s %8s %6s %9s %9s %6s %8s  %s\n", "LLC", "CPUS", "VCPUS", "DEMAND%",
+                              "LEVEL", "P(QUEUE)", "MEASURED", "CORR", "BUDGET", "WHY");
+        for (unsigned g = 0; g < p->n_llcs && p->set; g++) {
+                const struct plan_set *ps = &p->set[g];
+                char why[128];
+                if (ps->cpus == 0)
+                        continue;
+                plan_set_reason(d, ps, why, sizeof(why));
+                if (json) {
+                        strbuf_printf(out,
+                                      "%s{\"llc\":%u,\"cpus\":%u,\"vcpus\":%u,\"demand\":%.4f,\"level\":%u,"
+                                      "\"pwait\":%.6f,\"pwait_one_less\":%.6f,\"measured\":%.6f,\"corr\":%.3f,"
+                                      "\"budget\":%.6f,\"why\":",
+                                      first ? "" : ",", g, ps->cpus, ps->vcpus, ps->demand, ps->level, ps->pwait,
+                                      ps->pwait_less, ps->measured, ps->corr, ps->budget);
+                        strbuf_json_string(out, why);
+                        strbuf_puts(out, "}");
+                } else
+                        strbuf_printf(out, "%4u %5u %6u %8.1f %6u %8.2f%% %8.2f%% %6.2f %7.2f%%  %s\n", g, ps->cpus,
+                                      ps->vcpus, pct(ps->demand), ps->level, 100.0 * ps->pwait,
+                                      100.0 * ps->measured, ps->corr, 100.0 * ps->budget, why);
+                first = false;
+        }
 }
 
 void render_plan(const struct daemon *d, bool json, struct strbuf *out)
@@ -613,10 +672,12 @@ void render_plan(const struct daemon *d, bool json, struct strbuf *out)
                 strbuf_printf(out,
                               ",\"decision\":\"%s\",\"plan_mw\":%.1f,\"spread_mw\":%.1f,\"prev_mw\":%.1f,"
                               "\"target_mw\":%.1f,\"n_active\":%u,\"moves\":%u,\"moves_deferred\":%u,"
+                              "\"moves_capped\":%u,\"moves_dwell\":%u,"
                               "\"forced_wake_cpu\":%d,\"plan_cpu_ns\":%" PRId64 ",\"reason\":",
                               plan_decision_to_string(p->why.decision), p->why.plan_mw, p->why.spread_mw,
                               p->why.prev_mw, p->why.target_mw, p->why.n_active, p->why.moves,
-                              p->why.moves_deferred, p->why.forced_wake_cpu, d->counters.last_plan_cpu_ns);
+                              p->why.moves_deferred, p->why.moves_capped, p->why.moves_dwell, p->why.forced_wake_cpu,
+                              d->counters.last_plan_cpu_ns);
                 strbuf_json_string(out, p->why.text);
                 strbuf_puts(out, ",\"cpus\":[");
                 for (unsigned cpu = 0; cpu < p->n_cpus; cpu++) {
@@ -641,15 +702,21 @@ void render_plan(const struct daemon *d, bool json, struct strbuf *out)
                                       p->vcpu_cpu[i], p->vcpu_alone[i] ? "true" : "false",
                                       p->vcpu_boost[i] ? "true" : "false");
                 }
+                strbuf_printf(out, "],\"host_cpuidle\":%s,\"host_cpufreq\":%s,\"profile\":",
+                              host_has_cpuidle(d) ? "true" : "false", host_has_cpufreq(d) ? "true" : "false");
+                strbuf_json_string(out, d->cfg.profile ? "batch" : "latency");
+                strbuf_puts(out, ",\"sets\":[");
+                render_plan_sets(d, p, true, out);
                 strbuf_puts(out, "]}\n");
                 return;
         }
-        strbuf_printf(out, "plan (%s): %s, %u of %u pCPUs active, %u moves (%u deferred)\n",
+        strbuf_printf(out, "plan (%s): %s, %u of %u pCPUs active, %u moves (%u deferred: %u held by the move cap, "
+                           "%u waiting for the dwell)\n",
                       d->applier ? "applied" : d->opts.dry_run ? "dry run: shown, not applied"
                       : d->counters.apply_start_errors > 0 ? "NOT APPLIED: the applier failed to start"
                                                            : "advisory: shown, not applied",
                       plan_decision_to_string(p->why.decision), p->why.n_active, cpuset_count(&d->topo->online),
-                      p->why.moves, p->why.moves_deferred);
+                      p->why.moves, p->why.moves_deferred, p->why.moves_capped, p->why.moves_dwell);
         strbuf_printf(out, "modelled power: plan %.0f mW, spread %.0f mW, previous placement %.0f mW, best %.0f mW\n",
                       p->why.plan_mw, p->why.spread_mw, p->why.prev_mw, p->why.target_mw);
         strbuf_printf(out, "reason: %s\n", p->why.text);
@@ -668,20 +735,40 @@ void render_plan(const struct daemon *d, bool json, struct strbuf *out)
                               a.pins, a.pin_errors, a.pin_gave_up, a.pin_gone, a.knob_changes, a.knob_errors);
         }
         strbuf_puts(out, "\n");
+        /* the model's idle states and levels are what the plan is scored with; a host with no cpuidle
+         * driver or no cpufreq has none to apply: say so rather than show them as if they existed */
+        if (!host_has_cpuidle(d))
+                strbuf_printf(out, "this host has no cpuidle driver (\"%s\"): idle limits are not applied, "
+                                   "DEEPEST-IDLE shows \"-\"\n", d->topo ? d->topo->cpuidle_driver : "");
+        if (!host_has_cpufreq(d))
+                strbuf_puts(out, "this host has no cpufreq: performance levels are not applied, LEVEL shows \"-\"\n");
         strbuf_printf(out, "%4s %6s %6s %6s %-16s %s\n", "CPU", "ACTIVE", "WORK%", "LEVEL", "DEEPEST-IDLE",
                       "MAX-EXIT-LATENCY");
         for (unsigned cpu = 0; cpu < p->n_cpus; cpu++) {
                 char idle[64];
                 if (!cpuset_isset(&d->topo->online, cpu))
                         continue;
+                char level[16];
                 plan_idle_limit(d, cpu, idle, sizeof(idle));
-                strbuf_printf(out, "%4u %6s %6.1f %6u %-16.16s ", cpu, cpuset_isset(&p->active, cpu) ? "yes" : "no",
-                              pct(p->cpu_work[cpu]), p->fdom_level[d->em->cpu_fdom[cpu]], idle);
-                if (p->cpu_max_latency_us[cpu] == EM_LATENCY_ANY)
+                if (!host_has_cpuidle(d))
+                        snprintf(idle, sizeof(idle), "-");
+                if (host_has_cpufreq(d))
+                        snprintf(level, sizeof(level), "%u", p->fdom_level[d->em->cpu_fdom[cpu]]);
+                else
+                        snprintf(level, sizeof(level), "-");
+                strbuf_printf(out, "%4u %6s %6.1f %6s %-16.16s ", cpu, cpuset_isset(&p->active, cpu) ? "yes" : "no",
+                              pct(p->cpu_work[cpu]), level, idle);
+                if (!host_has_cpuidle(d))
+                        strbuf_puts(out, "-\n");
+                else if (p->cpu_max_latency_us[cpu] == EM_LATENCY_ANY)
                         strbuf_puts(out, "any\n");
                 else
                         strbuf_printf(out, "%u us\n", p->cpu_max_latency_us[cpu]);
         }
+        strbuf_printf(out, "\npack sets (profile %s; P(QUEUE): predicted share of wake-ups that find every CPU "
+                           "of the set busy; MEASURED: what its vCPUs' run-queue wait stands for):",
+                      d->cfg.profile ? "batch" : "latency");
+        render_plan_sets(d, p, false, out);
         strbuf_printf(out, "\n%-24s %4s %8s %4s %5s\n", "VM", "VCPU", "AVG%", "CPU", "ALONE");
         for (unsigned i = 0; i < p->n_vcpus && i < d->plan_in_n; i++)
                 strbuf_printf(out, "%-24.24s %4u %8.1f %4d %5s\n", plan_vm_name(d, (pid_t) (p->vcpu_key[i] >> 16)),

@@ -94,6 +94,8 @@ void vm_policy_describe(const struct vm_policy *p, char *buf, size_t size)
                 strbuf_printf(&sb, " placement=%s", place_mode_to_string(p->place_mode));
         if (p->has_manage_pins)
                 strbuf_printf(&sb, " manage-pins=%s", p->manage_pins ? "yes" : "no");
+        if (p->queue_budget_bp)
+                strbuf_printf(&sb, " queue-budget=%u.%02u%%", p->queue_budget_bp / 100, p->queue_budget_bp % 100);
         if (o->has_trust)
                 strbuf_printf(&sb, " trust=%s", hint_trust_to_string(o->trust));
         if (o->has_max_level)
@@ -264,6 +266,32 @@ static int parse_hints(struct pctx *c, const xmlNode *e, struct hint_policy_over
         return 0;
 }
 
+/* "1", "0.5", "12.25" (at most two decimals) in hundredths of a percent, 1..10000; -EINVAL otherwise. */
+static int parse_basis_points(const char *s, uint32_t *ret)
+{
+        uint64_t v = 0;
+        unsigned dec = 0;
+        bool dot = false, digit = false;
+
+        for (const char *q = s; *q; q++) {
+                if (*q == '.' && !dot) {
+                        dot = true;
+                        continue;
+                }
+                if (*q < '0' || *q > '9' || (dot && dec == 2) || v > 1000000)
+                        return -EINVAL;
+                v = v * 10 + (uint64_t) (*q - '0');
+                dec += dot;
+                digit = true;
+        }
+        for (; dec < 2; dec++)
+                v *= 10;
+        if (!digit || v < 1 || v > 10000)
+                return -EINVAL;
+        *ret = (uint32_t) v;
+        return 0;
+}
+
 static int parse_placement(struct pctx *c, const xmlNode *e, struct vm_policy *p)
 {
         char b[40];
@@ -282,6 +310,10 @@ static int parse_placement(struct pctx *c, const xmlNode *e, struct vm_policy *p
                                 return bad(c, "mode=\"%s\" in <placement>: expected pack, spread, dedicated or exclude",
                                            shown((const xmlChar *) v, b, sizeof(b)));
                         p->has_place_mode = true;
+                } else if (xmlStrcmp(a->name, (const xmlChar *) "queue-budget-percent") == 0) {
+                        if (parse_basis_points(v, &p->queue_budget_bp) < 0)
+                                return bad(c, "queue-budget-percent=\"%s\" in <placement>: expected 0.01..100, "
+                                              "at most two decimals", shown((const xmlChar *) v, b, sizeof(b)));
                 } else if (xmlStrcmp(a->name, (const xmlChar *) "manage-pins") == 0) {
                         if (strcmp(v, "yes") != 0 && strcmp(v, "no") != 0)
                                 return bad(c, "manage-pins=\"%s\" in <placement>: expected yes or no",
@@ -293,6 +325,8 @@ static int parse_placement(struct pctx *c, const xmlNode *e, struct vm_policy *p
         }
         if (!p->has_place_mode && !p->has_manage_pins)
                 return bad(c, "<placement> without mode or manage-pins");
+        if (p->queue_budget_bp && !p->has_place_mode)
+                return bad(c, "<placement> without mode: queue-budget-percent goes with a mode");
         for (const xmlNode *n = e->children; n; n = n->next) {
                 r = check_other_child(c, n, "placement");
                 if (r < 0)

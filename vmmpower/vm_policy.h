@@ -3,6 +3,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "hint_proto.h"
 #include "placement.h"
@@ -17,6 +18,7 @@
  *       <vmmpower:hints trust="full" max-level="800" boost-cap-ms="200"
  *                       rate-per-sec="20" burst="40" half-life-ms="1000"/>
  *       <vmmpower:placement mode="spread"/>
+ *       (or <vmmpower:placement mode="pack" queue-budget-percent="0.1"/>)
  *     </vmmpower:policy>
  *   </metadata>
  *
@@ -46,6 +48,9 @@ struct vm_policy {
         enum vm_policy_source source;
         enum place_mode place_mode;        /* PLACE_PACK unless the metadata says otherwise */
         bool has_place_mode;               /* the metadata set it (<placement mode=...>) */
+        uint32_t queue_budget_bp;          /* <placement queue-budget-percent=...> in hundredths of a
+                                            * percent (1..10000); 0 = the host's QueueBudgetPercent.  Only
+                                            * a budget tighter than the host's takes effect. */
         struct hint_policy_override hints; /* has_* set for each attribute of <hints> */
         bool manage_pins;                  /* <placement manage-pins="yes">: the operator's pins may be overridden */
         bool has_manage_pins;

@@ -274,6 +274,39 @@ static int parse_str(const char *s, struct vp_config *c, struct config_error *er
         return config_parse_buffer("buf", s, strlen(s), c, err);
 }
 
+/* [Planner] Profile and QueueBudgetPercent: values, bounds, the dump round trip. */
+static void test_planner_profile_budget(void **state)
+{
+        struct vp_config c;
+        struct config_error err;
+        static const char *const bad[] = { "[Planner]\nProfile = fast\n", "[Planner]\nQueueBudgetPercent = 0\n",
+                                           "[Planner]\nQueueBudgetPercent = 1.234\n",
+                                           "[Planner]\nQueueBudgetPercent = 100.01\n",
+                                           "[Planner]\nQueueBudgetPercent = .\n",
+                                           "[Planner]\nQueueBudgetPercent = 1.2.3\n",
+                                           "[Planner]\nQueueBudgetPercent = -1\n" };
+        (void) state;
+        config_defaults(&c);
+        assert_int_equal(c.profile, 0);
+        assert_int_equal(c.queue_budget_bp, 100);
+        assert_int_equal(parse_str("[Planner]\nProfile = batch\nQueueBudgetPercent = 0.5\n", &c, &err), 0);
+        assert_int_equal(c.profile, 1);
+        assert_int_equal(c.queue_budget_bp, 50);
+        assert_int_equal(parse_str("[Planner]\nProfile = latency\nQueueBudgetPercent = 12.25\n", &c, &err), 0);
+        assert_int_equal(c.profile, 0);
+        assert_int_equal(c.queue_budget_bp, 1225);
+        assert_int_equal(parse_str("[Planner]\nQueueBudgetPercent = 100\n", &c, &err), 0);
+        assert_int_equal(c.queue_budget_bp, 10000);
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                config_defaults(&c);
+                assert_int_equal(parse_str(bad[i], &c, &err), -EINVAL);
+                assert_non_null(strstr(err.message, "Planner") || strstr(err.message, "Profile") ||
+                                        strstr(err.message, "QueueBudgetPercent")
+                                ? err.message
+                                : NULL);
+        }
+}
+
 static void test_line_length(void **state)
 {
         struct vp_config c;
@@ -620,7 +653,7 @@ static void test_docs_cover_keys(void **state)
                         fail_msg("shipped vmmpower.conf lacks '#%s'", line);
                 n_keys++;
         }
-        assert_int_equal(n_keys, 36); /* 37 keys, QMPSocket skipped */
+        assert_int_equal(n_keys, 38); /* 39 keys, QMPSocket skipped */
         free(man);
         free(shipped);
         free(dump);
@@ -655,6 +688,7 @@ int main(void)
                 cmocka_unit_test(test_missing_main_file),
                 cmocka_unit_test(test_bad_files),
                 cmocka_unit_test(test_bad_dropin),
+                cmocka_unit_test(test_planner_profile_budget),
                 cmocka_unit_test(test_line_length),
                 cmocka_unit_test(test_qmp_list),
                 cmocka_unit_test(test_hint_socket),

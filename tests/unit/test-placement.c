@@ -24,6 +24,7 @@
 #include "energy_model.h"
 #include "placement.h"
 #include "plan_input.h"
+#include "queueing.h"
 #include "topology.h"
 #include "util.h"
 
@@ -65,9 +66,15 @@ static double rnd(void) /* [0, 1) */
         return (double) (rng_state >> 11) / (double) (1ULL << 53);
 }
 
+/*
+ * The cases below were written for the utilisation-headroom rule: they run
+ * the batch profile, which keeps it.  The latency profile (the default) has
+ * its own tests (test_latency_*).
+ */
 static void policy(struct plan_policy *p)
 {
         plan_policy_defaults(p);
+        p->profile = PLAN_PROFILE_BATCH;
 }
 
 /*
@@ -1644,6 +1651,226 @@ static void test_wait_demand_pack_set(void **state)
         free_host(&f);
 }
 
+
+/*
+ * The "true" host of the closed-loop tests: each pack set queues factor times
+ * what the planner's model (acf 1) predicts for it; the vCPUs' measured wait
+ * is the wait that queueing share stands for (queue_measured_pwait inverted),
+ * shared in proportion to their utilisation.  Returns the worst set's true share.
+ */
+static double true_host(const struct em_host *h, const struct plan *p, struct plan_vcpu *v, size_t n, double factor)
+{
+        double worst = 0.0;
+        for (size_t i = 0; i < n; i++)
+                v[i].wait_ratio = v[i].wait_avg = 0.0;
+        for (unsigned g = 0; g < p->n_llcs; g++) {
+                const struct plan_set *ps = &p->set[g];
+                double cap = (double) em_capacity(&h->model, ps->level) / EM_CAPACITY_SCALE, unit = cap * ps->speed;
+                double s1 = 0.0, s2 = 0.0, A, P, W;
+                if (ps->cpus == 0)
+                        continue;
+                for (size_t i = 0; i < n; i++)
+                        if (p->vcpu_cpu[i] >= 0 && h->cores[h->cpu_core[p->vcpu_cpu[i]]].llc == g) {
+                                s1 += v[i].util;
+                                s2 += v[i].util * v[i].util;
+                        }
+                A = s1 / unit;
+                P = MIN(1.0, factor * queue_set_pwait(ps->cpus, A, MIN(s2 / s1 / unit, 1.0), 1.0));
+                W = A < ps->cpus ? P * A / (ps->cpus - A) : 1.0;
+                worst = MAX(worst, P);
+                for (size_t i = 0; i < n; i++)
+                        if (p->vcpu_cpu[i] >= 0 && h->cores[h->cpu_core[p->vcpu_cpu[i]]].llc == g)
+                                v[i].wait_ratio = v[i].wait_avg = W * v[i].util / s1;
+        }
+        return worst;
+}
+
+/*
+ * Closed loop (planted error): the host queues 3x what the model predicts
+ * (bursts burstier than assumed).  Sized by the model alone, a set is over
+ * the budget; fed the measured wait, the plan corrects itself within
+ * CLOSED_LOOP_PERIODS periods and stays within the budget.  With an
+ * accurate model nothing is corrected.
+ */
+#define CLOSED_LOOP_PERIODS 3
+static void test_latency_closed_loop(void **state)
+{
+        struct host_fixture f;
+        struct plan_policy pol;
+        const size_t n = 48;
+        struct plan_vcpu v[48];
+        (void) state;
+
+        load_host("epyc-genoa-1s", "epyc-genoa", &f);
+        plan_policy_defaults(&pol);
+        assert_int_equal(pol.profile, PLAN_PROFILE_LATENCY);
+        for (unsigned planted = 0; planted < 2; planted++) {
+                double factor = planted ? 3.0 : 1.0, first = 0.0, last = 0.0;
+                struct plan *prev = NULL;
+                unsigned fixed_at = 0;
+                for (size_t i = 0; i < n; i++)
+                        v[i] = (struct plan_vcpu) { .key = i + 1, .vm = (uint32_t) i, .mode = PLACE_PACK,
+                                                    .util = 0.1 + 0.3 * (double) (i % 4) / 3.0,
+                                                    .util_last = 0.1 + 0.3 * (double) (i % 4) / 3.0, .cur_cpu = -1 };
+                for (unsigned t = 0; t < 30; t++) {
+                        struct plan *p = NULL;
+                        double worst;
+                        assert_int_equal(plan_compute(f.h, &pol, v, n, NULL, 0, prev, (nsec_t) t * NSEC_PER_SEC, &p),
+                                         0);
+                        worst = true_host(f.h, p, v, n, factor);
+                        if (t == 0)
+                                first = worst;
+                        if (worst > pol.queue_budget + 1e-12)
+                                fixed_at = t + 1;
+                        last = worst;
+                        if (t == 29)
+                                for (unsigned g = 0; g < p->n_llcs; g++)
+                                        if (p->set[g].cpus)
+                                                print_message("# planted %gx: set %u: %u CPUs, level %u, %u vCPUs, demand %.2f, predicted %.4f, measured %.4f, corr %.2f\n",
+                                                              factor, g, p->set[g].cpus, p->set[g].level,
+                                                              p->set[g].vcpus, p->set[g].demand, p->set[g].pwait,
+                                                              p->set[g].measured, p->set[g].corr);
+                        plan_free(prev);
+                        prev = p;
+                }
+                print_message("# planted %gx: worst set's true queueing %.4f in the first plan, %.4f in the last; "
+                              "within the budget from period %u\n", factor, first, last, fixed_at);
+                if (planted) {
+                        /* the planted error shows: the model alone sizes a set over the budget */
+                        assert_true(first > pol.queue_budget);
+                        assert_true(fixed_at <= CLOSED_LOOP_PERIODS);
+                        double kmax = 0.0;
+                        for (unsigned g = 0; g < prev->n_llcs; g++)
+                                kmax = MAX(kmax, prev->set[g].corr);
+                        assert_true(kmax > 1.5);
+                } else {
+                        assert_true(first <= pol.queue_budget);
+                        assert_int_equal(fixed_at, 0);
+                }
+                assert_true(last <= pol.queue_budget);
+                plan_free(prev);
+        }
+        free_host(&f);
+}
+
+/*
+ * Latency profile against batch on the same vCPUs: every set within the
+ * budget by the model at its planned level; batch's deep packing is not.
+ */
+static void test_latency_sets_within_budget(void **state)
+{
+        struct host_fixture f;
+        struct plan_policy pol;
+        struct plan_vcpu v[64];
+        double worst[2] = { 0, 0 };
+        unsigned active[2];
+        (void) state;
+
+        load_host("epyc-genoa-1s", "epyc-genoa", &f);
+        rng_state = 7;
+        for (size_t i = 0; i < 64; i++) {
+                double u = MIN(1.0, -0.13 * log(1.0 - rnd()));
+                v[i] = (struct plan_vcpu) { .key = i + 1, .vm = (uint32_t) i, .mode = PLACE_PACK, .util = u,
+                                            .util_last = u, .cur_cpu = -1 };
+        }
+        for (unsigned b = 0; b < 2; b++) {
+                struct plan *p = NULL;
+                plan_policy_defaults(&pol);
+                if (b)
+                        pol.profile = PLAN_PROFILE_BATCH;
+                assert_int_equal(plan_compute(f.h, &pol, v, 64, NULL, 0, NULL, 0, &p), 0);
+                for (unsigned g = 0; g < p->n_llcs; g++)
+                        worst[b] = MAX(worst[b], p->set[g].pwait);
+                active[b] = p->why.n_active;
+                plan_free(p);
+        }
+        print_message("# 64 vCPUs on epyc-genoa-1s: latency %u active CPUs, worst set %.4f; batch %u, %.4f\n",
+                      active[0], worst[0], active[1], worst[1]);
+        assert_true(worst[0] <= 0.01);
+        assert_true(worst[1] > 0.01);
+        free_host(&f);
+}
+
+/*
+ * Per-VM budget: one VM of a pack set asks for 0.1% (its metadata); the set
+ * it lands in is sized for that, the others keep the host's 1%.
+ */
+static void test_latency_vm_budget(void **state)
+{
+        struct host_fixture f;
+        struct plan_policy pol;
+        struct plan_vcpu v[48];
+        unsigned cpus[2];
+        double tight = 1.0;
+        (void) state;
+
+        load_host("epyc-genoa-1s", "epyc-genoa", &f);
+        plan_policy_defaults(&pol);
+        for (unsigned k = 0; k < 2; k++) {
+                struct plan *p = NULL;
+                for (size_t i = 0; i < 48; i++)
+                        v[i] = (struct plan_vcpu) { .key = i + 1, .vm = (uint32_t) i, .mode = PLACE_PACK,
+                                                    .util = 0.15, .util_last = 0.15, .cur_cpu = -1,
+                                                    .queue_budget = k && i == 0 ? 0.001 : 0.0 };
+                assert_int_equal(plan_compute(f.h, &pol, v, 48, NULL, 0, NULL, 0, &p), 0);
+                cpus[k] = p->why.n_active;
+                if (k) {
+                        unsigned g = f.h->cores[f.h->cpu_core[p->vcpu_cpu[0]]].llc;
+                        assert_true(p->set[g].budget == 0.001);
+                        assert_true(p->set[g].pwait <= 0.001);
+                        tight = p->set[g].pwait;
+                        for (unsigned h = 0; h < p->n_llcs; h++)
+                                if (h != g && p->set[h].cpus)
+                                        assert_true(p->set[h].budget == pol.queue_budget);
+                }
+                plan_free(p);
+        }
+        print_message("# 48 vCPUs of 0.15: %u active CPUs at 1%%, %u with one VM at 0.1%% (its set %.5f)\n",
+                      cpus[0], cpus[1], tight);
+        assert_true(cpus[1] > cpus[0]);
+        free_host(&f);
+}
+
+/*
+ * The reason text tells deferred moves apart (waiting for the dwell, held by
+ * the move cap) and names an energy move by what it does to the active CPUs.
+ */
+static void test_reason_text(void **state)
+{
+        struct host_fixture f;
+        struct plan_policy pol;
+        struct plan_vcpu v[8];
+        struct plan *p0 = NULL, *p1 = NULL, *p2 = NULL;
+        (void) state;
+
+        load_host("epyc-genoa-1s", "epyc-genoa", &f);
+        policy(&pol);
+        pol.max_moves = 2;
+        for (size_t i = 0; i < 8; i++)
+                v[i] = (struct plan_vcpu) { .key = i + 1, .vm = (uint32_t) i, .mode = PLACE_PACK, .util = 0.7,
+                                            .util_last = 0.7, .cur_cpu = -1 };
+        assert_int_equal(plan_compute(f.h, &pol, v, 8, NULL, 0, NULL, 0, &p0), 0);
+        for (size_t i = 0; i < 8; i++)
+                v[i].util = v[i].util_last = 0.02;
+        assert_int_equal(plan_compute(f.h, &pol, v, 8, NULL, 0, p0, NSEC_PER_SEC, &p1), 0);
+        print_message("# %s\n# ", p1->why.text);
+        assert_int_equal(p1->why.decision, PLAN_SHRINK_PENDING);
+        assert_non_null(strstr(p1->why.text, "waiting for the dwell"));
+        assert_null(strstr(p1->why.text, "move cap"));
+        assert_int_equal(plan_compute(f.h, &pol, v, 8, NULL, 0, p1, 12 * NSEC_PER_SEC, &p2), 0);
+        print_message("%s\n", p2->why.text);
+        assert_int_equal(p2->why.decision, PLAN_SHRINK);
+        assert_int_equal(p2->why.moves, 2);
+        assert_true(p2->why.moves_capped > 0);
+        assert_non_null(strstr(p2->why.text, "held by the move cap"));
+        assert_null(strstr(p2->why.text, "dwell"));
+        assert_true(strncmp(p2->why.text, p2->why.n_active < p1->why.n_active ? "shrink:" : "repack:", 7) == 0);
+        plan_free(p0);
+        plan_free(p1);
+        plan_free(p2);
+        free_host(&f);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -1677,6 +1904,10 @@ int main(void)
                 cmocka_unit_test(test_wait_no_relief),
                 cmocka_unit_test(test_wait_not_demand_when_unsaturated),
                 cmocka_unit_test(test_wait_demand_pack_set),
+                cmocka_unit_test(test_latency_closed_loop),
+                cmocka_unit_test(test_latency_sets_within_budget),
+                cmocka_unit_test(test_latency_vm_budget),
+                cmocka_unit_test(test_reason_text),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1118,6 +1118,7 @@ static void test_tracker_sees_delivered(void **state)
                 c.oversub = 2;
                 c.policy.level_headroom_pct = k ? 100 : 95;
                 c.policy.wait_budget = 1.0; /* no wait-driven growth: levels only */
+                c.policy.profile = PLAN_PROFILE_BATCH; /* nor levels raised by the wait model */
                 c.vcpu_balance = 1.0;       /* every vCPU at the trace's steady load, as designed */
                 assert_int_equal(sim_run(&h, t, &c, &r), 0);
                 undone[k] = r.p[SIM_VMM].overload_s / r.demand_cpu_s;

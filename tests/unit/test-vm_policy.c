@@ -134,6 +134,15 @@ static void test_empty_policy_and_modes(void **state)
                 assert_true(p.has_place_mode);
                 assert_int_equal(p.place_mode, modes[i].m);
         }
+        /* a latency-sensitive VM's queueing budget */
+        assert_int_equal(parse("<policy><placement mode=\"pack\" queue-budget-percent=\"0.1\"/></policy>", &p, NULL,
+                               0), 0);
+        assert_int_equal(p.queue_budget_bp, 10);
+        vm_policy_describe(&p, what, sizeof(what));
+        assert_string_equal(what, "placement=pack queue-budget=0.10%");
+        assert_int_equal(parse("<policy><placement queue-budget-percent=\"100\" mode=\"pack\"/></policy>", &p,
+                               NULL, 0), 0);
+        assert_int_equal(p.queue_budget_bp, 10000);
         /* range ends */
         assert_int_equal(parse("<policy><hints max-level=\"0\" boost-cap-ms=\"0\" rate-per-sec=\"1\" burst=\"1\" "
                                "half-life-ms=\"1\"/></policy>", &p, NULL, 0), 0);
@@ -174,6 +183,11 @@ static const struct bad_case {
         { "<policy><placement mode=\"Pack\"/></policy>", "mode=\"Pack\" in <placement>: expected pack, spread" },
         { "<policy><placement/></policy>", "<placement> without mode or manage-pins" },
         { "<policy><placement mode=\"pack\" cpus=\"0-3\"/></policy>", "unknown attribute cpus in <placement>" },
+        { "<policy><placement mode=\"pack\" queue-budget-percent=\"0\"/></policy>",
+          "queue-budget-percent=\"0\" in <placement>: expected 0.01..100" },
+        { "<policy><placement mode=\"pack\" queue-budget-percent=\"0.001\"/></policy>", "at most two decimals" },
+        { "<policy><placement mode=\"pack\" queue-budget-percent=\"101\"/></policy>", "expected 0.01..100" },
+        { "<policy><placement queue-budget-percent=\"1\"/></policy>", "<placement> without mode" },
         /* structure */
         { "<policy version=\"1\"/>", "unknown attribute version in <policy>" },
         { "<policy><hints/><hints/></policy>", "more than one <hints>" },

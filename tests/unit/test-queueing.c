@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The wait model (queueing.c): Erlang B/C against textbook values and the
+ * closed form in long double, stability up to 512 servers, the inverse
+ * (least servers for a budget, largest load for a size) and the measured
+ * probability a set's wait stands for.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include <cmocka.h>
+
+#include "queueing.h"
+
+/* Closed form in long double: C = (A^c/c! c/(c-A)) / (sum_{k<c} A^k/k! + A^c/c! c/(c-A)), scaled terms. */
+static long double erlang_c_closed(unsigned c, long double A)
+{
+        long double t = 1.0L, sum = 0.0L; /* t = A^k/k! e^-A would underflow: keep relative scale */
+        long double lg = 0.0L;
+        /* work in logs for large c */
+        long double maxl = -INFINITY, terms[1024];
+        for (unsigned k = 0; k <= c; k++) {
+                terms[k] = (long double) k * logl(A) - lgammal((long double) k + 1.0L);
+                if (terms[k] > maxl)
+                        maxl = terms[k];
+        }
+        for (unsigned k = 0; k < c; k++)
+                sum += expl(terms[k] - maxl);
+        t = expl(terms[c] - maxl) * (long double) c / ((long double) c - A);
+        (void) lg;
+        return t / (sum + t);
+}
+
+static void test_erlang_textbook(void **state)
+{
+        (void) state;
+        /* c = 1: C = rho */
+        assert_true(fabs(queue_erlang_c(1, 0.5) - 0.5) < 1e-12);
+        /* c = 2, A = 1: C = 1/3 */
+        assert_true(fabs(queue_erlang_c(2, 1.0) - 1.0 / 3.0) < 1e-12);
+        /* Erlang B c = 2, A = 1: 1/5 */
+        assert_true(fabs(queue_erlang_b(2, 1.0) - 0.2) < 1e-12);
+        /* edges */
+        assert_true(queue_erlang_c(4, 4.0) == 1.0);
+        assert_true(queue_erlang_c(4, 5.0) == 1.0);
+        assert_true(queue_erlang_c(4, 0.0) == 0.0);
+        assert_true(queue_erlang_c(4, NAN) == 1.0);
+        assert_true(queue_erlang_c(0, 0.5) == 1.0);
+}
+
+static void test_erlang_stable_512(void **state)
+{
+        (void) state;
+        unsigned cs[] = { 1, 3, 16, 64, 128, 256, 512 };
+        double rhos[] = { 0.3, 0.7, 0.9, 0.99 };
+        for (unsigned i = 0; i < sizeof(cs) / sizeof(cs[0]); i++)
+                for (unsigned j = 0; j < sizeof(rhos) / sizeof(rhos[0]); j++) {
+                        double A = rhos[j] * cs[i], got = queue_erlang_c(cs[i], A);
+                        long double want = erlang_c_closed(cs[i], A);
+                        assert_true(isfinite(got) && got >= 0.0 && got <= 1.0);
+                        if (fabsl((long double) got - want) > 1e-9L * (want > 1e-3L ? want : 1e-3L)) {
+                                fprintf(stderr, "c=%u A=%g got %.15g want %.15Lg\n", cs[i], A, got, want);
+                                fail();
+                        }
+                }
+        /* square-root staffing: at 90% load 1 in 100 wait on 512 servers, more than half on 16 */
+        assert_true(queue_erlang_c(512, 460.8) < 0.02 && queue_erlang_c(16, 14.4) > 0.5);
+}
+
+static void test_inverse(void **state)
+{
+        (void) state;
+        for (double A = 0.2; A < 200.0; A *= 1.7) {
+                for (double f = 1.0; f <= 5.0; f += 2.0) {
+                        unsigned c = queue_servers_for(A, 0.01, f, 512);
+                        assert_true(c > A);
+                        assert_true(queue_pwait(c, A, f) <= 0.01);
+                        assert_true(c == 1 || queue_pwait(c - 1, A, f) > 0.01);
+                        /* the largest load of that size holds A, and is the boundary */
+                        double amax = queue_max_load(c, 0.01, f);
+                        assert_true(amax >= A - 1e-6 * c);
+                        assert_true(queue_pwait(c, amax, f) <= 0.01);
+                        assert_true(queue_pwait(c, amax + 2e-6 * c, f) > 0.01);
+                }
+        }
+        assert_int_equal(queue_servers_for(0.0, 0.01, 1.0, 64), 0);
+        assert_int_equal(queue_servers_for(100.0, 0.01, 1.0, 64), 65); /* not reachable */
+        /* larger sets run fuller at the same probability (pooling) */
+        assert_true(queue_max_load(64, 0.01, 1.0) / 64 > queue_max_load(16, 0.01, 1.0) / 16 + 0.1);
+        /* a burstier load needs more servers */
+        assert_true(queue_servers_for(10.0, 0.01, queue_ac_factor(1.0, 9.0), 512) >
+                    queue_servers_for(10.0, 0.01, queue_ac_factor(1.0, 1.0), 512));
+        assert_true(queue_ac_factor(NAN, -1.0) == 1.0);
+}
+
+static void test_measured(void **state)
+{
+        (void) state;
+        /* The M/M/c wait a set shows gives back C. */
+        unsigned c = 8;
+        double A = 5.0, C = queue_erlang_c(c, A), W = C * A / (c - A);
+        assert_true(fabs(queue_measured_pwait(c, A, W) - C) < 1e-12);
+        assert_true(queue_measured_pwait(c, 9.0, 0.1) == 1.0);
+        assert_true(queue_measured_pwait(c, 0.0, 0.1) == 0.0);
+        assert_true(queue_measured_pwait(c, 2.0, NAN) == 0.0);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_erlang_textbook),
+                cmocka_unit_test(test_erlang_stable_512),
+                cmocka_unit_test(test_inverse),
+                cmocka_unit_test(test_measured),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,177 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* The wait model (queueing.h). */
+#include <math.h>
+
+#include "queueing.h"
+
+double queue_erlang_b(unsigned c, double A)
+{
+        double B = 1.0;
+
+        if (!(A > 0.0))
+                return c == 0 ? 1.0 : 0.0;
+        for (unsigned k = 1; k <= c; k++)
+                B = A * B / ((double) k + A * B);
+        return B;
+}
+
+double queue_erlang_c(unsigned c, double A)
+{
+        double B;
+
+        if (!(A > 0.0))
+                return A <= 0.0 ? 0.0 : 1.0; /* NaN: as saturated */
+        if (A >= (double) c)
+                return 1.0;
+        B = queue_erlang_b(c, A);
+        return (double) c * B / ((double) c - A * (1.0 - B));
+}
+
+double queue_ac_factor(double ca2, double cs2)
+{
+        if (!(ca2 >= 0.0))
+                ca2 = 1.0;
+        if (!(cs2 >= 0.0))
+                cs2 = 1.0;
+        return (ca2 + cs2) / 2.0;
+}
+
+double queue_pwait(unsigned c, double A, double factor)
+{
+        double p = queue_erlang_c(c, A);
+
+        if (p <= 0.0)
+                return 0.0;
+        p *= factor > 0.0 ? factor : 1.0;
+        return p > 1.0 ? 1.0 : p;
+}
+
+unsigned queue_servers_for(double A, double budget, double factor, unsigned c_max)
+{
+        double B = 1.0, f = factor > 0.0 ? factor : 1.0;
+
+        if (!(A > 0.0))
+                return 0;
+        /* B(k) for every k, C(k) once k > A */
+        for (unsigned k = 1; k <= c_max; k++) {
+                B = A * B / ((double) k + A * B);
+                if ((double) k <= A)
+                        continue;
+                double C = (double) k * B / ((double) k - A * (1.0 - B));
+                if (f * C <= budget)
+                        return k;
+        }
+        return c_max + 1;
+}
+
+double queue_max_load(unsigned c, double budget, double factor)
+{
+        double lo = 0.0, hi = (double) c;
+
+        if (c == 0 || !(budget > 0.0))
+                return 0.0;
+        if (budget >= 1.0)
+                return (double) c;
+        while (hi - lo > 1e-6 * (double) c) {
+                double mid = (lo + hi) / 2.0;
+                if (queue_pwait(c, mid, factor) <= budget)
+                        lo = mid;
+                else
+                        hi = mid;
+        }
+        return lo;
+}
+
+double queue_measured_pwait(unsigned c, double A, double W)
+{
+        double p;
+
+        if (!(A > 0.0) || !(W > 0.0))
+                return 0.0;
+        if (A >= (double) c)
+                return 1.0;
+        p = W * ((double) c - A) / A;
+        return p > 1.0 ? 1.0 : p;
+}
+
+double queue_pwait_finite(unsigned c, unsigned n, double u)
+{
+        double r, t = 1.0, sum = 1.0, tail = c == 0 ? 1.0 : 0.0;
+        unsigned N = n ? n - 1 : 0;
+
+        if (n <= c)
+                return 0.0;
+        if (!(u > 0.0))
+                return u <= 0.0 ? 0.0 : 1.0;
+        if (u > 0.999)
+                u = 0.999;
+        r = u / (1.0 - u);
+        /* t_k = t_{k-1} (N - k + 1) r / min(k, c): k of the N others runnable */
+        for (unsigned k = 1; k <= N; k++) {
+                double ratio = (double) (N - k + 1) * r / (double) (k < c ? k : c);
+                t *= ratio;
+                sum += t;
+                if (k >= c)
+                        tail += t;
+                /* past the mode the terms only fall: stop once they no longer count */
+                if (ratio < 1.0 && t < 1e-17 * sum && (k >= c || t * (double) (N - k) < 1e-17 * sum))
+                        break;
+                if (t > 1e250) {
+                        t *= 1e-250;
+                        sum *= 1e-250;
+                        tail *= 1e-250;
+                }
+        }
+        return tail / sum;
+}
+
+static unsigned set_n(double A, double dbar)
+{
+        double n = A / dbar;
+        if (!(n >= 1.0))
+                return 1;
+        return n > 4e9 ? 4000000000u : (unsigned) (n + 0.5);
+}
+
+double queue_set_pwait(unsigned c, double A, double dbar, double factor)
+{
+        double p;
+
+        if (!(A > 0.0))
+                return 0.0;
+        if (A >= (double) c)
+                return 1.0;
+        if (!(dbar > 0.0) || dbar > A)
+                dbar = A;
+        p = queue_pwait_finite(c, set_n(A, dbar), dbar);
+        p *= factor > 0.0 ? factor : 1.0;
+        return p > 1.0 ? 1.0 : p;
+}
+
+double queue_set_max_load(unsigned c, double dbar, double budget, double factor)
+{
+        unsigned lo, hi;
+        double f = factor > 0.0 ? factor : 1.0;
+
+        if (c == 0)
+                return 0.0;
+        if (!(dbar > 0.0))
+                dbar = 1e-3;
+        if (dbar > 1.0)
+                dbar = 1.0;
+        /* n <= c never queues; n with n dbar >= c is saturated */
+        lo = c;
+        hi = (unsigned) ((double) c / dbar) + 1;
+        if (hi <= lo)
+                return (double) c * dbar;
+        while (hi - lo > 1) {
+                unsigned mid = lo + (hi - lo) / 2;
+                double A = (double) mid * dbar;
+                double p = A >= (double) c ? 1.0 : queue_pwait_finite(c, mid, dbar) * f;
+                if (p <= budget)
+                        lo = mid;
+                else
+                        hi = mid;
+        }
+        return (double) lo * dbar;
+}
