@@ -60,7 +60,7 @@ def packing_phase(guests):
     before = idle_shares(5)
     print("  daemon off, 5 s: " + fmt_shares(before), flush=True)
     args = [os.path.join(BUILD, "vmmpowerd"), "--foreground", "--config", conf.name]
-    print("\n$ " + " ".join(args) + "    # %s: [Planner] ModelFile, ShrinkDwell = 2s" % conf.name, flush=True)
+    print("\n$ " + " ".join(args) + "    # %s: [Planner] ModelFile, ShrinkDwell = 2s, Profile = batch" % conf.name, flush=True)
     daemon = subprocess.Popen(args)
     try:
         end = time.monotonic() + 60
