@@ -39,6 +39,7 @@ from test_packing import LIGHT_SLEEP_S, core_model  # noqa: E402
 SRC = vmlib.SOURCE_DIR
 RULES = os.path.join(SRC, "config", "prometheus", "vmmpower.rules.yml")
 SAMPLE_S = 12          # how long the daemon's own values are sampled around the Prometheus queries
+LEAD_S = 4             # ... and for this long before the first query (a scrape + a rule evaluation old)
 
 
 def log(msg):
@@ -302,7 +303,11 @@ class Fleet(unittest.TestCase):
         # The daemon's own values over a window, read while Prometheus scrapes them: what it
         # answers must be among them (idle guests: the load moves the watts a little).
         seen_saved, seen_active, prom_saved, prom_raw, prom_active, plans = [], [], [], [], [], []
-        end = time.monotonic() + SAMPLE_S
+        # Prometheus answers with a sample up to a scrape and a rule evaluation old (1 s each, and
+        # node-exporter reads the textfile at its scrape): the daemon's values are read for
+        # LEAD_S before the first query, so that what Prometheus returns was seen here too.
+        start_queries = time.monotonic() + LEAD_S
+        end = start_queries + SAMPLE_S
         while time.monotonic() < end:
             p = d.json("plan")
             plans.append(p)
@@ -314,9 +319,10 @@ class Fleet(unittest.TestCase):
                 seen_active.append(one(m, "vmmpower_cpus_active"))
             except FileNotFoundError:
                 pass  # between the temporary file's rename and the next read: never absent for long
-            prom_saved += prom.query("instance:vmmpower_watts_saved:spread_minus_plan")
-            prom_raw += prom.query('vmmpower_spread_watts{job="node"} - vmmpower_plan_watts{job="node"}')
-            prom_active += prom.query('vmmpower_cpus_active{job="node",fqdn="testhost"}')
+            if time.monotonic() >= start_queries:
+                prom_saved += prom.query("instance:vmmpower_watts_saved:spread_minus_plan")
+                prom_raw += prom.query('vmmpower_spread_watts{job="node"} - vmmpower_plan_watts{job="node"}')
+                prom_active += prom.query('vmmpower_cpus_active{job="node",fqdn="testhost"}')
             time.sleep(0.25)
         lo, hi = min(seen_saved), max(seen_saved)
         log("daemon: watts saved %.4f..%.4f W over %d reads, active pCPUs %s, plan decisions %s" %

@@ -94,6 +94,10 @@ class HostileGuest(unittest.TestCase):
         vmlib.require_root()
         vmlib.ensure_libvirtd()
         cls.work = "/var/cache/vmmpower-test/hostile-build"
+        # build_guest_extras points the image builder at cls.work through the environment and
+        # GUEST_DIR: put both back at the end, for the classes that run after this one
+        cls.saved = ({k: os.environ.get(k) for k in ("VMMPOWER_GUEST_EXTRA_KO", "VMMPOWER_GUEST_EXTRA_DIR")},
+                     vmlib.GUEST_DIR)
         shutil.rmtree(cls.work, ignore_errors=True)
         os.makedirs(cls.work)
         build_guest_extras(cls.work)
@@ -122,6 +126,12 @@ class HostileGuest(unittest.TestCase):
             if hasattr(cls, g):
                 getattr(cls, g).destroy()
         shutil.rmtree(cls.work, ignore_errors=True)
+        env, vmlib.GUEST_DIR = cls.saved
+        for k, v in env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
     # ---- helpers
 
