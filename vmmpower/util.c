@@ -484,3 +484,29 @@ void closep(int *fd)
                 errno = saved;
         }
 }
+
+/* "1", "0.5", "12.25": a percentage with at most two decimals, in hundredths.  -EINVAL otherwise. */
+int parse_basis_points(const char *s, uint32_t *ret)
+{
+        uint64_t v = 0;
+        unsigned dec = 0;
+        bool dot = false, digit = false;
+
+        for (const char *q = s; *q; q++) {
+                if (*q == '.' && !dot) {
+                        dot = true;
+                        continue;
+                }
+                if (*q < '0' || *q > '9' || (dot && dec == 2) || v > 1000000)
+                        return -EINVAL;
+                v = v * 10 + (uint64_t) (*q - '0');
+                dec += dot;
+                digit = true;
+        }
+        if (!digit)
+                return -EINVAL;
+        for (; dec < 2; dec++)
+                v *= 10;
+        *ret = (uint32_t) v;
+        return 0;
+}

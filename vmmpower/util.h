@@ -37,6 +37,8 @@ int parse_u64(const char *s, uint64_t *ret);
 int parse_i64(const char *s, int64_t *ret);
 int parse_u32(const char *s, uint32_t *ret);
 int parse_int(const char *s, int *ret);
+/* "1", "0.5", "12.25": a percentage with at most two decimals, in hundredths (at most 10,000,000).  -EINVAL otherwise. */
+int parse_basis_points(const char *s, uint32_t *ret);
 int parse_bool(const char *s, bool *ret); /* yes/no true/false on/off 1/0 */
 /* "250ms", "1s", "2.5s", "500us", "100ns"; a bare number is rejected. */
 int parse_duration_ns(const char *s, nsec_t *ret);

@@ -266,32 +266,6 @@ static int parse_hints(struct pctx *c, const xmlNode *e, struct hint_policy_over
         return 0;
 }
 
-/* "1", "0.5", "12.25" (at most two decimals) in hundredths of a percent, 1..10000; -EINVAL otherwise. */
-static int parse_basis_points(const char *s, uint32_t *ret)
-{
-        uint64_t v = 0;
-        unsigned dec = 0;
-        bool dot = false, digit = false;
-
-        for (const char *q = s; *q; q++) {
-                if (*q == '.' && !dot) {
-                        dot = true;
-                        continue;
-                }
-                if (*q < '0' || *q > '9' || (dot && dec == 2) || v > 1000000)
-                        return -EINVAL;
-                v = v * 10 + (uint64_t) (*q - '0');
-                dec += dot;
-                digit = true;
-        }
-        for (; dec < 2; dec++)
-                v *= 10;
-        if (!digit || v < 1 || v > 10000)
-                return -EINVAL;
-        *ret = (uint32_t) v;
-        return 0;
-}
-
 static int parse_placement(struct pctx *c, const xmlNode *e, struct vm_policy *p)
 {
         char b[40];
@@ -311,7 +285,8 @@ static int parse_placement(struct pctx *c, const xmlNode *e, struct vm_policy *p
                                            shown((const xmlChar *) v, b, sizeof(b)));
                         p->has_place_mode = true;
                 } else if (xmlStrcmp(a->name, (const xmlChar *) "queue-budget-percent") == 0) {
-                        if (parse_basis_points(v, &p->queue_budget_bp) < 0)
+                        if (parse_basis_points(v, &p->queue_budget_bp) < 0 || p->queue_budget_bp < 1 ||
+                            p->queue_budget_bp > 10000)
                                 return bad(c, "queue-budget-percent=\"%s\" in <placement>: expected 0.01..100, "
                                               "at most two decimals", shown((const xmlChar *) v, b, sizeof(b)));
                 } else if (xmlStrcmp(a->name, (const xmlChar *) "manage-pins") == 0) {
