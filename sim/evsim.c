@@ -419,7 +419,19 @@ static int wake_cpu(struct ev_ws *w, const struct ev_input *in, int prev)
         }
         if (idle_thread >= 0)
                 return idle_thread;
-        return cpu_allowed(in, prev) ? prev : -1;
+        if (cpu_allowed(in, prev))
+                return prev;
+        /* its CPU is no longer its to use (the kernel's select_fallback_rq()): the allowed CPU
+         * of the LLC with the fewest runnable vCPUs, the lowest-numbered on a tie */
+        int best = -1;
+        for (unsigned k = g->first; k < g->end; k++)
+                for (unsigned t = 0; t < h->cores[k].n_threads; t++) {
+                        int cpu = h->cores[k].cpu[t];
+                        if (cpu_allowed(in, cpu) && (best < 0 || w->c[cpu].n < w->c[best].n ||
+                                                     (w->c[cpu].n == w->c[best].n && cpu < best)))
+                                best = cpu;
+                }
+        return best;
 }
 
 static int vcpu_wake(struct ev_ws *w, const struct ev_input *in, struct ev_output *out, unsigned id, double t,

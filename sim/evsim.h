@@ -28,8 +28,9 @@
  * Placement: pinned (a vCPU runs on its home CPU) or, with wake_balance,
  * Linux-like: a waking vCPU stays on its previous CPU if that CPU has
  * nothing runnable, else goes to an idle core in the same LLC, else to an
- * idle CPU there, else stays (select_idle_sibling); each move is a
- * migration.  With wake_balance a CPU whose run queue goes empty also pulls
+ * idle CPU there, else stays (select_idle_sibling) unless it may no longer
+ * run there (its CPU left its allowed set: then the allowed CPU of the LLC
+ * with the fewest runnable vCPUs); each move is a migration.  With wake_balance a CPU whose run queue goes empty also pulls
  * a waiting vCPU from the busiest allowed CPU of its LLC (newidle balance),
  * unless its average idle time is below the migration cost (0.5 ms).  A
  * vCPU marked pinned stays on its home CPU either way.

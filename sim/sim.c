@@ -359,6 +359,7 @@ struct run {
         uint8_t *core_mask;         /* [n_cores] scratch */
         double *load, *sibload;     /* [n_cpus] scratch */
         double *llc_tmp;            /* [2 n_llcs] scratch */
+        unsigned *llc_count;        /* [n_llcs] scratch */
         double window_ns;
         double vmm_window_ns;       /* vmmpower's windows: long enough for the tracker's decayed wait */
         struct pstate ps[_SIM_RUN_MAX];
@@ -887,6 +888,28 @@ static void update_wait_inputs(struct run *R, struct pstate *p, const uint8_t *c
         }
 }
 
+/* p->allowed: the union of the pack sets plan_pin_sets() gives the vCPUs of p->home (alone[i]: pinned alone). */
+static void pack_allowed(struct run *R, struct pstate *p, const uint8_t *alone)
+{
+        const struct em_host *h = R->h;
+        uint8_t *mark = p->allowed;   /* 1: a vCPU's CPU, 2: also one pinned alone */
+        unsigned *rest = R->llc_count; /* per LLC: its set's CPUs without a vCPU alone */
+
+        memset(mark, 0, h->n_cpus);
+        memset(rest, 0, h->n_llcs * sizeof(*rest));
+        for (unsigned i = 0; i < R->nv; i++) {
+                int c = p->home[i];
+                if (c >= 0)
+                        mark[c] |= alone[i] ? 3 : 1;
+        }
+        for (unsigned c = 0; c < h->n_cpus; c++)
+                if (mark[c] == 1)
+                        rest[h->cores[h->cpu_core[c]].llc]++;
+        for (unsigned c = 0; c < h->n_cpus; c++)
+                if (mark[c])
+                        mark[c] = mark[c] == 1 || rest[h->cores[h->cpu_core[c]].llc] == 0;
+}
+
 static int vmm_period(struct run *R, struct pstate *p, nsec_t now, uint64_t period_idx)
 {
         const struct em_host *h = R->h;
@@ -921,15 +944,12 @@ static int vmm_period(struct run *R, struct pstate *p, nsec_t now, uint64_t peri
         }
         pr->migrations += moved;
         pr->moves += moved;
-        /* The daemon pins each packed vCPU to its LLC's pack set (plan_pin_sets); the
-         * window's wake-up balancing stays in the waking vCPU's LLC, so allowing every
-         * CPU of every pack set is the same thing. */
-        if (!R->cfg->policy.pin_single_cpu) {
-                memset(p->allowed, 0, h->n_cpus);
-                for (unsigned i = 0; i < R->nv; i++)
-                        if (p->home[i] >= 0)
-                                p->allowed[p->home[i]] = 1;
-        }
+        /* The daemon pins each packed vCPU to its LLC's pack set without the CPUs of vCPUs
+         * pinned alone, unless those are all the set has (plan_pin_sets); the window's
+         * wake-up balancing stays in the waking vCPU's LLC, so allowing every CPU of every
+         * pack set is the same thing (a vCPU pinned alone is pinned: evsim keeps it home). */
+        if (!R->cfg->policy.pin_single_cpu)
+                pack_allowed(R, p, next->vcpu_alone);
         for (unsigned f = 0; f < h->n_fdoms; f++)
                 p->want_level[f] = next->fdom_level[f];
         for (unsigned c = 0; c < h->n_cpus; c++)
@@ -1100,8 +1120,9 @@ static int run_setup(struct run *R)
         R->load = calloc(h->n_cpus + h->n_fdoms, sizeof(double));
         R->sibload = calloc(h->n_cpus + h->n_fdoms, sizeof(double));
         R->llc_tmp = calloc(2 * (size_t) h->n_llcs + 1, sizeof(double));
+        R->llc_count = calloc((size_t) h->n_llcs + 1, sizeof(unsigned));
         if (!R->demand || !R->samples || !R->spread_rank || !R->spread_order || !R->lp_set || !R->level_permille ||
-            !R->core_mask || !R->load || !R->sibload || !R->llc_tmp)
+            !R->core_mask || !R->load || !R->sibload || !R->llc_tmp || !R->llc_count)
                 return -ENOMEM;
         for (unsigned i = 0; i < nv; i++)
                 R->samples[i] = (struct sim_vcpu_sample) { .pid = R->pid[i], .index = R->vidx[i] };
@@ -1343,6 +1364,7 @@ out:
         free(R.load);
         free(R.sibload);
         free(R.llc_tmp);
+        free(R.llc_count);
         if (r < 0)
                 sim_result_free(res);
         return r;

@@ -1281,7 +1281,8 @@ static int set_feedback(struct ws *w, const struct plan *prev)
  * so its load is evaluated balanced (ework), the way the kernel's balancing
  * ends up: what cannot move stays on its CPU (excluded and boosted vCPUs),
  * a vCPU larger than the set's water level keeps a CPU to itself (its
- * planned one, pinned there alone: plan_pin_sets), and the other packed
+ * planned one, pinned there alone and out of the others' set: plan_pin_sets;
+ * one per CPU, a second large one planned there stays movable), and the other packed
  * vCPUs fill the remaining room up to a common water level lambda:
  *
  *     sum over the set's CPUs of max(0, lambda - fixed_c) = movable load,
@@ -1346,8 +1347,11 @@ static void pack_set_balance(struct ws *w)
                 double lambda = w->set_flat[g] ? w->set_load[g] / w->set_free[g]
                                                 : set_water_level(w, g, w->set_load[g]);
                 if (w->dem[i] > lambda + EPS) {
-                        if (!w->cpu_large[c])
-                                w->set_free[g]--;
+                        /* one vCPU pinned alone per CPU: a second one there would queue
+                         * behind the first beside idle CPUs of the set; it stays movable */
+                        if (w->cpu_large[c])
+                                continue;
+                        w->set_free[g]--;
                         w->large[i] = 1;
                         w->cpu_large[c] = 1;
                         w->ework[c] += w->dem[i];
@@ -2590,14 +2594,27 @@ int plan_pin_sets(const struct em_host *h, const struct plan_policy *pol, const 
         _cleanup_free_ cpuset_t *llc = NULL;
 
         if (!pol->pin_single_cpu) {
-                llc = calloc(h->n_llcs ? h->n_llcs : 1, sizeof(cpuset_t));
+                /* [2g]: every CPU of LLC g's set; [2g + 1]: those of vCPUs pinned alone */
+                llc = calloc(2 * (h->n_llcs ? h->n_llcs : 1), sizeof(cpuset_t));
                 if (!llc)
                         return -ENOMEM;
                 for (size_t i = 0; i < n_v && i < p->n_vcpus; i++) {
                         int c = p->vcpu_cpu[i];
                         /* the CPUs pack_set_balance() spreads the set's load over */
-                        if (in_pack_set(h, v[i].mode, p->vcpu_boost[i], c))
-                                cpuset_set(&llc[h->cores[h->cpu_core[c]].llc], (unsigned) c);
+                        if (in_pack_set(h, v[i].mode, p->vcpu_boost[i], c)) {
+                                unsigned g = h->cores[h->cpu_core[c]].llc;
+                                cpuset_set(&llc[2 * g], (unsigned) c);
+                                if (p->vcpu_alone[i])
+                                        cpuset_set(&llc[2 * g + 1], (unsigned) c);
+                        }
+                }
+                /* a CPU given to a vCPU alone is not the others': behind them it would
+                 * queue, unable to move (unless it is all the set has) */
+                for (unsigned g = 0; g < h->n_llcs; g++) {
+                        cpuset_t rest = llc[2 * g];
+                        cpuset_andnot(&rest, &llc[2 * g + 1]);
+                        if (!cpuset_empty(&rest))
+                                llc[2 * g] = rest;
                 }
         }
         for (size_t i = 0; i < n_v; i++) {
@@ -2608,7 +2625,7 @@ int plan_pin_sets(const struct em_host *h, const struct plan_policy *pol, const 
                 /* a boosted vCPU stays on the CPU the plan runs at the top level for it, a
                  * large one on the CPU the plan gives it alone */
                 if (llc && in_pack_set(h, v[i].mode, p->vcpu_boost[i], c) && !p->vcpu_alone[i])
-                        ret[i] = llc[h->cores[h->cpu_core[c]].llc];
+                        ret[i] = llc[2 * h->cores[h->cpu_core[c]].llc];
                 else
                         cpuset_set(&ret[i], (unsigned) c);
         }

@@ -204,9 +204,12 @@ unsigned plan_cpu_capacity(const struct em_host *h, const struct plan *p, int c)
  * idle instead of queueing it behind a busy one.  A boosted vCPU (hint) gets
  * its CPU alone: that CPU is the one kept at the top level for it; so does a
  * vCPU larger than its set's water level (plan->vcpu_alone): its CPU runs
- * the level it needs, the rest of the set the level of the balanced load
- * (its CPU stays in the set of the others, who may use it while it idles).
- * An unplaced vCPU gets an empty set.  0, or -ENOMEM.
+ * the level it needs, the rest of the set the level of the balanced load,
+ * and its CPU is taken out of the others' set: a vCPU pinned to one CPU
+ * cannot leave it, so others there would queue it behind them (in
+ * vmmpower-sim runs that was all of the planner's queueing over its budget).
+ * Only when every CPU of a set holds a vCPU alone do the others keep them
+ * all.  An unplaced vCPU gets an empty set.  0, or -ENOMEM.
  */
 int plan_pin_sets(const struct em_host *h, const struct plan_policy *pol, const struct plan *p,
                   const struct plan_vcpu *v, size_t n_v, cpuset_t *ret);

@@ -440,7 +440,8 @@ static void test_pin_sets(void **state)
  * over its CPUs).  On random loads every plan conserves the demand; each set
  * has a water level lambda that all its CPUs but those of its large vCPUs sit
  * at; a vCPU over the level is pinned alone (vcpu_alone) on a CPU that
- * carries at least its demand and no water; every CPU of a set runs at least
+ * carries at least its demand and no water, one per CPU (a second large vCPU
+ * planned on that CPU stays movable); every CPU of a set runs at least
  * the level lambda needs (2 lambda within SmtGain x level headroom on a core whose
  * two threads carry the water); and the balance is what sets the levels: some
  * CPUs run below the level their own vCPUs would need unbalanced.
@@ -450,8 +451,9 @@ static void test_pack_set_balance(void **state)
         struct host_fixture f;
         struct plan_policy pol, single;
         struct plan_vcpu v[48];
-        unsigned below = 0, alone = 0, paired = 0;
+        unsigned below = 0, alone = 0, paired = 0, excluded = 0;
         double mw_sets = 0.0, mw_single = 0.0;
+        static cpuset_t pins[48];
 
         (void) state;
         load_host("xeon-spr-2s", "xeon-spr-2s-v0", &f);
@@ -510,8 +512,37 @@ static void test_pack_set_balance(void **state)
                                 alone++;
                                 assert_true(v[i].util > lambda[g] + 1e-9);
                                 assert_true(p->cpu_work[c] >= v[i].util - 1e-9);
-                        } else
-                                assert_true(v[i].util <= lambda[g] + 1e-9);
+                        } else /* over the level only beside a vCPU pinned alone there (one per CPU) */
+                                assert_true(v[i].util <= lambda[g] + 1e-9 || big[c]);
+                }
+                /* pins: a vCPU alone has its CPU, and only it of the set: the others' set leaves
+                 * that CPU out (behind them it would queue, unable to move), unless the set has
+                 * no other CPU */
+                assert_int_equal(plan_pin_sets(f.h, &pol, p, v, nv, pins), 0);
+                memset(big, 0, f.h->n_cpus);
+                for (unsigned i = 0; i < nv; i++)
+                        if (p->vcpu_alone[i]) {
+                                assert_int_equal(big[p->vcpu_cpu[i]], 0); /* one per CPU */
+                                big[p->vcpu_cpu[i]] = 1;
+                                assert_int_equal(cpuset_count(&pins[i]), 1);
+                                assert_true(cpuset_isset(&pins[i], (unsigned) p->vcpu_cpu[i]));
+                        }
+                for (unsigned i = 0; i < nv; i++) {
+                        if (p->vcpu_alone[i])
+                                continue;
+                        bool only_big = true;
+                        CPUSET_FOREACH(c, &pins[i])
+                                only_big &= big[c] != 0;
+                        CPUSET_FOREACH(c, &pins[i])
+                                if (big[c] && !only_big)
+                                        fail_msg("case %u: vCPU %u may run on CPU %d, held by a vCPU alone", t, i, c);
+                        /* the rule at work: a CPU of its LLC held alone, left out of its set */
+                        unsigned g = f.h->cores[f.h->cpu_core[p->vcpu_cpu[i]]].llc;
+                        for (unsigned c = 0; c < f.h->n_cpus; c++)
+                                if (big[c] && f.h->cores[f.h->cpu_core[c]].llc == g && !cpuset_isset(&pins[i], c)) {
+                                        excluded++;
+                                        break;
+                                }
                 }
                 for (unsigned c = 0; c < f.h->n_cpus; c++) {
                         if (own[c] <= 0.0)
@@ -533,10 +564,11 @@ static void test_pack_set_balance(void **state)
                 plan_free(q);
         }
         printf("# pack-set balance: 300 random loads: %u CPUs below the level of their own vCPUs, %u vCPUs "
-               "alone, %u CPUs on cores whose threads share the water; modelled power %.0f mW with pack sets, "
-               "%.0f mW with PinSingleCPU\n", below, alone, paired, mw_sets / 300, mw_single / 300);
+               "alone (%u other vCPUs' sets without their CPUs), %u CPUs on cores whose threads share the water; modelled power %.0f mW with pack sets, "
+               "%.0f mW with PinSingleCPU\n", below, alone, excluded, paired, mw_sets / 300, mw_single / 300);
         assert_true(below > 0);
         assert_true(alone > 0);
+        assert_true(excluded > 0);
         assert_true(paired > 0);
         free_host(&f);
 }

@@ -902,7 +902,7 @@ static void test_evsim_pinned(void **state)
  * (demand 1) with fixed bursts all wake at t = 0 and not again within the window (their next
  * wake-up is at 200 B), so the count is known exactly: n vCPUs on one CPU queue n - 1 times;
  * on CPUs of their own, or free to move to an idle CPU of their LLC, none queues; confined
- * to one allowed CPU, they queue again.
+ * to one allowed CPU, they queue again, there, even when their own CPU is not the allowed one.
  */
 static void test_evsim_queued(void **state)
 {
@@ -921,6 +921,8 @@ static void test_evsim_queued(void **state)
                 { { 0, 2, 4 }, false, false, 0 }, /* a CPU each */
                 { { 0, 0, 0 }, true, false, 0 },  /* wake-up balancing finds idle CPUs */
                 { { 0, 0, 0 }, true, true, 2 },   /* ... unless only CPU 0 is allowed */
+                { { 2, 2, 2 }, true, true, 2 },   /* CPU 2 left their set: they move to CPU 0 and queue
+                                                   * there, not on CPU 2 (select_fallback_rq) */
         };
 
         _cleanup_free_ uint8_t *lvl = NULL;
@@ -943,6 +945,8 @@ static void test_evsim_queued(void **state)
                        (unsigned long long) out.queued_wakeups, (unsigned long long) out.wakeups);
                 assert_int_equal(out.wakeups, 3);
                 assert_int_equal(out.queued_wakeups, cs[k].queued);
+                if (k == 4)
+                        assert_int_equal(out.migrations, 3);
         }
         free(allowed);
         ev_ws_free(w);
