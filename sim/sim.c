@@ -1250,6 +1250,12 @@ int sim_run(const struct sim_host *host, const struct sim_trace *tr, const struc
         unsigned periods_per_interval = (unsigned) (tr->interval_ns / per);
         nsec_t step_periods = cfg->step_ns / per;
         double per_s = (double) per / 1e9, util_sum = 0;
+        /* Each step's windows start at a seeded random period of the step, the same for every
+         * policy: a load change at a trace interval's start is then observed in proportion to
+         * the time it lasts, not in every window (at the step's first period, before the planner
+         * had seen the new demand, every vmmpower window measured the transient) nor in none. */
+        uint64_t obs_rng = rng_seed3(cfg->seed, 0x6f627376 /* "obsv" */, 0);
+        uint64_t obs_next = splitmix64(&obs_rng) % (uint64_t) step_periods;
 
         for (unsigned k = 0; k < n_int; k++) {
                 for (unsigned i = 0; i < R.nv; i++) {
@@ -1284,7 +1290,10 @@ int sim_run(const struct sim_host *host, const struct sim_trace *tr, const struc
                         R.ps[p].dirty = true;
 
                 for (unsigned q = 0; q < periods_per_interval; q++, period_idx++, t += per) {
-                        bool step = period_idx % (uint64_t) step_periods == 0;
+                        bool step = period_idx == obs_next;
+                        if (step)
+                                obs_next = (period_idx / (uint64_t) step_periods + 1) * (uint64_t) step_periods +
+                                           splitmix64(&obs_rng) % (uint64_t) step_periods;
 
                         /* the tracker's view: decayed utilisation of the work that ran in the
                          * last period (record_ran(); before the first plan, the demand) */
@@ -1317,7 +1326,7 @@ int sim_run(const struct sim_host *host, const struct sim_trace *tr, const struc
                         r = vmm_period(&R, &R.ps[SIM_VMM], t, period_idx);
                         if (r < 0)
                                 goto out;
-                        if (period_idx == 0) { /* first observation of the planner after its initial plan */
+                        if (period_idx == 0 && step) { /* first observation of the planner after its initial plan */
                                 r = window(&R, &R.ps[SIM_VMM], step_idx - 1, NULL, true);
                                 if (r < 0)
                                         goto out;
