@@ -1903,6 +1903,139 @@ static void test_reason_text(void **state)
         free_host(&f);
 }
 
+/* ---- NUMA memory binding (plan_vcpu.nodes, <numatune>) ------------------------------ */
+
+/* CPU c of the xeon-spr-2s fixture is node 1's: its node1/cpulist is 8-15,24-31. */
+static bool spr_node1(int c)
+{
+        return (c >= 8 && c <= 15) || (c >= 24 && c <= 31);
+}
+
+/*
+ * Every vCPU of v[first..n) of plan p (bound to node 1) on node 1, and its pin set inside it,
+ * under both pin styles.
+ */
+static void check_node1(const struct host_fixture *f, const struct plan_policy *pol, const struct plan *p,
+                        const struct plan_vcpu *v, unsigned first, unsigned n, const char *when)
+{
+        struct plan_policy pp = *pol;
+        cpuset_t sets[32];
+
+        assert_true(n <= 32);
+        for (unsigned single = 0; single < 2; single++) {
+                pp.pin_single_cpu = single;
+                assert_int_equal(plan_pin_sets(f->h, &pp, p, v, n, sets), 0);
+                for (unsigned i = first; i < n; i++) {
+                        int c = p->vcpu_cpu[i];
+                        if (!spr_node1(c))
+                                fail_msg("%s: bound vCPU %u planned on CPU %d, outside node 1 (%s)", when, i, c,
+                                         p->why.text);
+                        assert_false(cpuset_empty(&sets[i]));
+                        CPUSET_FOREACH(x, &sets[i])
+                                if (!spr_node1(x))
+                                        fail_msg("%s: bound vCPU %u's pin set holds CPU %d (outside node 1)",
+                                                 when, i, x);
+                }
+        }
+}
+
+/*
+ * A VM whose memory is bound to node 1 of the two-node fixture is packed only
+ * on node 1's CPUs, its pin sets inside them, while its unbound neighbours are
+ * packed where they were without it (node 0, the first in the wake order);
+ * through a grow and a shrink over several periods, in both profiles.  A
+ * binding new since the last plan moves the VM into its node at once (a grow),
+ * and a binding to a node with no CPU here is no binding.  Without the
+ * restriction the bound VM is packed next to its neighbours on node 0.
+ */
+static void test_numa_binding(void **state)
+{
+        struct host_fixture f;
+        struct plan_policy pol;
+        struct plan_vcpu v[12];
+        const unsigned nn = 8, n = 12; /* v[0..8) neighbours, v[8..12) the bound VM */
+
+        (void) state;
+        load_host("xeon-spr-2s", "xeon-spr-2s", &f);
+        for (unsigned c = 0; c < f.h->n_cpus; c++) /* the host's nodes, as read from the fixture */
+                assert_int_equal(f.h->cpu_node[c], spr_node1((int) c) ? 1 : 0);
+        for (unsigned prof = 0; prof < 2; prof++) {
+                struct plan *ref = NULL, *p[6] = {};
+                const char *name = prof ? "batch" : "latency";
+
+                plan_policy_defaults(&pol);
+                pol.profile = prof ? PLAN_PROFILE_BATCH : PLAN_PROFILE_LATENCY;
+                pol.shrink_dwell_ns = 0;
+                for (unsigned i = 0; i < n; i++)
+                        v[i] = (struct plan_vcpu) { .key = 100 + i, .vm = i < nn ? 1 : 2, .util = 0.1,
+                                                    .cur_cpu = -1, .nodes = i < nn ? 0 : UINT64_C(1) << 1 };
+                /* the neighbours alone */
+                assert_int_equal(plan_compute(f.h, &pol, v, nn, NULL, 0, NULL, 0, &ref), 0);
+                for (unsigned i = 0; i < nn; i++)
+                        assert_false(spr_node1(ref->vcpu_cpu[i]));
+                /* with the bound VM: it on node 1, the neighbours as before */
+                assert_int_equal(plan_compute(f.h, &pol, v, n, NULL, 0, NULL, 0, &p[0]), 0);
+                check_node1(&f, &pol, p[0], v, nn, n, name);
+                for (unsigned i = 0; i < nn; i++)
+                        assert_int_equal(p[0]->vcpu_cpu[i], ref->vcpu_cpu[i]);
+                /* packed there, not spread: fewer CPUs than vCPUs */
+                {
+                        cpuset_t used;
+                        cpuset_zero(&used);
+                        for (unsigned i = nn; i < n; i++)
+                                cpuset_set(&used, (unsigned) p[0]->vcpu_cpu[i]);
+                        assert_true(cpuset_count(&used) < n - nn);
+                }
+                /* grow: every vCPU busy, the neighbours' waits too */
+                set_util(v, n, 0.6);
+                for (unsigned i = 0; i < n; i++)
+                        v[i].wait_ratio = v[i].wait_avg = 0.2;
+                assert_int_equal(plan_compute(f.h, &pol, v, n, NULL, 0, p[0], NSEC_PER_SEC, &p[1]), 0);
+                assert_int_equal(p[1]->why.decision, PLAN_GROW);
+                check_node1(&f, &pol, p[1], v, nn, n, "grow");
+                /* quiet again: shrink over the next periods (the cap may take more than one) */
+                set_util(v, n, 0.02);
+                for (unsigned i = 0; i < n; i++)
+                        v[i].wait_ratio = v[i].wait_avg = 0.0;
+                unsigned shrinks = 0;
+                for (unsigned k = 2; k < 6; k++) {
+                        assert_int_equal(plan_compute(f.h, &pol, v, n, NULL, 0, p[k - 1], (nsec_t) k * NSEC_PER_SEC,
+                                                      &p[k]), 0);
+                        shrinks += p[k]->why.decision == PLAN_SHRINK;
+                        check_node1(&f, &pol, p[k], v, nn, n, "shrink");
+                }
+                assert_true(shrinks > 0);
+                assert_true(p[5]->why.n_active < p[1]->why.n_active);
+                for (unsigned k = 0; k < 6; k++)
+                        plan_free(p[k]);
+                memset(p, 0, sizeof(p));
+
+                /* a binding new since the last plan: moved into its node at once */
+                set_util(v, n, 0.1);
+                for (unsigned i = nn; i < n; i++)
+                        v[i].nodes = 0;
+                assert_int_equal(plan_compute(f.h, &pol, v, n, NULL, 0, NULL, 0, &p[0]), 0);
+                unsigned on1 = 0;
+                for (unsigned i = nn; i < n; i++)
+                        on1 += spr_node1(p[0]->vcpu_cpu[i]);
+                assert_int_equal(on1, 0); /* unbound, it is packed with its neighbours on node 0 */
+                for (unsigned i = nn; i < n; i++)
+                        v[i].nodes = UINT64_C(1) << 1;
+                assert_int_equal(plan_compute(f.h, &pol, v, n, NULL, 0, p[0], NSEC_PER_SEC, &p[1]), 0);
+                assert_int_equal(p[1]->why.decision, PLAN_GROW);
+                check_node1(&f, &pol, p[1], v, nn, n, "binding added");
+                /* bound to a node with no CPU here (node 5): no binding, placed like the unbound */
+                for (unsigned i = nn; i < n; i++)
+                        v[i].nodes = UINT64_C(1) << 5;
+                assert_int_equal(plan_compute(f.h, &pol, v, n, NULL, 0, NULL, 0, &p[2]), 0);
+                assert_memory_equal(p[2]->vcpu_cpu, p[0]->vcpu_cpu, n * sizeof(int));
+                for (unsigned k = 0; k < 3; k++)
+                        plan_free(p[k]);
+                plan_free(ref);
+        }
+        free_host(&f);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -1940,6 +2073,7 @@ int main(void)
                 cmocka_unit_test(test_latency_sets_within_budget),
                 cmocka_unit_test(test_latency_vm_budget),
                 cmocka_unit_test(test_reason_text),
+                cmocka_unit_test(test_numa_binding),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
