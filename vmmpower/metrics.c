@@ -289,6 +289,9 @@ static void render_plan_metrics(const struct daemon *d, struct strbuf *out)
               d->applier ? 1 : 0);
         gauge(out, "vmmpower_dry_run", "1 when the daemon runs with --dry-run (nothing on the host is changed).",
               d->opts.dry_run ? 1 : 0);
+        gauge(out, "vmmpower_numa_binding_ignored_vms",
+              "VMs whose <numatune> memory nodes have no online CPU here (or do not parse): packed on any node.",
+              (double) d->counters.numa_ignored);
         gauge(out, "vmmpower_wait_budget_ratio",
               "Run-queue wait per wall time a vCPU may have before the plan grows ([Planner] WaitBudgetPercent).",
               d->cfg.wait_budget_pct / 100.0);

@@ -12,6 +12,7 @@
 #include "apply.h"
 #include "daemon.h"
 #include "journal.h"
+#include "plan_input.h"
 #include "power_driver.h"
 #include "version.h"
 
@@ -330,6 +331,25 @@ static void json_vm_hints(const struct daemon *d, const struct vm_load *vm, stru
                       (double) st.counters.boost_granted_ns / NSEC_PER_MSEC, st.counters.welcomes_suppressed, st.io.grants_sent, st.io.limits_sent);
 }
 
+/* The online CPUs of the nodes of vp's memory binding the planner packs it on ("8-15,24-31"), "" if none. */
+static void numa_cpus(const struct daemon *d, const struct vm_policy *vp, char *buf, size_t size)
+{
+        uint64_t nodes;
+        cpuset_t cpus;
+
+        buf[0] = 0;
+        if (!d->topo || plan_input_numa_nodes(d->topo, vp->mem_nodeset, &nodes) < 0 || !nodes)
+                return;
+        cpuset_zero(&cpus);
+        for (unsigned c = 0; c < d->topo->n_cpus; c++) {
+                int n = d->topo->cpus[c].node;
+                if (d->topo->cpus[c].present && d->topo->cpus[c].online && n >= 0 && n < 64 && (nodes >> n) & 1)
+                        cpuset_set(&cpus, c);
+        }
+        if (cpuset_format_list(&cpus, buf, size) < 0)
+                buf[0] = 0;
+}
+
 /* The VM's policy: where it came from, the placement mode and the effective hint policy. */
 static void json_vm_policy(const struct daemon *d, const struct vm_load *vm, struct strbuf *out)
 {
@@ -352,7 +372,7 @@ static void json_vm_policy(const struct daemon *d, const struct vm_load *vm, str
                       hint_trust_to_string(hp.trust), hp.max_level, hp.boost_cap_ms, hp.rate_per_sec, hp.burst,
                       (long long) (hp.half_life_ns / NSEC_PER_MSEC));
         {
-                char pins[64];
+                char pins[64], cpus[256];
 
                 vm_pins_describe(vp->operator_pins, pins, sizeof(pins));
                 strbuf_printf(out, ",\"manage_pins\":%s,\"operator_pins\":", vp->manage_pins ? "true" : "false");
@@ -364,6 +384,13 @@ static void json_vm_policy(const struct daemon *d, const struct vm_load *vm, str
                         strbuf_json_string(out, vp->mem_nodeset);
                         strbuf_puts(out, ",\"mode\":");
                         strbuf_json_string(out, vp->mem_mode);
+                        /* the CPUs the planner packs it on; null: the binding cannot hold here */
+                        strbuf_puts(out, ",\"planned_cpus\":");
+                        numa_cpus(d, vp, cpus, sizeof(cpus));
+                        if (cpus[0])
+                                strbuf_json_string(out, cpus);
+                        else
+                                strbuf_puts(out, "null");
                         strbuf_puts(out, "}");
                 } else
                         strbuf_puts(out, "null");
@@ -412,8 +439,15 @@ static void text_vm_policy(const struct daemon *d, const struct vm_load *vm, str
                 strbuf_printf(out, "  placement: exclude: pinned by the operator (%s in the persistent XML); "
                                    "manage-pins=yes in its metadata lets vmmpower pin it\n", what);
         }
-        if (vp->mem_nodeset[0])
-                strbuf_printf(out, "  memory: NUMA node(s) %s (%s)\n", vp->mem_nodeset, vp->mem_mode);
+        if (vp->mem_nodeset[0]) {
+                numa_cpus(d, vp, what, sizeof(what));
+                if (what[0])
+                        strbuf_printf(out, "  memory: NUMA node(s) %s (%s): packed on CPUs %s\n", vp->mem_nodeset,
+                                      vp->mem_mode, what);
+                else
+                        strbuf_printf(out, "  memory: NUMA node(s) %s (%s): no online CPU of these here, packed "
+                                           "anywhere\n", vp->mem_nodeset, vp->mem_mode);
+        }
 }
 
 void render_vms(const struct daemon *d, bool json, struct strbuf *out)

@@ -11,6 +11,7 @@
  */
 #include <errno.h>
 #include <float.h>
+#include <inttypes.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -27,6 +28,7 @@
 #include "queueing.h"
 #include "topology.h"
 #include "util.h"
+#include "vm_policy.h"
 
 struct host_fixture {
         struct topology *t;
@@ -2036,6 +2038,69 @@ static void test_numa_binding(void **state)
         free_host(&f);
 }
 
+/*
+ * From a domain's persistent XML to the planner's input, as vmmpowerd builds it
+ * (plan_period: vm_policy_apply_domain, then plan_input_apply_policy): the
+ * <numatune> nodes reach plan_vcpu.nodes in every mode and the plan keeps the
+ * VM on node 1; a binding that cannot hold here is refused (the daemon warns)
+ * and leaves the vCPUs unbound.
+ */
+static void test_numa_policy_input(void **state)
+{
+        static const char *const modes[] = { "strict", "restrictive", "preferred", "interleave" };
+        struct host_fixture f;
+        struct plan_policy pol;
+        struct plan_vcpu v[6];
+        struct vm_domain_pins d;
+        struct vm_policy vp;
+        char xml[512];
+
+        (void) state;
+        load_host("xeon-spr-2s", "xeon-spr-2s", &f);
+        plan_policy_defaults(&pol);
+        for (unsigned m = 0; m < 4; m++) {
+                struct plan *p = NULL;
+                int len = snprintf(xml, sizeof(xml),
+                                   "<domain type='kvm'><name>numa</name><vcpu placement='static'>2</vcpu>"
+                                   "<numatune><memory mode='%s' nodeset='1'/></numatune></domain>", modes[m]);
+                assert_int_equal(vm_policy_parse_domain_xml(xml, (size_t) len, &d), 0);
+                vm_policy_init(&vp);
+                vm_policy_apply_domain(&vp, &d);
+                for (unsigned i = 0; i < 6; i++) /* v[0..4) unbound neighbours, v[4..6) the domain */
+                        v[i] = (struct plan_vcpu) { .key = 10 + i, .vm = i < 4 ? 1 : 2, .util = 0.1, .cur_cpu = -1 };
+                assert_int_equal(plan_input_apply_policy(f.t, &vp, v + 4, 2), 0);
+                assert_true(v[4].nodes == UINT64_C(1) << 1 && v[5].nodes == UINT64_C(1) << 1);
+                assert_int_equal(plan_compute(f.h, &pol, v, 6, NULL, 0, NULL, 0, &p), 0);
+                check_node1(&f, &pol, p, v, 4, 6, modes[m]);
+                plan_free(p);
+        }
+        /* the list forms; bad ones leave the vCPUs unbound */
+        static const struct {
+                const char *nodeset;
+                int r;
+                uint64_t nodes;
+        } cases[] = {
+                { "", 0, 0 }, { "1", 0, 2 }, { "0-1", 0, 3 }, { "0,5", 0, 0x21 },
+                { "5", -ENOENT, 0 }, { "?", -EINVAL, 0 }, { "1-", -EINVAL, 0 },
+        };
+        for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+                vm_policy_init(&vp);
+                snprintf(vp.mem_nodeset, sizeof(vp.mem_nodeset), "%s", cases[c].nodeset);
+                v[0].nodes = 0xff;
+                assert_int_equal(plan_input_apply_policy(f.t, &vp, v, 1), cases[c].r);
+                if (v[0].nodes != cases[c].nodes)
+                        fail_msg("nodeset \"%s\": nodes %#" PRIx64 ", expected %#" PRIx64, cases[c].nodeset,
+                                 v[0].nodes, cases[c].nodes);
+        }
+        /* the queueing budget goes the same way */
+        vm_policy_init(&vp);
+        vp.queue_budget_bp = 10;
+        v[0].queue_budget = 0.0;
+        assert_int_equal(plan_input_apply_policy(f.t, &vp, v, 1), 0);
+        assert_true(fabs(v[0].queue_budget - 0.001) < 1e-12);
+        free_host(&f);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -2074,6 +2139,7 @@ int main(void)
                 cmocka_unit_test(test_latency_vm_budget),
                 cmocka_unit_test(test_reason_text),
                 cmocka_unit_test(test_numa_binding),
+                cmocka_unit_test(test_numa_policy_input),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
