@@ -146,4 +146,6 @@ void render_vms(const struct daemon *d, bool json, struct strbuf *out);
 void render_cpus(const struct daemon *d, bool json, struct strbuf *out);
 void render_top(const struct daemon *d, struct strbuf *out);
 void render_metrics(const struct daemon *d, struct strbuf *out);
+/* The pack sets of plan p (NULL: none) as Prometheus gauges, part of render_metrics(). */
+void render_pack_set_metrics(const struct plan *p, struct strbuf *out);
 void render_plan(const struct daemon *d, bool json, struct strbuf *out);
