@@ -639,6 +639,22 @@ static void plan_idle_limit(const struct daemon *d, unsigned cpu, char *buf, siz
                 snprintf(buf, size, "%s", d->em->model.idle[s].name);
 }
 
+/* A NUMA node mask (plan_vcpu.nodes) as a list, "1" or "0-1"; "" for none (any node). */
+static void node_list(uint64_t mask, char *buf, size_t size)
+{
+        cpuset_t set;
+
+        buf[0] = 0;
+        if (!mask)
+                return;
+        cpuset_zero(&set);
+        for (unsigned n = 0; n < 64; n++)
+                if ((mask >> n) & 1)
+                        cpuset_set(&set, n);
+        if (cpuset_format_list(&set, buf, size) < 0)
+                buf[0] = 0;
+}
+
 /* Why pack set g has its size, in words (vmmpowerctl plan). */
 static void plan_set_reason(const struct daemon *d, const struct plan_set *ps, char *buf, size_t size)
 {
@@ -727,14 +743,21 @@ void render_plan(const struct daemon *d, bool json, struct strbuf *out)
                 strbuf_puts(out, "],\"vcpus\":[");
                 for (unsigned i = 0; i < p->n_vcpus && i < d->plan_in_n; i++) {
                         pid_t pid = (pid_t) (p->vcpu_key[i] >> 16);
+                        char nodes[64];
                         strbuf_printf(out, "%s{\"vm\":", i ? "," : "");
                         strbuf_json_string(out, plan_vm_name(d, pid));
                         strbuf_printf(out, ",\"pid\":%d,\"vcpu\":%u,\"util\":%.4f,\"wait\":%.4f,\"wait_avg\":%.4f,"
-                                      "\"demand\":%.4f,\"cpu\":%d,\"alone\":%s,\"boost\":%s}", (int) pid,
-                                      (unsigned) (p->vcpu_key[i] & 0xffff), d->plan_in[i].util,
+                                      "\"demand\":%.4f,\"cpu\":%d,\"alone\":%s,\"boost\":%s,\"numa_nodes\":",
+                                      (int) pid, (unsigned) (p->vcpu_key[i] & 0xffff), d->plan_in[i].util,
                                       d->plan_in[i].wait_ratio, d->plan_in[i].wait_avg, p->vcpu_demand[i],
                                       p->vcpu_cpu[i], p->vcpu_alone[i] ? "true" : "false",
                                       p->vcpu_boost[i] ? "true" : "false");
+                        node_list(d->plan_in[i].nodes, nodes, sizeof(nodes));
+                        if (nodes[0])
+                                strbuf_json_string(out, nodes);
+                        else
+                                strbuf_puts(out, "null");
+                        strbuf_puts(out, "}");
                 }
                 strbuf_printf(out, "],\"host_cpuidle\":%s,\"host_cpufreq\":%s,\"profile\":",
                               host_has_cpuidle(d) ? "true" : "false", host_has_cpufreq(d) ? "true" : "false");
@@ -803,9 +826,13 @@ void render_plan(const struct daemon *d, bool json, struct strbuf *out)
                            "of the set busy; MEASURED: what its vCPUs' run-queue wait stands for):",
                       d->cfg.profile ? "batch" : "latency");
         render_plan_sets(d, p, false, out);
-        strbuf_printf(out, "\n%-24s %4s %8s %4s %5s\n", "VM", "VCPU", "AVG%", "CPU", "ALONE");
-        for (unsigned i = 0; i < p->n_vcpus && i < d->plan_in_n; i++)
-                strbuf_printf(out, "%-24.24s %4u %8.1f %4d %5s\n", plan_vm_name(d, (pid_t) (p->vcpu_key[i] >> 16)),
+        strbuf_printf(out, "\n%-24s %4s %8s %4s %5s  %s\n", "VM", "VCPU", "AVG%", "CPU", "ALONE", "NODES");
+        for (unsigned i = 0; i < p->n_vcpus && i < d->plan_in_n; i++) {
+                char nodes[64];
+
+                node_list(d->plan_in[i].nodes, nodes, sizeof(nodes));
+                strbuf_printf(out, "%-24.24s %4u %8.1f %4d %5s  %s\n", plan_vm_name(d, (pid_t) (p->vcpu_key[i] >> 16)),
                               (unsigned) (p->vcpu_key[i] & 0xffff), pct(d->plan_in[i].util), p->vcpu_cpu[i],
-                              p->vcpu_alone[i] ? "yes" : "");
+                              p->vcpu_alone[i] ? "yes" : "", nodes[0] ? nodes : "-");
+        }
 }
