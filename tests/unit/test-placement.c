@@ -2039,6 +2039,52 @@ static void test_numa_binding(void **state)
 }
 
 /*
+ * Sub-NUMA clustering: an LLC that spans two nodes.  The xeon-spr-2s host with
+ * CPUs 4-7,20-23 of LLC 0 moved to a node 2 of their own: a VM bound to node 2
+ * joins LLC 0's pack set with its unbound neighbours, and its pin set is the
+ * part of that set inside node 2 (the neighbours' CPUs on node 0 are not in
+ * it).  Fails without the intersection in plan_pin_sets (its set then holds
+ * the neighbours' CPUs 0, 16, ...).
+ */
+static void test_numa_binding_llc_split(void **state)
+{
+        struct host_fixture f;
+        struct plan_policy pol;
+        struct plan_vcpu v[10];
+        struct plan *p = NULL;
+        cpuset_t sets[10];
+        const unsigned nn = 8, n = 10;
+
+        (void) state;
+        load_host("xeon-spr-2s", "xeon-spr-2s", &f);
+        for (int c = 4; c < 8; c++)
+                f.h->cpu_node[c] = f.h->cpu_node[c + 16] = 2;
+        assert_int_equal(f.h->cores[f.h->cpu_core[4]].llc, f.h->cores[f.h->cpu_core[0]].llc);
+        plan_policy_defaults(&pol);
+        for (unsigned i = 0; i < n; i++)
+                v[i] = (struct plan_vcpu) { .key = 200 + i, .vm = i < nn ? 1 : 2, .util = 0.1, .cur_cpu = -1,
+                                            .nodes = i < nn ? 0 : UINT64_C(1) << 2 };
+        assert_int_equal(plan_compute(f.h, &pol, v, n, NULL, 0, NULL, 0, &p), 0);
+        assert_int_equal(plan_pin_sets(f.h, &pol, p, v, n, sets), 0);
+        unsigned shared = 0;
+        for (unsigned i = nn; i < n; i++) {
+                int c = p->vcpu_cpu[i];
+                if (f.h->cpu_node[c] != 2)
+                        fail_msg("bound vCPU %u planned on CPU %d (node %d)", i, c, f.h->cpu_node[c]);
+                assert_true(cpuset_isset(&sets[i], (unsigned) c));
+                CPUSET_FOREACH(x, &sets[i])
+                        if (f.h->cpu_node[x] != 2)
+                                fail_msg("bound vCPU %u's pin set holds CPU %d of node %d", i, x, f.h->cpu_node[x]);
+                /* the same LLC's set as a neighbour: the case the intersection is for */
+                for (unsigned j = 0; j < nn; j++)
+                        shared += cpuset_isset(&sets[j], (unsigned) c);
+        }
+        assert_true(shared > 0);
+        plan_free(p);
+        free_host(&f);
+}
+
+/*
  * From a domain's persistent XML to the planner's input, as vmmpowerd builds it
  * (plan_period: vm_policy_apply_domain, then plan_input_apply_policy): the
  * <numatune> nodes reach plan_vcpu.nodes in every mode and the plan keeps the
@@ -2139,6 +2185,7 @@ int main(void)
                 cmocka_unit_test(test_latency_vm_budget),
                 cmocka_unit_test(test_reason_text),
                 cmocka_unit_test(test_numa_binding),
+                cmocka_unit_test(test_numa_binding_llc_split),
                 cmocka_unit_test(test_numa_policy_input),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
