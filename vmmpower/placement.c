@@ -696,7 +696,7 @@ static int ws_init(struct ws *w, const struct em_host *h, const struct plan_poli
         }
         qsort_r(w->sorted, nv, sizeof(unsigned), cmp_demand, w);
         /* NUMA binding: only nodes with an online CPU count; none left = anywhere (the
-         * caller warns, plan_input_numa_nodes) */
+         * caller warns, plan_input_numa_nodes), and so is every node */
         w->nodes = calloc(nv1, sizeof(uint64_t));
         if (!w->nodes)
                 return -ENOMEM;
@@ -707,6 +707,8 @@ static int ws_init(struct ws *w, const struct em_host *h, const struct plan_poli
                                 online |= UINT64_C(1) << h->cpu_node[c];
                 for (size_t i = 0; i < nv; i++) {
                         w->nodes[i] = v[i].nodes & online;
+                        if (w->nodes[i] == online)
+                                w->nodes[i] = 0;
                         w->any_nodes |= w->nodes[i] != 0;
                 }
         }
@@ -1156,34 +1158,18 @@ static void put_balanced(struct ws *w, const int *cpus, unsigned n, size_t k0, s
 }
 
 /*
- * A latency candidate at capacity cap (step 2): pack sets sized by the wait
- * model.  The packed vCPUs, largest first, are cut into consecutive runs, one
- * per LLC in the wake order: each LLC takes the longest run its free CPUs
- * carry within the budget (judged by the run's own demand and
- * demand-weighted mean size: an LLC of a few large vCPUs and one of many
- * small ones each by their own), the last one the fewest CPUs c that carry
- * the rest.  The run goes to the first c free CPUs of its LLC in the wake
- * order, spread over them (put_balanced: the kernel balances a set).  Returns true if vCPUs were left over (spread over every free
- * CPU then).
+ * Cut the packed vCPUs sorted_pack[0..m) (largest first, prefix sums in pre1
+ * and pre2) into runs, one per LLC in the wake order (place_sets).  mask: the
+ * NUMA nodes of a group of bound vCPUs (plan_vcpu.nodes), which take only
+ * CPUs of their nodes that no earlier run took; 0 for the unbound vCPUs, who
+ * come first.  Returns how many were placed (m if none is left over).
  */
-static bool place_bound(struct ws *w, const int *order, double cap);
-static bool place_sets(struct ws *w, const int *order, double cap, bool smt_first)
+static size_t cut_runs(struct ws *w, const int *order, double unit, uint64_t mask, size_t m)
 {
         const struct em_host *h = w->h;
-        double spd = smt_first && w->smt ? w->gain / 2.0 : 1.0, unit = cap * spd;
-        size_t m = 0, k0 = 0;
-        unsigned *idx = w->sorted_pack;
+        size_t k0 = 0;
         int *cpus = w->cpu_list;
 
-        for (size_t s = 0; s < w->nv; s++) {
-                unsigned i = w->sorted[s];
-                if (w->assign[i] >= 0 || w->v[i].mode == PLACE_EXCLUDE || w->nodes[i])
-                        continue; /* bound to NUMA nodes: place_bound() */
-                idx[m] = i;
-                w->pre1[m + 1] = w->pre1[m] + w->dem[i];
-                w->pre2[m + 1] = w->pre2[m] + w->dem[i] * w->dem[i];
-                m++;
-        }
         memset(w->set_level, 0, h->n_llcs ? h->n_llcs : 1); /* scratch: LLC seen */
         for (unsigned p = 0; p < h->n_online && k0 < m; p++) {
                 unsigned g = h->cores[h->cpu_core[order[p]]].llc, n = 0, c;
@@ -1193,7 +1179,8 @@ static bool place_sets(struct ws *w, const int *order, double cap, bool smt_firs
                 w->set_level[g] = 1;
                 for (unsigned q = p; q < h->n_online; q++) { /* its free CPUs, in the wake order */
                         int x = order[q];
-                        if (h->cores[h->cpu_core[x]].llc == g && !w->resv[x] && !(w->sib[x] >= 0 && w->resv[w->sib[x]] == 2))
+                        if (h->cores[h->cpu_core[x]].llc == g && !w->resv[x] && !(w->sib[x] >= 0 && w->resv[w->sib[x]] == 2) &&
+                            (!mask || (cpu_in_nodes(h, mask, x) && cpu_empty(w, x))))
                                 cpus[n++] = x;
                 }
                 if (n == 0)
@@ -1224,30 +1211,81 @@ static bool place_sets(struct ws *w, const int *order, double cap, bool smt_firs
                 put_balanced(w, cpus, c, k0, k);
                 k0 = k;
         }
-        if (k0 >= m)
-                return w->any_nodes && place_bound(w, order, cap);
-        {
-                unsigned n = 0;
-                for (unsigned q = 0; q < h->n_online; q++)
-                        if (!w->resv[order[q]])
-                                cpus[n++] = order[q];
-                put_balanced(w, cpus, n, k0, m);
-        }
-        if (w->any_nodes)
-                place_bound(w, order, cap);
-        return true;
+        return k0;
 }
 
 /*
- * LLC g's set in the current state (w->work) at capacity cap (utilisation
- * units), with extra load on CPU extra_cpu (-1: none): its predicted
- * queueing share.
+ * A latency candidate at capacity cap (step 2): pack sets sized by the wait
+ * model.  The packed vCPUs, largest first, are cut into consecutive runs, one
+ * per LLC in the wake order: each LLC takes the longest run its free CPUs
+ * carry within the budget (judged by the run's own demand and
+ * demand-weighted mean size: an LLC of a few large vCPUs and one of many
+ * small ones each by their own), the last one the fewest CPUs c that carry
+ * the rest.  The run goes to the first c free CPUs of its LLC in the wake
+ * order, spread over them (put_balanced: the kernel balances a set).  The
+ * vCPUs bound to NUMA nodes (plan_vcpu.nodes) are cut the same way after the
+ * unbound ones, a group per node mask, onto the CPUs of their nodes the
+ * unbound runs left empty: sized as a queue of their own, while the kernel
+ * balances them with the unbound run of the same LLC wherever both may run
+ * (a conservative estimate).  Returns true if vCPUs were left over (spread
+ * over every free CPU, of their nodes for bound ones, then).
  */
-static double set_pwait_cap(const struct ws *w, unsigned g, double extra, int extra_cpu, double cap)
+static bool place_sets(struct ws *w, const int *order, double cap, bool smt_first)
+{
+        const struct em_host *h = w->h;
+        double spd = smt_first && w->smt ? w->gain / 2.0 : 1.0, unit = cap * spd;
+        unsigned *idx = w->sorted_pack;
+        int *cpus = w->cpu_list;
+        bool left = false;
+        uint64_t mask = 0;
+
+        for (;;) {
+                size_t m = 0, k0;
+                for (size_t s = 0; s < w->nv; s++) {
+                        unsigned i = w->sorted[s];
+                        if (w->assign[i] >= 0 || w->v[i].mode == PLACE_EXCLUDE || w->nodes[i] != mask)
+                                continue;
+                        idx[m] = i;
+                        w->pre1[m + 1] = w->pre1[m] + w->dem[i];
+                        w->pre2[m + 1] = w->pre2[m] + w->dem[i] * w->dem[i];
+                        m++;
+                }
+                k0 = cut_runs(w, order, unit, mask, m);
+                if (k0 < m) {
+                        unsigned n = 0;
+                        for (unsigned q = 0; q < h->n_online; q++)
+                                if (!w->resv[order[q]] && cpu_in_nodes(h, mask, order[q]))
+                                        cpus[n++] = order[q];
+                        for (unsigned q = 0; mask && n == 0 && q < h->n_online; q++) /* its nodes all reserved */
+                                if (cpu_in_nodes(h, mask, order[q]))
+                                        cpus[n++] = order[q];
+                        put_balanced(w, cpus, n, k0, m);
+                        left = true;
+                }
+                if (!w->any_nodes)
+                        return left;
+                /* the next group of bound vCPUs: the node mask of the largest one left */
+                mask = 0;
+                for (size_t s = 0; s < w->nv && !mask; s++) {
+                        unsigned i = w->sorted[s];
+                        if (w->assign[i] < 0 && w->v[i].mode != PLACE_EXCLUDE && w->nodes[i])
+                                mask = w->nodes[i];
+                }
+                if (!mask)
+                        return left;
+        }
+}
+
+/*
+ * LLC g's set in the current state (w->work) at the top level, with extra
+ * load on CPU extra_cpu (-1: none): its predicted queueing share.
+ */
+static double set_pwait_now(const struct ws *w, unsigned g, double extra, int extra_cpu)
 {
         const struct em_host *h = w->h;
         unsigned n1 = 0, n2 = 0;
         double load = extra, load2 = extra * extra;
+        double top = (double) em_capacity(&h->model, h->model.n_levels - 1u) / EM_CAPACITY_SCALE;
 
         for (unsigned k = h->llcs[g].first; k < h->llcs[g].end; k++) {
                 const struct em_core *co = &h->cores[k];
@@ -1265,63 +1303,7 @@ static double set_pwait_cap(const struct ws *w, unsigned g, double extra, int ex
                 else
                         n2 += in;
         }
-        return set_pwait(w, g, n1 + n2, load, load2, set_speed(w, n1, n2), cap);
-}
-
-/* The same at the top level. */
-static double set_pwait_now(const struct ws *w, unsigned g, double extra, int extra_cpu)
-{
-        const struct em_host *h = w->h;
-        return set_pwait_cap(w, g, extra, extra_cpu,
-                             (double) em_capacity(&h->model, h->model.n_levels - 1u) / EM_CAPACITY_SCALE);
-}
-
-/*
- * The vCPUs bound to NUMA nodes (plan_vcpu.nodes) of a latency candidate at
- * capacity cap, after place_sets() cut the others into runs: largest first,
- * each to the first CPU of its nodes in the wake order that already holds
- * vCPUs and keeps its LLC's set within the vCPU's budget (it joins that set),
- * else to the first empty one (the set grows by a CPU, or one opens in its
- * nodes), else to the least loaded one.  First fit is enough here: bound
- * vCPUs are few, and the candidate is evaluated balanced and levelled like
- * any other.  Returns true if one found no room (the least loaded then).
- */
-static bool place_bound(struct ws *w, const int *order, double cap)
-{
-        const struct em_host *h = w->h;
-        bool overflow = false;
-
-        for (size_t s = 0; s < w->nv; s++) {
-                unsigned i = w->sorted[s];
-                int dst = -1, empty = -1, least = -1;
-                double d = w->dem[i];
-
-                if (w->assign[i] >= 0 || w->v[i].mode == PLACE_EXCLUDE || !w->nodes[i])
-                        continue;
-                for (unsigned q = 0; q < h->n_online && dst < 0; q++) {
-                        int x = order[q];
-                        if (!cpu_in_nodes(h, w->nodes[i], x) || w->resv[x] ||
-                            (w->sib[x] >= 0 && w->resv[w->sib[x]] == 2))
-                                continue;
-                        if (least < 0 || w->work[x] < w->work[least] - EPS)
-                                least = x;
-                        if (cpu_empty(w, x)) {
-                                if (empty < 0)
-                                        empty = x;
-                        } else if (w->work[x] + d <= cap + EPS &&
-                                   set_pwait_cap(w, h->cores[h->cpu_core[x]].llc, d, x, cap) <= vcpu_budget(w, i))
-                                dst = x;
-                }
-                if (dst < 0)
-                        dst = empty;
-                if (dst < 0) {
-                        overflow = true;
-                        dst = least;
-                }
-                if (dst >= 0)
-                        cpu_put(w, i, dst);
-        }
-        return overflow;
+        return set_pwait(w, g, n1 + n2, load, load2, set_speed(w, n1, n2), top);
 }
 
 /*

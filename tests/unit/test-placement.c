@@ -1954,8 +1954,8 @@ static void test_numa_binding(void **state)
 {
         struct host_fixture f;
         struct plan_policy pol;
-        struct plan_vcpu v[12];
-        const unsigned nn = 8, n = 12; /* v[0..8) neighbours, v[8..12) the bound VM */
+        struct plan_vcpu v[16];
+        const unsigned nn = 8, n = 16; /* v[0..8) neighbours, v[8..16) the bound VM, the same size */
 
         (void) state;
         load_host("xeon-spr-2s", "xeon-spr-2s", &f);
@@ -1980,12 +1980,19 @@ static void test_numa_binding(void **state)
                 check_node1(&f, &pol, p[0], v, nn, n, name);
                 for (unsigned i = 0; i < nn; i++)
                         assert_int_equal(p[0]->vcpu_cpu[i], ref->vcpu_cpu[i]);
-                /* packed there, not spread: fewer CPUs than vCPUs */
+                /* packed there as its neighbours are on node 0: on as many CPUs, fewer than its vCPUs */
                 {
                         cpuset_t used;
                         cpuset_zero(&used);
                         for (unsigned i = nn; i < n; i++)
                                 cpuset_set(&used, (unsigned) p[0]->vcpu_cpu[i]);
+                        cpuset_t nb;
+                        cpuset_zero(&nb);
+                        for (unsigned i = 0; i < nn; i++)
+                                cpuset_set(&nb, (unsigned) ref->vcpu_cpu[i]);
+                        print_message("# %s: neighbours on %u CPUs, bound VM on %u\n", name, cpuset_count(&nb),
+                                      cpuset_count(&used));
+                        assert_int_equal(cpuset_count(&used), cpuset_count(&nb));
                         assert_true(cpuset_count(&used) < n - nn);
                 }
                 /* grow: every vCPU busy, the neighbours' waits too */
