@@ -110,6 +110,17 @@ static void test_pack_set_gauges(void **state)
                 print_message("# plan %u: %u sets with CPUs\n", k, with_cpus);
                 assert_true(with_cpus > 0);
         }
+        /* two small vCPUs: one set, in LLC 0; LLC 1 has no series */
+        {
+                struct plan *p2 = NULL;
+                assert_int_equal(plan_compute(h, &pol, v, 2, NULL, 0, NULL, 0, &p2), 0);
+                assert_true(p2->set[0].cpus > 0 && p2->set[1].cpus == 0);
+                strbuf_reset(&sb);
+                render_pack_set_metrics(p2, &sb);
+                assert_close(sample(sb.data, "vmmpower_pack_set_cpus{llc=\"0\"}"), p2->set[0].cpus);
+                assert_null(strstr(sb.data, "llc=\"1\""));
+                plan_free(p2);
+        }
         /* the values were not all 0: a predicted share (first plan), a measured one (second) */
         print_message("# %u predicted and %u measured shares over 0\n", predicted, measured);
         assert_true(predicted > 0);
