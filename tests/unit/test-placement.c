@@ -1978,6 +1978,12 @@ static void test_numa_binding(void **state)
                 /* with the bound VM: it on node 1, the neighbours as before */
                 assert_int_equal(plan_compute(f.h, &pol, v, n, NULL, 0, NULL, 0, &p[0]), 0);
                 check_node1(&f, &pol, p[0], v, nn, n, name);
+                {
+                        struct plan *again = NULL; /* deterministic with bound vCPUs too */
+                        assert_int_equal(plan_compute(f.h, &pol, v, n, NULL, 0, NULL, 0, &again), 0);
+                        assert_true(plan_equal(p[0], again));
+                        plan_free(again);
+                }
                 for (unsigned i = 0; i < nn; i++)
                         assert_int_equal(p[0]->vcpu_cpu[i], ref->vcpu_cpu[i]);
                 /* packed there as its neighbours are on node 0: on as many CPUs, fewer than its vCPUs */
