@@ -149,7 +149,7 @@ struct topology;
 /*
  * The CPUs of the NUMA nodes in nodeset (a domain's <numatune><memory
  * nodeset>, vm_policy.mem_nodeset): where a VM with that memory binding may be
- * packed.  For the planner (not used by it yet: docs/coexistence.md).  0 with
+ * packed (the planner takes the same binding as a node mask, plan_input_numa_nodes()).  0 with
  * *ret filled (empty for an empty nodeset: no binding), -EINVAL for a bad list,
  * -ENOENT when no CPU of this host is in those nodes.
  */

@@ -1058,7 +1058,7 @@ static void plan_period(struct daemon *d, nsec_t now)
 {
         struct plan_policy pol;
         struct plan *next = NULL;
-        size_t n = 0, want = 0, n_hints;
+        size_t n = 0, want = 0, n_hints, numa_ignored = 0;
         nsec_t cpu0;
         int r;
 
@@ -1087,9 +1087,13 @@ static void plan_period(struct daemon *d, nsec_t now)
 
                 if (mode == PLACE_EXCLUDE)
                         excluded_cur_cpus(d, vm, d->plan_scratch + n);
-                /* its queueing budget (libvirt metadata), when tighter than the host's: the planner decides */
-                for (size_t j = 0; j < k && vm->info.policy.queue_budget_bp; j++)
-                        d->plan_scratch[n + j].queue_budget = vm->info.policy.queue_budget_bp / 10000.0;
+                /* its queueing budget and the NUMA nodes of its memory (<numatune>); nodes with no
+                 * online CPU here cannot bound it: then anywhere, warned when such VMs become more */
+                r = plan_input_apply_policy(d->topo, &vm->info.policy, d->plan_scratch + n, k);
+                if (r < 0 && ++numa_ignored > d->counters.numa_ignored)
+                        log_warning_errno(r, "VM \"%s\": memory bound to NUMA node(s) \"%s\", %s: packed on "
+                                          "any node, ignoring.", vm->info.name, vm->info.policy.mem_nodeset,
+                                          r == -ENOENT ? "which have no online CPU here" : "a list that does not parse");
 
                 /* the pins that go with these inputs, at the same positions */
                 for (unsigned j = 0, m = 0; d->apply_scratch && j < vm->n_vcpus; j++) {
@@ -1109,6 +1113,7 @@ static void plan_period(struct daemon *d, nsec_t now)
                 }
                 n += k;
         }
+        d->counters.numa_ignored = numa_ignored;
         plan_policy_from_config(&d->cfg, &pol);
         cpu0 = thread_cputime_ns();
         n_hints = collect_plan_hints(d, now);

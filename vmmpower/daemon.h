@@ -53,6 +53,8 @@ struct daemon_counters {
         uint64_t control_rejected;    /* connections refused for lack of a client slot */
         uint64_t metrics_write_errors;
         uint64_t plans, plan_errors;
+        uint64_t numa_ignored;        /* VMs of the last plan whose <numatune> nodes have no online CPU
+                                       * here (or do not parse): packed anywhere, warned */
         uint64_t apply_start_errors;  /* the applier could not start (plans stayed advisory) */
         uint64_t hint_wakeups;        /* reads whose hints took a token (may actuate) */
         uint64_t hint_replans;        /* plans redone at once because of such hints */
@@ -144,4 +146,6 @@ void render_vms(const struct daemon *d, bool json, struct strbuf *out);
 void render_cpus(const struct daemon *d, bool json, struct strbuf *out);
 void render_top(const struct daemon *d, struct strbuf *out);
 void render_metrics(const struct daemon *d, struct strbuf *out);
+/* The pack sets of plan p (NULL: none) as Prometheus gauges, part of render_metrics(). */
+void render_pack_set_metrics(const struct plan *p, struct strbuf *out);
 void render_plan(const struct daemon *d, bool json, struct strbuf *out);

@@ -795,6 +795,7 @@ void em_host_free(struct em_host *h)
         free(h->cpu_core);
         free(h->cpu_thread);
         free(h->cpu_fdom);
+        free(h->cpu_node);
         free(h->cores);
         free(h->llcs);
         free(h->pkgs);
@@ -856,11 +857,14 @@ int em_host_new(const struct topology *t, const struct energy_model *m, struct e
         h->cpu_core = malloc(sizeof(int) * (n ? n : 1));
         h->cpu_thread = calloc(n ? n : 1, sizeof(int));
         h->cpu_fdom = calloc(n ? n : 1, sizeof(unsigned));
+        h->cpu_node = malloc(sizeof(int) * (n ? n : 1));
         keys_ = calloc(n ? n : 1, sizeof(*keys_));
         parent = malloc(sizeof(unsigned) * (n ? n : 1));
         fdom_of_root = malloc(sizeof(int) * (n ? n : 1));
-        if (!h->cpu_core || !h->cpu_thread || !h->cpu_fdom || !keys_ || !parent || !fdom_of_root)
+        if (!h->cpu_core || !h->cpu_thread || !h->cpu_fdom || !h->cpu_node || !keys_ || !parent || !fdom_of_root)
                 goto fail;
+        for (unsigned i = 0; i < n; i++)
+                h->cpu_node[i] = t->cpus[i].present && t->cpus[i].online ? t->cpus[i].node : -1;
 
         /* Cores: the first online CPU of each SMT sibling set stands for the core. */
         for (unsigned i = 0; i < n; i++)

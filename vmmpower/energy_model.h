@@ -127,6 +127,7 @@ struct em_host {
         int *cpu_core;           /* [n_cpus] core index, -1 offline */
         int *cpu_thread;         /* [n_cpus] 0/1 */
         unsigned *cpu_fdom;      /* [n_cpus] */
+        int *cpu_node;           /* [n_cpus] NUMA node (topology), -1 offline: plan_vcpu.nodes */
         struct em_core *cores;   /* sorted by package, LLC, core id */
         struct em_group *llcs;   /* cores of each LLC */
         struct em_group *pkgs;   /* cores of each package (LLCs of a package are contiguous) */

@@ -14,6 +14,7 @@
  * what a fleet engine does with them: docs/fleet.md.
  */
 #include <inttypes.h>
+#include <math.h>
 #include <string.h>
 
 #include "apply.h"
@@ -266,16 +267,49 @@ static unsigned packable_cpus(const struct daemon *d)
 }
 
 /*
- * Hook for the wait model (vmmpower/queueing.c, [Planner] QueueBudgetPercent):
- * the share of vCPU wake-ups that queued, and the budget it is held to, go
- * here as vmmpower_wakeups_queued_ratio and vmmpower_queue_budget_ratio once
- * the planner computes them.  Nothing is exported until then: a metric that
- * is always 0 would read as "no wake-up queued".
+ * The wait model's word on each LLC's pack set of the plan p (placement.h
+ * struct plan_set; latency profile: [Planner] QueueBudgetPercent), only for
+ * sets with CPUs: a set without CPUs has nothing to queue on, and a 0 there
+ * would read as "no wake-up queued".  llc is the planner's LLC index, the LLC
+ * column of `vmmpowerctl plan`.  "measured" is the share of wake-ups the
+ * run-queue wait of the set's vCPUs stands for (the previous plan's set);
+ * predicted, the model's for the set as planned, its correction included.
  */
-static void render_queueing_metrics(const struct daemon *d, struct strbuf *out)
+void render_pack_set_metrics(const struct plan *p, struct strbuf *out)
 {
-        (void) d;
-        (void) out;
+        static const char *const kinds[] = { "predicted", "measured" };
+        bool any = false;
+
+        for (unsigned g = 0; p && p->set && g < p->n_llcs; g++)
+                any |= p->set[g].cpus > 0;
+        if (!any)
+                return;
+        header(out, "vmmpower_pack_set_cpus", "gauge", "CPUs in the LLC's pack set of the current plan.");
+        for (unsigned g = 0; g < p->n_llcs; g++)
+                if (p->set[g].cpus > 0)
+                        strbuf_printf(out, "vmmpower_pack_set_cpus{llc=\"%u\"} %u\n", g, p->set[g].cpus);
+        header(out, "vmmpower_pack_set_queued_ratio", "gauge",
+               "Share of the pack set's vCPU wake-ups that find every CPU of the set busy: predicted by the wait "
+               "model for the current plan, or measured (what its vCPUs' run-queue wait stands for).");
+        for (unsigned g = 0; g < p->n_llcs; g++)
+                for (unsigned k = 0; k < 2 && p->set[g].cpus > 0; k++) {
+                        double v = k ? p->set[g].measured : p->set[g].pwait;
+                        if (isfinite(v))
+                                strbuf_printf(out, "vmmpower_pack_set_queued_ratio{llc=\"%u\",kind=\"%s\"} %.6g\n",
+                                              g, kinds[k], v);
+                }
+        header(out, "vmmpower_pack_set_queue_budget_ratio", "gauge",
+               "Share of wake-ups the pack set may queue: [Planner] QueueBudgetPercent or a tighter VM's budget.");
+        for (unsigned g = 0; g < p->n_llcs; g++)
+                if (p->set[g].cpus > 0)
+                        strbuf_printf(out, "vmmpower_pack_set_queue_budget_ratio{llc=\"%u\"} %.6g\n", g,
+                                      p->set[g].budget);
+        header(out, "vmmpower_pack_set_model_correction", "gauge",
+               "Closed-loop correction of the wait model for the pack set (1 = as modelled, up to 16).");
+        for (unsigned g = 0; g < p->n_llcs; g++)
+                if (p->set[g].cpus > 0)
+                        strbuf_printf(out, "vmmpower_pack_set_model_correction{llc=\"%u\"} %.6g\n", g,
+                                      p->set[g].corr);
 }
 
 /* The plan in watts and pCPUs: what a fleet engine reads (docs/fleet.md). */
@@ -289,12 +323,15 @@ static void render_plan_metrics(const struct daemon *d, struct strbuf *out)
               d->applier ? 1 : 0);
         gauge(out, "vmmpower_dry_run", "1 when the daemon runs with --dry-run (nothing on the host is changed).",
               d->opts.dry_run ? 1 : 0);
+        gauge(out, "vmmpower_numa_binding_ignored_vms",
+              "VMs whose <numatune> memory nodes have no online CPU here (or do not parse): packed on any node.",
+              (double) d->counters.numa_ignored);
         gauge(out, "vmmpower_wait_budget_ratio",
               "Run-queue wait per wall time a vCPU may have before the plan grows ([Planner] WaitBudgetPercent).",
               d->cfg.wait_budget_pct / 100.0);
-        render_queueing_metrics(d, out);
         if (!p)
                 return; /* planner off or no plan yet: no modelled watts */
+        render_pack_set_metrics(p, out);
         gauge(out, "vmmpower_plan_watts",
               "Modelled host power (energy model, not measured) of the current plan under the current load.",
               p->why.plan_mw / 1000.0);

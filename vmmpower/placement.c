@@ -266,6 +266,9 @@ struct ws {
         double *set_tot, *set_tot2; /* [n_llcs] pack-set scratch: all its vCPUs' demand, squared (large ones too) */
         double *pre1, *pre2;    /* [nv + 1] lat_rooms scratch: prefix sums of demand, squared demand */
         unsigned *llc_n;        /* [n_llcs] online CPUs per LLC */
+        /* NUMA binding (plan_vcpu.nodes) */
+        uint64_t *nodes;        /* [nv] its nodes that have an online CPU; 0 = anywhere */
+        bool any_nodes;         /* some vCPU is bound */
 };
 
 static void ws_free(struct ws *w)
@@ -316,6 +319,7 @@ static void ws_free(struct ws *w)
         free(w->pre1);
         free(w->pre2);
         free(w->llc_n);
+        free(w->nodes);
 }
 
 static int cmp_demand(const void *a, const void *b, void *ctx)
@@ -348,6 +352,19 @@ static int cmp_spread(const void *a, const void *b)
 static bool cpu_ok(const struct em_host *h, int cpu)
 {
         return cpu >= 0 && (unsigned) cpu < h->n_cpus && h->cpu_core[cpu] >= 0;
+}
+
+/* Is online cpu in the NUMA nodes of mask (plan_vcpu.nodes; 0 = anywhere)? */
+static bool cpu_in_nodes(const struct em_host *h, uint64_t mask, int cpu)
+{
+        int node = h->cpu_node[cpu];
+        return mask == 0 || (node >= 0 && node < 64 && (mask >> node) & 1);
+}
+
+/* May vCPU i run on cpu (its NUMA binding)? */
+static bool node_ok(const struct ws *w, size_t i, int cpu)
+{
+        return !w->any_nodes || cpu_in_nodes(w->h, w->nodes[i], cpu);
 }
 
 static int cmp_hint_key(const void *a, const void *b, void *ctx)
@@ -678,6 +695,23 @@ static int ws_init(struct ws *w, const struct em_host *h, const struct plan_poli
                 w->sorted[i] = (unsigned) i;
         }
         qsort_r(w->sorted, nv, sizeof(unsigned), cmp_demand, w);
+        /* NUMA binding: only nodes with an online CPU count; none left = anywhere (the
+         * caller warns, plan_input_numa_nodes), and so is every node */
+        w->nodes = calloc(nv1, sizeof(uint64_t));
+        if (!w->nodes)
+                return -ENOMEM;
+        {
+                uint64_t online = 0;
+                for (unsigned c = 0; c < n; c++)
+                        if (cpu_ok(h, (int) c) && h->cpu_node[c] >= 0 && h->cpu_node[c] < 64)
+                                online |= UINT64_C(1) << h->cpu_node[c];
+                for (size_t i = 0; i < nv; i++) {
+                        w->nodes[i] = v[i].nodes & online;
+                        if (w->nodes[i] == online)
+                                w->nodes[i] = 0;
+                        w->any_nodes |= w->nodes[i] != 0;
+                }
+        }
         r = ws_init_wait_model(w, prev);
         if (r < 0)
                 return r;
@@ -853,6 +887,22 @@ static bool place_pack(struct ws *w, const int *order, double hc, bool abort_on_
 
                 if (w->assign[i] >= 0 || w->v[i].mode == PLACE_EXCLUDE)
                         continue;
+                if (w->nodes[i]) {
+                        /* bound to NUMA nodes: first fit over their CPUs alone (a scan: few are) */
+                        for (unsigned q = 0; q < n && pos < 0; q++)
+                                if (cpu_in_nodes(w->h, w->nodes[i], order[q]) && w->seg[w->leaf0 + q] >= x - EPS)
+                                        pos = (int) q;
+                        if (pos < 0) {
+                                overflow = true;
+                                if (abort_on_overflow)
+                                        return true;
+                                for (unsigned q = 0; q < n; q++) /* the one of them with most room */
+                                        if (cpu_in_nodes(w->h, w->nodes[i], order[q]) &&
+                                            (pos < 0 || w->seg[w->leaf0 + q] > w->seg[w->leaf0 + pos]))
+                                                pos = (int) q;
+                        }
+                        goto put;
+                }
                 /*
                  * Fast path, still exact first fit: every position before first_open has
                  * less room than any remaining demand (rooms only shrink), so the first
@@ -873,6 +923,7 @@ static bool place_pack(struct ws *w, const int *order, double hc, bool abort_on_
                                 return true;
                         pos = seg_find(w, w->seg[0]); /* everything full: the CPU with most room */
                 }
+put:
                 if (pos < 0)
                         pos = 0;
                 cpu = order[pos];
@@ -905,7 +956,7 @@ static void place_reserved(struct ws *w)
                 if (w->assign[i] >= 0 || w->v[i].mode != PLACE_DEDICATED)
                         continue;
                 for (unsigned k = 0; k < h->n_cores; k++)
-                        if (core_free(w, k)) {
+                        if (core_free(w, k) && node_ok(w, i, h->cores[k].cpu[0])) {
                                 cpu_put(w, i, h->cores[k].cpu[0]);
                                 break;
                         }
@@ -916,7 +967,7 @@ static void place_reserved(struct ws *w)
                         continue;
                 for (unsigned j = 0; j < h->n_cores; j++) {
                         unsigned k = w->spread_cores[j];
-                        if (core_free(w, k)) {
+                        if (core_free(w, k) && node_ok(w, i, h->cores[k].cpu[0])) {
                                 cpu_put(w, i, h->cores[k].cpu[0]);
                                 break;
                         }
@@ -937,12 +988,27 @@ static void place_spread_all(struct ws *w)
 
                 if (w->v[i].mode == PLACE_EXCLUDE)
                         continue;
+                if (w->nodes[i]) {
+                        /* bound to NUMA nodes: the least crowded of their CPUs, in the spread
+                         * order (threads 0 first); the others' round-robin goes on unchanged */
+                        cpu = -1;
+                        for (t = 0; t < 2; t++)
+                                for (size_t q = 0; q < h->n_cores; q++) {
+                                        const struct em_core *co = &h->cores[w->spread_cores[q]];
+                                        int x = co->cpu[t];
+                                        if (t < co->n_threads && cpu_in_nodes(h, w->nodes[i], x) &&
+                                            (cpu < 0 || w->nvc[x] < w->nvc[cpu]))
+                                                cpu = x;
+                                }
+                        goto put;
+                }
                 slot = j++ % (2 * (size_t) h->n_cores);
                 k = w->spread_cores[slot % h->n_cores];
                 t = slot < h->n_cores ? 0 : 1;
                 if (t >= h->cores[k].n_threads)
                         t = 0;
                 cpu = h->cores[k].cpu[t];
+put:
                 w->assign[i] = cpu;
                 w->work[cpu] += w->dem[i];
                 w->work2[cpu] += w->dem[i] * w->dem[i];
@@ -1092,33 +1158,18 @@ static void put_balanced(struct ws *w, const int *cpus, unsigned n, size_t k0, s
 }
 
 /*
- * A latency candidate at capacity cap (step 2): pack sets sized by the wait
- * model.  The packed vCPUs, largest first, are cut into consecutive runs, one
- * per LLC in the wake order: each LLC takes the longest run its free CPUs
- * carry within the budget (judged by the run's own demand and
- * demand-weighted mean size: an LLC of a few large vCPUs and one of many
- * small ones each by their own), the last one the fewest CPUs c that carry
- * the rest.  The run goes to the first c free CPUs of its LLC in the wake
- * order, spread over them (put_balanced: the kernel balances a set).  Returns true if vCPUs were left over (spread over every free
- * CPU then).
+ * Cut the packed vCPUs sorted_pack[0..m) (largest first, prefix sums in pre1
+ * and pre2) into runs, one per LLC in the wake order (place_sets).  mask: the
+ * NUMA nodes of a group of bound vCPUs (plan_vcpu.nodes), which take only
+ * CPUs of their nodes that no earlier run took; 0 for the unbound vCPUs, who
+ * come first.  Returns how many were placed (m if none is left over).
  */
-static bool place_sets(struct ws *w, const int *order, double cap, bool smt_first)
+static size_t cut_runs(struct ws *w, const int *order, double unit, uint64_t mask, size_t m)
 {
         const struct em_host *h = w->h;
-        double spd = smt_first && w->smt ? w->gain / 2.0 : 1.0, unit = cap * spd;
-        size_t m = 0, k0 = 0;
-        unsigned *idx = w->sorted_pack;
+        size_t k0 = 0;
         int *cpus = w->cpu_list;
 
-        for (size_t s = 0; s < w->nv; s++) {
-                unsigned i = w->sorted[s];
-                if (w->assign[i] >= 0 || w->v[i].mode == PLACE_EXCLUDE)
-                        continue;
-                idx[m] = i;
-                w->pre1[m + 1] = w->pre1[m] + w->dem[i];
-                w->pre2[m + 1] = w->pre2[m] + w->dem[i] * w->dem[i];
-                m++;
-        }
         memset(w->set_level, 0, h->n_llcs ? h->n_llcs : 1); /* scratch: LLC seen */
         for (unsigned p = 0; p < h->n_online && k0 < m; p++) {
                 unsigned g = h->cores[h->cpu_core[order[p]]].llc, n = 0, c;
@@ -1128,7 +1179,8 @@ static bool place_sets(struct ws *w, const int *order, double cap, bool smt_firs
                 w->set_level[g] = 1;
                 for (unsigned q = p; q < h->n_online; q++) { /* its free CPUs, in the wake order */
                         int x = order[q];
-                        if (h->cores[h->cpu_core[x]].llc == g && !w->resv[x] && !(w->sib[x] >= 0 && w->resv[w->sib[x]] == 2))
+                        if (h->cores[h->cpu_core[x]].llc == g && !w->resv[x] && !(w->sib[x] >= 0 && w->resv[w->sib[x]] == 2) &&
+                            (!mask || (cpu_in_nodes(h, mask, x) && cpu_empty(w, x))))
                                 cpus[n++] = x;
                 }
                 if (n == 0)
@@ -1159,16 +1211,69 @@ static bool place_sets(struct ws *w, const int *order, double cap, bool smt_firs
                 put_balanced(w, cpus, c, k0, k);
                 k0 = k;
         }
-        if (k0 >= m)
-                return false;
-        {
-                unsigned n = 0;
-                for (unsigned q = 0; q < h->n_online; q++)
-                        if (!w->resv[order[q]])
-                                cpus[n++] = order[q];
-                put_balanced(w, cpus, n, k0, m);
+        return k0;
+}
+
+/*
+ * A latency candidate at capacity cap (step 2): pack sets sized by the wait
+ * model.  The packed vCPUs, largest first, are cut into consecutive runs, one
+ * per LLC in the wake order: each LLC takes the longest run its free CPUs
+ * carry within the budget (judged by the run's own demand and
+ * demand-weighted mean size: an LLC of a few large vCPUs and one of many
+ * small ones each by their own), the last one the fewest CPUs c that carry
+ * the rest.  The run goes to the first c free CPUs of its LLC in the wake
+ * order, spread over them (put_balanced: the kernel balances a set).  The
+ * vCPUs bound to NUMA nodes (plan_vcpu.nodes) are cut the same way after the
+ * unbound ones, a group per node mask, onto the CPUs of their nodes the
+ * unbound runs left empty: sized as a queue of their own, while the kernel
+ * balances them with the unbound run of the same LLC wherever both may run
+ * (a conservative estimate).  Returns true if vCPUs were left over (spread
+ * over every free CPU, of their nodes for bound ones, then).
+ */
+static bool place_sets(struct ws *w, const int *order, double cap, bool smt_first)
+{
+        const struct em_host *h = w->h;
+        double spd = smt_first && w->smt ? w->gain / 2.0 : 1.0, unit = cap * spd;
+        unsigned *idx = w->sorted_pack;
+        int *cpus = w->cpu_list;
+        bool left = false;
+        uint64_t mask = 0;
+
+        for (;;) {
+                size_t m = 0, k0;
+                for (size_t s = 0; s < w->nv; s++) {
+                        unsigned i = w->sorted[s];
+                        if (w->assign[i] >= 0 || w->v[i].mode == PLACE_EXCLUDE || w->nodes[i] != mask)
+                                continue;
+                        idx[m] = i;
+                        w->pre1[m + 1] = w->pre1[m] + w->dem[i];
+                        w->pre2[m + 1] = w->pre2[m] + w->dem[i] * w->dem[i];
+                        m++;
+                }
+                k0 = cut_runs(w, order, unit, mask, m);
+                if (k0 < m) {
+                        unsigned n = 0;
+                        for (unsigned q = 0; q < h->n_online; q++)
+                                if (!w->resv[order[q]] && cpu_in_nodes(h, mask, order[q]))
+                                        cpus[n++] = order[q];
+                        for (unsigned q = 0; mask && n == 0 && q < h->n_online; q++) /* its nodes all reserved */
+                                if (cpu_in_nodes(h, mask, order[q]))
+                                        cpus[n++] = order[q];
+                        put_balanced(w, cpus, n, k0, m);
+                        left = true;
+                }
+                if (!w->any_nodes)
+                        return left;
+                /* the next group of bound vCPUs: the node mask of the largest one left */
+                mask = 0;
+                for (size_t s = 0; s < w->nv && !mask; s++) {
+                        unsigned i = w->sorted[s];
+                        if (w->assign[i] < 0 && w->v[i].mode != PLACE_EXCLUDE && w->nodes[i])
+                                mask = w->nodes[i];
+                }
+                if (!mask)
+                        return left;
         }
-        return true;
 }
 
 /*
@@ -1701,7 +1806,7 @@ static bool fits(const struct ws *w, size_t i, int cpu)
         int s = w->sib[cpu];
         double hc = w->hfrac, d = w->dem[i];
 
-        if (w->resv[cpu])
+        if (w->resv[cpu] || !node_ok(w, i, cpu))
                 return false;
         switch (w->v[i].mode) {
         case PLACE_DEDICATED:
@@ -2273,7 +2378,8 @@ static int plan_grow(struct pc *st)
                         int c = w->assign[i];
                         if (v[i].mode == PLACE_EXCLUDE || c < 0)
                                 continue;
-                        if (w->wait[i] > 0.0 || cpu_overloaded(w, c)) {
+                        /* also a vCPU outside its NUMA nodes (a binding new since the last plan) */
+                        if (w->wait[i] > 0.0 || cpu_overloaded(w, c) || !node_ok(w, i, c)) {
                                 st->grew = true;
                                 touch_core(w, st->touched, c);
                         }
@@ -2290,7 +2396,8 @@ static int plan_grow(struct pc *st)
                                                 continue;
                                         if ((pass == 0) != waits)
                                                 continue;
-                                        if (!waits && !cpu_overloaded(w, w->assign[i]))
+                                        if (!waits && !cpu_overloaded(w, w->assign[i]) &&
+                                            node_ok(w, i, w->assign[i]))
                                                 continue;
                                         st->prio[np++] = i;
                                 }
@@ -2298,7 +2405,7 @@ static int plan_grow(struct pc *st)
                                 unsigned i = st->prio[s];
                                 int src = w->assign[i], dst = -1;
                                 bool waits = w->wait[i] > 0.0;
-                                if (!waits && !cpu_overloaded(w, src))
+                                if (!waits && !cpu_overloaded(w, src) && node_ok(w, i, src))
                                         continue; /* relieved by earlier moves */
                                 if (pol->max_moves && st->moves >= pol->max_moves) {
                                         st->deferred++;
@@ -2628,6 +2735,12 @@ int plan_pin_sets(const struct em_host *h, const struct plan_policy *pol, const 
                         ret[i] = llc[2 * h->cores[h->cpu_core[c]].llc];
                 else
                         cpuset_set(&ret[i], (unsigned) c);
+                /* bound to NUMA nodes: the part of its set in them (an LLC may span two nodes,
+                 * sub-NUMA clustering); its planned CPU is in them unless they have no CPU online */
+                if (v[i].nodes && cpu_in_nodes(h, v[i].nodes, c))
+                        CPUSET_FOREACH(x, &ret[i])
+                                if (!cpu_in_nodes(h, v[i].nodes, x))
+                                        cpuset_clear(&ret[i], (unsigned) x);
         }
         return 0;
 }

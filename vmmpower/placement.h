@@ -43,6 +43,9 @@ struct plan_vcpu {
         double queue_budget;   /* latency profile: this vCPU's queueing budget when tighter than the
                                 * policy's (a VM's metadata); 0 = the policy's.  A pack set holding it
                                 * is sized for the tightest budget of its vCPUs. */
+        uint64_t nodes;        /* NUMA nodes its memory is bound to (<numatune>), bit n = node n of
+                                * em_host.cpu_node: placed, packed and pinned only on their CPUs (a pack
+                                * set's CPUs in them); 0 = anywhere, and so are nodes with no online CPU */
 };
 
 /* Guest hints, already validated and bounded by host policy. */

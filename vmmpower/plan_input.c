@@ -1,6 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /* Planner inputs from the configuration and the tracker (plan_input.h). */
+#include <errno.h>
+
 #include "plan_input.h"
+#include "topology.h"
+#include "vm_policy.h"
 
 void plan_policy_from_config(const struct vp_config *cfg, struct plan_policy *pol)
 {
@@ -35,6 +39,46 @@ struct plan_vcpu plan_input_from_vcpu(pid_t pid, const struct vcpu_load *v, enum
                 .wait_avg = v->wait_avg,
                 .cur_cpu = -1,
         };
+}
+
+int plan_input_numa_nodes(const struct topology *topo, const char *nodeset, uint64_t *ret)
+{
+        cpuset_t nodes;
+        uint64_t mask = 0, online = 0;
+        int r;
+
+        *ret = 0;
+        if (!nodeset || !nodeset[0])
+                return 0;
+        r = cpuset_parse_list(nodeset, &nodes); /* the same list syntax: "0-1,3" */
+        if (r < 0)
+                return r;
+        CPUSET_FOREACH(n, &nodes)
+                if (n < 64)
+                        mask |= UINT64_C(1) << n;
+        for (unsigned c = 0; c < topo->n_cpus; c++)
+                if (topo->cpus[c].present && topo->cpus[c].online && topo->cpus[c].node >= 0 &&
+                    topo->cpus[c].node < 64)
+                        online |= UINT64_C(1) << topo->cpus[c].node;
+        if (!(mask & online))
+                return -ENOENT;
+        *ret = mask;
+        return 0;
+}
+
+int plan_input_apply_policy(const struct topology *topo, const struct vm_policy *pol, struct plan_vcpu *v, size_t n)
+{
+        uint64_t nodes = 0;
+        int r = 0;
+
+        /* its queueing budget (libvirt metadata), when tighter than the host's: the planner decides */
+        for (size_t j = 0; j < n && pol->queue_budget_bp; j++)
+                v[j].queue_budget = pol->queue_budget_bp / 10000.0;
+        if (pol->mem_nodeset[0])
+                r = plan_input_numa_nodes(topo, pol->mem_nodeset, &nodes);
+        for (size_t j = 0; j < n; j++)
+                v[j].nodes = nodes;
+        return r;
 }
 
 size_t plan_inputs_from_vms(const struct vm_load *const *vms, size_t n_vms, const enum place_mode *modes,

@@ -26,6 +26,26 @@ bool plan_input_wanted(const struct vcpu_load *v);
 /* Key pid << 16 | vCPU index, VM = pid, util = decayed utilisation, wait = last period's. */
 struct plan_vcpu plan_input_from_vcpu(pid_t pid, const struct vcpu_load *v, enum place_mode mode);
 
+struct topology;
+/*
+ * A domain's <numatune><memory nodeset> (vm_policy.mem_nodeset) as the
+ * planner's node mask (plan_vcpu.nodes, bit n = node n): every mode bounds
+ * (docs/coexistence.md).  0 with *ret = 0 for "" (no binding); -EINVAL for a
+ * list that does not parse (also "?", a nodeset too long to keep); -ENOENT
+ * when no online CPU of this host is in those nodes (nodes 64 and up are not
+ * counted): *ret = 0, the caller warns and packs the VM anywhere.
+ */
+int plan_input_numa_nodes(const struct topology *topo, const char *nodeset, uint64_t *ret);
+
+struct vm_policy;
+/*
+ * A VM's policy onto its plan inputs v[0..n): its queueing budget when tighter
+ * than the host's, the NUMA nodes of its memory (plan_input_numa_nodes).
+ * Returns 0, or plan_input_numa_nodes()'s error for a binding that cannot
+ * hold here (the VM then packed anywhere: the caller warns).
+ */
+int plan_input_apply_policy(const struct topology *topo, const struct vm_policy *pol, struct plan_vcpu *v, size_t n);
+
 /*
  * Every wanted vCPU of vms[0..n_vms) in order; modes[i] is VM i's mode (NULL:
  * pack).  out has room for the sum of n_vcpus.  Returns the number written.

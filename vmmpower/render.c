@@ -12,6 +12,7 @@
 #include "apply.h"
 #include "daemon.h"
 #include "journal.h"
+#include "plan_input.h"
 #include "power_driver.h"
 #include "version.h"
 
@@ -330,6 +331,25 @@ static void json_vm_hints(const struct daemon *d, const struct vm_load *vm, stru
                       (double) st.counters.boost_granted_ns / NSEC_PER_MSEC, st.counters.welcomes_suppressed, st.io.grants_sent, st.io.limits_sent);
 }
 
+/* The online CPUs of the nodes of vp's memory binding the planner packs it on ("8-15,24-31"), "" if none. */
+static void numa_cpus(const struct daemon *d, const struct vm_policy *vp, char *buf, size_t size)
+{
+        uint64_t nodes;
+        cpuset_t cpus;
+
+        buf[0] = 0;
+        if (!d->topo || plan_input_numa_nodes(d->topo, vp->mem_nodeset, &nodes) < 0 || !nodes)
+                return;
+        cpuset_zero(&cpus);
+        for (unsigned c = 0; c < d->topo->n_cpus; c++) {
+                int n = d->topo->cpus[c].node;
+                if (d->topo->cpus[c].present && d->topo->cpus[c].online && n >= 0 && n < 64 && (nodes >> n) & 1)
+                        cpuset_set(&cpus, c);
+        }
+        if (cpuset_format_list(&cpus, buf, size) < 0)
+                buf[0] = 0;
+}
+
 /* The VM's policy: where it came from, the placement mode and the effective hint policy. */
 static void json_vm_policy(const struct daemon *d, const struct vm_load *vm, struct strbuf *out)
 {
@@ -352,7 +372,7 @@ static void json_vm_policy(const struct daemon *d, const struct vm_load *vm, str
                       hint_trust_to_string(hp.trust), hp.max_level, hp.boost_cap_ms, hp.rate_per_sec, hp.burst,
                       (long long) (hp.half_life_ns / NSEC_PER_MSEC));
         {
-                char pins[64];
+                char pins[64], cpus[256];
 
                 vm_pins_describe(vp->operator_pins, pins, sizeof(pins));
                 strbuf_printf(out, ",\"manage_pins\":%s,\"operator_pins\":", vp->manage_pins ? "true" : "false");
@@ -364,6 +384,13 @@ static void json_vm_policy(const struct daemon *d, const struct vm_load *vm, str
                         strbuf_json_string(out, vp->mem_nodeset);
                         strbuf_puts(out, ",\"mode\":");
                         strbuf_json_string(out, vp->mem_mode);
+                        /* the CPUs the planner packs it on; null: the binding cannot hold here */
+                        strbuf_puts(out, ",\"planned_cpus\":");
+                        numa_cpus(d, vp, cpus, sizeof(cpus));
+                        if (cpus[0])
+                                strbuf_json_string(out, cpus);
+                        else
+                                strbuf_puts(out, "null");
                         strbuf_puts(out, "}");
                 } else
                         strbuf_puts(out, "null");
@@ -412,8 +439,15 @@ static void text_vm_policy(const struct daemon *d, const struct vm_load *vm, str
                 strbuf_printf(out, "  placement: exclude: pinned by the operator (%s in the persistent XML); "
                                    "manage-pins=yes in its metadata lets vmmpower pin it\n", what);
         }
-        if (vp->mem_nodeset[0])
-                strbuf_printf(out, "  memory: NUMA node(s) %s (%s)\n", vp->mem_nodeset, vp->mem_mode);
+        if (vp->mem_nodeset[0]) {
+                numa_cpus(d, vp, what, sizeof(what));
+                if (what[0])
+                        strbuf_printf(out, "  memory: NUMA node(s) %s (%s): packed on CPUs %s\n", vp->mem_nodeset,
+                                      vp->mem_mode, what);
+                else
+                        strbuf_printf(out, "  memory: NUMA node(s) %s (%s): no online CPU of these here, packed "
+                                           "anywhere\n", vp->mem_nodeset, vp->mem_mode);
+        }
 }
 
 void render_vms(const struct daemon *d, bool json, struct strbuf *out)
@@ -605,6 +639,22 @@ static void plan_idle_limit(const struct daemon *d, unsigned cpu, char *buf, siz
                 snprintf(buf, size, "%s", d->em->model.idle[s].name);
 }
 
+/* A NUMA node mask (plan_vcpu.nodes) as a list, "1" or "0-1"; "" for none (any node). */
+static void node_list(uint64_t mask, char *buf, size_t size)
+{
+        cpuset_t set;
+
+        buf[0] = 0;
+        if (!mask)
+                return;
+        cpuset_zero(&set);
+        for (unsigned n = 0; n < 64; n++)
+                if ((mask >> n) & 1)
+                        cpuset_set(&set, n);
+        if (cpuset_format_list(&set, buf, size) < 0)
+                buf[0] = 0;
+}
+
 /* Why pack set g has its size, in words (vmmpowerctl plan). */
 static void plan_set_reason(const struct daemon *d, const struct plan_set *ps, char *buf, size_t size)
 {
@@ -693,14 +743,21 @@ void render_plan(const struct daemon *d, bool json, struct strbuf *out)
                 strbuf_puts(out, "],\"vcpus\":[");
                 for (unsigned i = 0; i < p->n_vcpus && i < d->plan_in_n; i++) {
                         pid_t pid = (pid_t) (p->vcpu_key[i] >> 16);
+                        char nodes[64];
                         strbuf_printf(out, "%s{\"vm\":", i ? "," : "");
                         strbuf_json_string(out, plan_vm_name(d, pid));
                         strbuf_printf(out, ",\"pid\":%d,\"vcpu\":%u,\"util\":%.4f,\"wait\":%.4f,\"wait_avg\":%.4f,"
-                                      "\"demand\":%.4f,\"cpu\":%d,\"alone\":%s,\"boost\":%s}", (int) pid,
-                                      (unsigned) (p->vcpu_key[i] & 0xffff), d->plan_in[i].util,
+                                      "\"demand\":%.4f,\"cpu\":%d,\"alone\":%s,\"boost\":%s,\"numa_nodes\":",
+                                      (int) pid, (unsigned) (p->vcpu_key[i] & 0xffff), d->plan_in[i].util,
                                       d->plan_in[i].wait_ratio, d->plan_in[i].wait_avg, p->vcpu_demand[i],
                                       p->vcpu_cpu[i], p->vcpu_alone[i] ? "true" : "false",
                                       p->vcpu_boost[i] ? "true" : "false");
+                        node_list(d->plan_in[i].nodes, nodes, sizeof(nodes));
+                        if (nodes[0])
+                                strbuf_json_string(out, nodes);
+                        else
+                                strbuf_puts(out, "null");
+                        strbuf_puts(out, "}");
                 }
                 strbuf_printf(out, "],\"host_cpuidle\":%s,\"host_cpufreq\":%s,\"profile\":",
                               host_has_cpuidle(d) ? "true" : "false", host_has_cpufreq(d) ? "true" : "false");
@@ -769,9 +826,13 @@ void render_plan(const struct daemon *d, bool json, struct strbuf *out)
                            "of the set busy; MEASURED: what its vCPUs' run-queue wait stands for):",
                       d->cfg.profile ? "batch" : "latency");
         render_plan_sets(d, p, false, out);
-        strbuf_printf(out, "\n%-24s %4s %8s %4s %5s\n", "VM", "VCPU", "AVG%", "CPU", "ALONE");
-        for (unsigned i = 0; i < p->n_vcpus && i < d->plan_in_n; i++)
-                strbuf_printf(out, "%-24.24s %4u %8.1f %4d %5s\n", plan_vm_name(d, (pid_t) (p->vcpu_key[i] >> 16)),
+        strbuf_printf(out, "\n%-24s %4s %8s %4s %5s  %s\n", "VM", "VCPU", "AVG%", "CPU", "ALONE", "NODES");
+        for (unsigned i = 0; i < p->n_vcpus && i < d->plan_in_n; i++) {
+                char nodes[64];
+
+                node_list(d->plan_in[i].nodes, nodes, sizeof(nodes));
+                strbuf_printf(out, "%-24.24s %4u %8.1f %4d %5s  %s\n", plan_vm_name(d, (pid_t) (p->vcpu_key[i] >> 16)),
                               (unsigned) (p->vcpu_key[i] & 0xffff), pct(d->plan_in[i].util), p->vcpu_cpu[i],
-                              p->vcpu_alone[i] ? "yes" : "");
+                              p->vcpu_alone[i] ? "yes" : "", nodes[0] ? nodes : "-");
+        }
 }

@@ -11,6 +11,7 @@
  */
 #include <errno.h>
 #include <float.h>
+#include <inttypes.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -27,6 +28,7 @@
 #include "queueing.h"
 #include "topology.h"
 #include "util.h"
+#include "vm_policy.h"
 
 struct host_fixture {
         struct topology *t;
@@ -1903,6 +1905,261 @@ static void test_reason_text(void **state)
         free_host(&f);
 }
 
+/* ---- NUMA memory binding (plan_vcpu.nodes, <numatune>) ------------------------------ */
+
+/* CPU c of the xeon-spr-2s fixture is node 1's: its node1/cpulist is 8-15,24-31. */
+static bool spr_node1(int c)
+{
+        return (c >= 8 && c <= 15) || (c >= 24 && c <= 31);
+}
+
+/*
+ * Every vCPU of v[first..n) of plan p (bound to node 1) on node 1, and its pin set inside it,
+ * under both pin styles.
+ */
+static void check_node1(const struct host_fixture *f, const struct plan_policy *pol, const struct plan *p,
+                        const struct plan_vcpu *v, unsigned first, unsigned n, const char *when)
+{
+        struct plan_policy pp = *pol;
+        cpuset_t sets[32];
+
+        assert_true(n <= 32);
+        for (unsigned single = 0; single < 2; single++) {
+                pp.pin_single_cpu = single;
+                assert_int_equal(plan_pin_sets(f->h, &pp, p, v, n, sets), 0);
+                for (unsigned i = first; i < n; i++) {
+                        int c = p->vcpu_cpu[i];
+                        if (!spr_node1(c))
+                                fail_msg("%s: bound vCPU %u planned on CPU %d, outside node 1 (%s)", when, i, c,
+                                         p->why.text);
+                        assert_false(cpuset_empty(&sets[i]));
+                        CPUSET_FOREACH(x, &sets[i])
+                                if (!spr_node1(x))
+                                        fail_msg("%s: bound vCPU %u's pin set holds CPU %d (outside node 1)",
+                                                 when, i, x);
+                }
+        }
+}
+
+/*
+ * A VM whose memory is bound to node 1 of the two-node fixture is packed only
+ * on node 1's CPUs, its pin sets inside them, while its unbound neighbours are
+ * packed where they were without it (node 0, the first in the wake order);
+ * through a grow and a shrink over several periods, in both profiles.  A
+ * binding new since the last plan moves the VM into its node at once (a grow),
+ * and a binding to a node with no CPU here is no binding.  Without the
+ * restriction the bound VM is packed next to its neighbours on node 0.
+ */
+static void test_numa_binding(void **state)
+{
+        struct host_fixture f;
+        struct plan_policy pol;
+        struct plan_vcpu v[16];
+        const unsigned nn = 8, n = 16; /* v[0..8) neighbours, v[8..16) the bound VM, the same size */
+
+        (void) state;
+        load_host("xeon-spr-2s", "xeon-spr-2s", &f);
+        for (unsigned c = 0; c < f.h->n_cpus; c++) /* the host's nodes, as read from the fixture */
+                assert_int_equal(f.h->cpu_node[c], spr_node1((int) c) ? 1 : 0);
+        for (unsigned prof = 0; prof < 2; prof++) {
+                struct plan *ref = NULL, *p[6] = {};
+                const char *name = prof ? "batch" : "latency";
+
+                plan_policy_defaults(&pol);
+                pol.profile = prof ? PLAN_PROFILE_BATCH : PLAN_PROFILE_LATENCY;
+                pol.shrink_dwell_ns = 0;
+                for (unsigned i = 0; i < n; i++)
+                        v[i] = (struct plan_vcpu) { .key = 100 + i, .vm = i < nn ? 1 : 2, .util = 0.1,
+                                                    .cur_cpu = -1, .nodes = i < nn ? 0 : UINT64_C(1) << 1 };
+                /* the neighbours alone */
+                assert_int_equal(plan_compute(f.h, &pol, v, nn, NULL, 0, NULL, 0, &ref), 0);
+                for (unsigned i = 0; i < nn; i++)
+                        assert_false(spr_node1(ref->vcpu_cpu[i]));
+                /* with the bound VM: it on node 1, the neighbours as before */
+                assert_int_equal(plan_compute(f.h, &pol, v, n, NULL, 0, NULL, 0, &p[0]), 0);
+                check_node1(&f, &pol, p[0], v, nn, n, name);
+                {
+                        struct plan *again = NULL; /* deterministic with bound vCPUs too */
+                        assert_int_equal(plan_compute(f.h, &pol, v, n, NULL, 0, NULL, 0, &again), 0);
+                        assert_true(plan_equal(p[0], again));
+                        plan_free(again);
+                }
+                for (unsigned i = 0; i < nn; i++)
+                        assert_int_equal(p[0]->vcpu_cpu[i], ref->vcpu_cpu[i]);
+                /* packed there as its neighbours are on node 0: on as many CPUs, fewer than its vCPUs */
+                {
+                        cpuset_t used;
+                        cpuset_zero(&used);
+                        for (unsigned i = nn; i < n; i++)
+                                cpuset_set(&used, (unsigned) p[0]->vcpu_cpu[i]);
+                        cpuset_t nb;
+                        cpuset_zero(&nb);
+                        for (unsigned i = 0; i < nn; i++)
+                                cpuset_set(&nb, (unsigned) ref->vcpu_cpu[i]);
+                        print_message("# %s: neighbours on %u CPUs, bound VM on %u\n", name, cpuset_count(&nb),
+                                      cpuset_count(&used));
+                        assert_int_equal(cpuset_count(&used), cpuset_count(&nb));
+                        assert_true(cpuset_count(&used) < n - nn);
+                }
+                /* grow: every vCPU busy, the neighbours' waits too */
+                set_util(v, n, 0.6);
+                for (unsigned i = 0; i < n; i++)
+                        v[i].wait_ratio = v[i].wait_avg = 0.2;
+                assert_int_equal(plan_compute(f.h, &pol, v, n, NULL, 0, p[0], NSEC_PER_SEC, &p[1]), 0);
+                assert_int_equal(p[1]->why.decision, PLAN_GROW);
+                check_node1(&f, &pol, p[1], v, nn, n, "grow");
+                /* quiet again: shrink over the next periods (the cap may take more than one) */
+                set_util(v, n, 0.02);
+                for (unsigned i = 0; i < n; i++)
+                        v[i].wait_ratio = v[i].wait_avg = 0.0;
+                unsigned shrinks = 0;
+                for (unsigned k = 2; k < 6; k++) {
+                        assert_int_equal(plan_compute(f.h, &pol, v, n, NULL, 0, p[k - 1], (nsec_t) k * NSEC_PER_SEC,
+                                                      &p[k]), 0);
+                        shrinks += p[k]->why.decision == PLAN_SHRINK;
+                        check_node1(&f, &pol, p[k], v, nn, n, "shrink");
+                }
+                assert_true(shrinks > 0);
+                assert_true(p[5]->why.n_active < p[1]->why.n_active);
+                for (unsigned k = 0; k < 6; k++)
+                        plan_free(p[k]);
+                memset(p, 0, sizeof(p));
+
+                /* a binding new since the last plan: moved into its node at once */
+                set_util(v, n, 0.1);
+                for (unsigned i = nn; i < n; i++)
+                        v[i].nodes = 0;
+                assert_int_equal(plan_compute(f.h, &pol, v, n, NULL, 0, NULL, 0, &p[0]), 0);
+                unsigned on1 = 0;
+                for (unsigned i = nn; i < n; i++)
+                        on1 += spr_node1(p[0]->vcpu_cpu[i]);
+                assert_int_equal(on1, 0); /* unbound, it is packed with its neighbours on node 0 */
+                for (unsigned i = nn; i < n; i++)
+                        v[i].nodes = UINT64_C(1) << 1;
+                assert_int_equal(plan_compute(f.h, &pol, v, n, NULL, 0, p[0], NSEC_PER_SEC, &p[1]), 0);
+                assert_int_equal(p[1]->why.decision, PLAN_GROW);
+                check_node1(&f, &pol, p[1], v, nn, n, "binding added");
+                /* bound to a node with no CPU here (node 5): no binding, placed like the unbound */
+                for (unsigned i = nn; i < n; i++)
+                        v[i].nodes = UINT64_C(1) << 5;
+                assert_int_equal(plan_compute(f.h, &pol, v, n, NULL, 0, NULL, 0, &p[2]), 0);
+                assert_memory_equal(p[2]->vcpu_cpu, p[0]->vcpu_cpu, n * sizeof(int));
+                for (unsigned k = 0; k < 3; k++)
+                        plan_free(p[k]);
+                plan_free(ref);
+        }
+        free_host(&f);
+}
+
+/*
+ * Sub-NUMA clustering: an LLC that spans two nodes.  The xeon-spr-2s host with
+ * CPUs 4-7,20-23 of LLC 0 moved to a node 2 of their own: a VM bound to node 2
+ * joins LLC 0's pack set with its unbound neighbours, and its pin set is the
+ * part of that set inside node 2 (the neighbours' CPUs on node 0 are not in
+ * it).  Fails without the intersection in plan_pin_sets (its set then holds
+ * the neighbours' CPUs 0, 16, ...).
+ */
+static void test_numa_binding_llc_split(void **state)
+{
+        struct host_fixture f;
+        struct plan_policy pol;
+        struct plan_vcpu v[10];
+        struct plan *p = NULL;
+        cpuset_t sets[10];
+        const unsigned nn = 8, n = 10;
+
+        (void) state;
+        load_host("xeon-spr-2s", "xeon-spr-2s", &f);
+        for (int c = 4; c < 8; c++)
+                f.h->cpu_node[c] = f.h->cpu_node[c + 16] = 2;
+        assert_int_equal(f.h->cores[f.h->cpu_core[4]].llc, f.h->cores[f.h->cpu_core[0]].llc);
+        plan_policy_defaults(&pol);
+        for (unsigned i = 0; i < n; i++)
+                v[i] = (struct plan_vcpu) { .key = 200 + i, .vm = i < nn ? 1 : 2, .util = 0.1, .cur_cpu = -1,
+                                            .nodes = i < nn ? 0 : UINT64_C(1) << 2 };
+        assert_int_equal(plan_compute(f.h, &pol, v, n, NULL, 0, NULL, 0, &p), 0);
+        assert_int_equal(plan_pin_sets(f.h, &pol, p, v, n, sets), 0);
+        unsigned shared = 0;
+        for (unsigned i = nn; i < n; i++) {
+                int c = p->vcpu_cpu[i];
+                if (f.h->cpu_node[c] != 2)
+                        fail_msg("bound vCPU %u planned on CPU %d (node %d)", i, c, f.h->cpu_node[c]);
+                assert_true(cpuset_isset(&sets[i], (unsigned) c));
+                CPUSET_FOREACH(x, &sets[i])
+                        if (f.h->cpu_node[x] != 2)
+                                fail_msg("bound vCPU %u's pin set holds CPU %d of node %d", i, x, f.h->cpu_node[x]);
+                /* the same LLC's set as a neighbour: the case the intersection is for */
+                for (unsigned j = 0; j < nn; j++)
+                        shared += cpuset_isset(&sets[j], (unsigned) c);
+        }
+        assert_true(shared > 0);
+        plan_free(p);
+        free_host(&f);
+}
+
+/*
+ * From a domain's persistent XML to the planner's input, as vmmpowerd builds it
+ * (plan_period: vm_policy_apply_domain, then plan_input_apply_policy): the
+ * <numatune> nodes reach plan_vcpu.nodes in every mode and the plan keeps the
+ * VM on node 1; a binding that cannot hold here is refused (the daemon warns)
+ * and leaves the vCPUs unbound.
+ */
+static void test_numa_policy_input(void **state)
+{
+        static const char *const modes[] = { "strict", "restrictive", "preferred", "interleave" };
+        struct host_fixture f;
+        struct plan_policy pol;
+        struct plan_vcpu v[6];
+        struct vm_domain_pins d;
+        struct vm_policy vp;
+        char xml[512];
+
+        (void) state;
+        load_host("xeon-spr-2s", "xeon-spr-2s", &f);
+        plan_policy_defaults(&pol);
+        for (unsigned m = 0; m < 4; m++) {
+                struct plan *p = NULL;
+                int len = snprintf(xml, sizeof(xml),
+                                   "<domain type='kvm'><name>numa</name><vcpu placement='static'>2</vcpu>"
+                                   "<numatune><memory mode='%s' nodeset='1'/></numatune></domain>", modes[m]);
+                assert_int_equal(vm_policy_parse_domain_xml(xml, (size_t) len, &d), 0);
+                vm_policy_init(&vp);
+                vm_policy_apply_domain(&vp, &d);
+                for (unsigned i = 0; i < 6; i++) /* v[0..4) unbound neighbours, v[4..6) the domain */
+                        v[i] = (struct plan_vcpu) { .key = 10 + i, .vm = i < 4 ? 1 : 2, .util = 0.1, .cur_cpu = -1 };
+                assert_int_equal(plan_input_apply_policy(f.t, &vp, v + 4, 2), 0);
+                assert_true(v[4].nodes == UINT64_C(1) << 1 && v[5].nodes == UINT64_C(1) << 1);
+                assert_int_equal(plan_compute(f.h, &pol, v, 6, NULL, 0, NULL, 0, &p), 0);
+                check_node1(&f, &pol, p, v, 4, 6, modes[m]);
+                plan_free(p);
+        }
+        /* the list forms; bad ones leave the vCPUs unbound */
+        static const struct {
+                const char *nodeset;
+                int r;
+                uint64_t nodes;
+        } cases[] = {
+                { "", 0, 0 }, { "1", 0, 2 }, { "0-1", 0, 3 }, { "0,5", 0, 0x21 },
+                { "5", -ENOENT, 0 }, { "?", -EINVAL, 0 }, { "1-", -EINVAL, 0 },
+        };
+        for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+                vm_policy_init(&vp);
+                snprintf(vp.mem_nodeset, sizeof(vp.mem_nodeset), "%s", cases[c].nodeset);
+                v[0].nodes = 0xff;
+                assert_int_equal(plan_input_apply_policy(f.t, &vp, v, 1), cases[c].r);
+                if (v[0].nodes != cases[c].nodes)
+                        fail_msg("nodeset \"%s\": nodes %#" PRIx64 ", expected %#" PRIx64, cases[c].nodeset,
+                                 v[0].nodes, cases[c].nodes);
+        }
+        /* the queueing budget goes the same way */
+        vm_policy_init(&vp);
+        vp.queue_budget_bp = 10;
+        v[0].queue_budget = 0.0;
+        assert_int_equal(plan_input_apply_policy(f.t, &vp, v, 1), 0);
+        assert_true(fabs(v[0].queue_budget - 0.001) < 1e-12);
+        free_host(&f);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -1940,6 +2197,9 @@ int main(void)
                 cmocka_unit_test(test_latency_sets_within_budget),
                 cmocka_unit_test(test_latency_vm_budget),
                 cmocka_unit_test(test_reason_text),
+                cmocka_unit_test(test_numa_binding),
+                cmocka_unit_test(test_numa_binding_llc_split),
+                cmocka_unit_test(test_numa_policy_input),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
