@@ -2,134 +2,169 @@
 /*
  * The planner (placement.h): which pCPUs are active, which vCPU runs where,
  * the perf level of each frequency domain and the idle limit of each pCPU.
+ * Every control period, pure arithmetic on the inputs.
  *
- * Algorithm, per control period (all of it pure arithmetic on the inputs):
+ * Terms
  *
- *  1. Demand of a vCPU d = max(util, hint floor), plus its wait when it waits
- *     (plan_vcpu_wait: its decayed wait_avg over the budget; or one period's
- *     wait_ratio over it when its CPU was overloaded in that period, its
- *     last-period load over the packing headroom at the top level; or one
- *     period's over WAIT_SEVERE_FACTOR = 4 times it.  On a CPU with room one
- *     period's wait is noise: a 1 s period of 10 ms bursts holds few bursts,
- *     and a plan that grew on it would shrink again after the dwell and grow
- *     again) and the
- *     CPU it ran on in the previous plan was
- *     saturated (utilisation >= 90% of its capacity at the level it ran at,
- *     or the level headroom if higher: 97% by default,
- *     of SmtGain x that for a core with both threads busy; with pack sets,
- *     the packed vCPU's set, over the set's capacity) or is unknown: a
- *     vCPU that waited on a saturated CPU wanted to run for the time it got
- *     plus the time it waited; on a CPU with room it did all its work and the
- *     wait was a delay, not demand.  Clamped to 0..1.
- *  2. Target search.  Candidates are built by first-fit decreasing (by d,
- *     ties by key) onto the CPUs in a topology-aware wake order, with every
- *     CPU's room = headroom x capacity at a candidate level L (and, once both
- *     SMT threads of a core hold work, headroom x capacity x SmtGain for the
- *     core).  Levels tried: in the SMT-first order (a sibling right after its
- *     core), the top level (densest packing), then downwards until the energy
+ *  - demand d of a vCPU: its share of a CPU at the top level (1.0 = always
+ *    running there), from the tracker's utilisation, hints and wait (step 1).
+ *  - capacity of a level: its work rate over the top level's (levels[L]
+ *    .capacity / 1024); SmtGain: a core's capacity with both threads busy,
+ *    over one thread's alone.
+ *  - room of a CPU: how much more demand it takes at a level; the packing
+ *    headroom (PackHeadroomPercent, 80) is the share of capacity the batch
+ *    profile packs to, the level headroom (LevelHeadroomPercent, 97) the
+ *    share a level is run to before the next one is used.
+ *  - wake order: the order CPUs are woken in, topology-aware (an LLC, then
+ *    its package, before the next), SMT-first (a sibling right after its
+ *    core) or cores-first (every core of an LLC before any sibling).
+ *  - pack set of an LLC: the CPUs of the LLC that hold its packed vCPUs
+ *    (PinSingleCPU = no).  The daemon pins a packed vCPU to its set
+ *    (plan_pin_sets), so the kernel balances the set: a waking vCPU goes to
+ *    an idle CPU of it, a newly idle CPU pulls from it.  The set is one queue
+ *    with c servers, and its load is evaluated balanced.
+ *  - water level lambda of a set: the load each of its CPUs carries once the
+ *    movable load is spread as evenly as it goes,
+ *        sum over the set's CPUs of max(0, lambda - fixed_c) = movable load.
+ *  - large vCPU: one whose demand is over its set's water level; a busy
+ *    thread is not spread by time slicing, so it keeps its CPU (vcpu_alone:
+ *    pinned there, that CPU out of the others' set, one per CPU).
+ *  - queueing share P of a set: the share of its wake-ups that find every
+ *    CPU of the set busy; the budget (QueueBudgetPercent, or a VM's tighter
+ *    queue-budget-percent; the tightest of a set's vCPUs) bounds it.
+ *  - move: a vCPU whose planned CPU (for a packed vCPU: set) changes; a level
+ *    or an idle limit change is not a move.
+ *
+ * Steps
+ *
+ *  1. Demand.  d = max(util, hint floor), plus the vCPU's wait when it
+ *     waited for CPU (plan_vcpu_wait) and the CPU it ran on was saturated
+ *     (at least WAIT_SATURATED = 90% of its capacity at the level it ran at,
+ *     or the level headroom if higher; SmtGain x that for a core with both
+ *     threads busy; for a packed vCPU, its set over the set's capacity) or
+ *     unknown: on a saturated CPU it wanted the time it got plus the time it
+ *     waited, on a CPU with room it did all its work and the wait was a
+ *     delay.  Which wait counts: the decayed wait_avg over the budget, or one
+ *     period's wait_ratio over it when the CPU was overloaded in that
+ *     period, or one period's over WAIT_SEVERE_FACTOR times it (on a CPU with
+ *     room one period's wait is noise: a 1 s period of 10 ms bursts holds few
+ *     bursts).  Clamped to 0..1.
+ *  2. Candidates (target search).  First-fit decreasing (by d, ties by key)
+ *     onto the CPUs in a wake order, every CPU's room = packing headroom x
+ *     capacity at a candidate level L (headroom x capacity x SmtGain for a
+ *     core once both threads hold work).  Levels tried in the SMT-first
+ *     order: the top level (densest packing), then downwards until the energy
  *     rises or the demand no longer fits, then upwards from the lowest level
- *     whose room can hold the demand until the energy rises (energy over the
+ *     whose room holds the demand until the energy rises (energy over the
  *     level is roughly U-shaped: many slow CPUs .. few fast ones); in the
- *     cores-first order (all cores of an LLC before their siblings) the top
- *     level and the best level found; plus the spread baseline.  Typically
- *     7 to 12 candidates.  Dedicated vCPUs take whole free cores first, spread
- *     vCPUs one free core each (round-robin over packages and LLCs), excluded
- *     vCPUs stay where they are as background load.  For every candidate the
- *     load of each LLC's pack set (pin_single_cpu off) is first balanced
- *     over the set's CPUs, as the kernel balances it (pack_set_balance: a
- *     common water level, vCPUs larger than it alone on their CPU); then each
- *     frequency domain gets the lowest level at which every CPU's load is
- *     within the level headroom (LevelHeadroomPercent, 97) of its capacity
- *     (the most demanding CPU sets it), raised further only if
- *     the model says a higher level costs less energy (race to idle; skipped
- *     when the model's levels rule it out), and every CPU of a set at least
- *     the level its water level needs.  The packing headroom (80) is room
- *     for the load to grow without moving a vCPU; the level headroom is
- *     smaller because a level rises at the next period with no migration,
- *     and it stays short of 100% because a CPU capped at exactly its load
- *     looks, to the tracker, like one short of capacity (busy time cannot
- *     exceed it): its load at 100% of the level shows over the level
- *     headroom, and the level rises.  The modelled power
- *     (energy_model.c) picks the candidate.  First fit is exact, on a 4-ary
- *     tree of room per CPU: O(V log P) per candidate, O(P) to evaluate it.
- *  3. Hysteresis against the previous plan (re-evaluated under the current
+ *     cores-first order the top level and the best level found; plus the
+ *     spread baseline (one vCPU per core round-robin over packages and LLCs,
+ *     then siblings).  Typically 7 to 12 candidates.  Dedicated vCPUs take
+ *     whole free cores first, spread vCPUs one free core each, excluded
+ *     vCPUs stay where they are as background load.  First fit is exact, on
+ *     a 4-ary tree of room per CPU: O(V log P) per candidate.  The latency
+ *     profile sizes its pack sets by the wait model instead of the packing
+ *     headroom (L2 below).
+ *  3. Balance and levels of each candidate.  Each set's load is balanced
+ *     (pack_set_balance: the water level; large vCPUs settled largest first,
+ *     each lowering the level for the rest).  Each frequency domain
+ *     gets the lowest level at which every CPU's balanced load is within the
+ *     level headroom of its capacity, raised only where the model says a
+ *     higher level costs less (race to idle), and every CPU of a set at least
+ *     the level its water level needs (2 lambda within SmtGain x the level
+ *     headroom on a core with both threads in the set): the kernel balances
+ *     equal load per thread and does not weigh a frequency cap.  Latency
+ *     profile: also the level at which the set's P is within its budget (L3).
+ *     The modelled power of the result (energy_model.c, O(P)) is the
+ *     candidate's cost; the cheapest is the target.
+ *  4. Hysteresis against the previous plan (re-evaluated under the current
  *     load, new vCPUs placed first-fit into it):
- *     - grow at once: when a CPU is over headroom at the top level or a vCPU
- *       waits (step 1), its vCPUs move (wait offenders first,
- *       then the largest) to their target CPU if it has room, else to an
- *       active CPU with room, else to the best CPU to wake, else (a waiting
- *       vCPU on a host with every CPU awake) to a less loaded active CPU with
- *       room.  A waiting vCPU only moves where it is relieved: to an empty
- *       core, or to a CPU that with it is no more loaded than the one it
- *       leaves is without it (no ping-pong; on a host where every CPU is
- *       equally busy it stays, and a plan that moved nothing is not a grow).
- *       The grow is local: the cores it touches (sources and destinations)
- *       are marked, the rest of the host goes on to the next point;
+ *     - grow at once: when a CPU is over headroom at the top level, a set is
+ *       over its budget at the top level (latency), or a vCPU waits (step
+ *       1), its vCPUs move (wait offenders first, then the largest) to their
+ *       target CPU if it has room, else to an active CPU with room, else to
+ *       the best CPU to wake, else (every CPU awake) to a less loaded active
+ *       CPU with room.  A waiting vCPU only moves where it is relieved: to an
+ *       empty core, or to a CPU that with it is no more loaded than the one
+ *       it leaves is without it (no ping-pong; a plan that moved nothing is
+ *       not a grow).  The grow is local: the cores it touches are marked, the
+ *       rest of the host goes on to the next point;
  *     - shrink (any move made only to save energy) once the target has been
  *       predicted cheaper for shrink_dwell_ns in a row *and* the saving over
  *       the dwell exceeds MigrationCostUJ x moves.  A grow does not cancel a
- *       pending shrink: in the same plan, once the dwell is over, the shrink
- *       is applied on the untouched cores (a source CPU only as a whole: not
- *       if one of its vCPUs is headed for a touched core), and moves onto a
- *       CPU with vCPUs must then be wait-safe by a processor-sharing
- *       estimate (u x / (1 - x) for a vCPU of demand u among others of
- *       demand x, both over the CPU's capacity at its level; for the moved
- *       vCPU and the largest one there), since the target search does not
- *       model wait and the host is waiting;
- *     - at most max_moves vCPU moves per period, grow and shrink together
- *       (the rest is deferred and, for a shrink, continued in the next
- *       periods without a new dwell).
- *     Levels and idle limits follow the load every period: they are not moves.
- *  4. Idle limits: CPUs hosting vCPUs are limited to states whose exit
+ *       pending shrink: once the dwell is over it is applied on the untouched
+ *       cores (a source CPU only as a whole), and moves onto a CPU with vCPUs
+ *       must be wait-safe by a processor-sharing estimate (u x / (1 - x) for
+ *       a vCPU of demand u among others of demand x, over the CPU's capacity
+ *       at its level; for the moved vCPU and the largest one there);
+ *     - at most max_moves moves per period, grow and shrink together (the
+ *       rest is deferred and, for a shrink, continued without a new dwell).
+ *  5. Idle limits: CPUs hosting vCPUs are limited to states whose exit
  *     latency is within policy.active_max_latency_us; inactive CPUs may use
  *     every state.
+ *  6. Pins (plan_pin_sets, called by the daemon): a packed vCPU its LLC's
+ *     set (without the CPUs of vCPUs pinned alone, unless those are all it
+ *     has), within its NUMA nodes; a dedicated, spread, boosted or large
+ *     vCPU, and every vCPU with PinSingleCPU, its planned CPU alone.
  *
- * The latency profile (policy.profile, the default) replaces the packing
- * headroom of steps 2 and 3 by a wait model (queueing.h).  Terms: a pack
- * set is the CPUs of one LLC that hold its packed vCPUs; the kernel balances
- * it (a waking vCPU goes to an idle CPU of its set), so it is one queue with
- * c servers; a wake-up "queues" when every CPU of its set is busy; the
- * budget is policy.queue_budget (QueueBudgetPercent), or a VM's tighter one
- * (plan_vcpu.queue_budget), the tightest of a set's vCPUs counting.
- *  L1. Model: a set of c CPUs at capacity C (per thread: SmtGain / 2 of it
+ * The latency profile (policy.profile, the default)
+ *
+ *  L1. Model: a set of c CPUs at capacity C (per thread SmtGain / 2 of it
  *      when both threads of a core are in the set) carrying demand D from
  *      vCPUs of demand-weighted mean size s queues
- *      P = min(1, f k Pfs(c, n = D / s, u = s)), Pfs the finite-population
- *      Erlang C (machine-repair model: n vCPUs, each busy u, on c CPUs; a
- *      set of c vCPUs on c CPUs never queues), f the Allen-Cunneen factor
- *      (1 + cs^2) / 2 of the vCPUs' measured burst variability
- *      (plan_vcpu.burst_cv2, 1 when unknown), k the set's closed-loop
- *      correction (L4).
- *  L2. Sizing (place_sets, each target candidate at level L): the packed
- *      vCPUs, largest first, are cut into runs, one per LLC in the wake
- *      order: each LLC takes the longest run its free CPUs carry with
- *      P <= budget, the last one the fewest CPUs that carry the rest; a run
- *      is spread over its CPUs.  Sets stay within an LLC: the kernel's
- *      wake-up path (select_idle_sibling) looks for an idle CPU only in the
- *      LLC, so CPUs of two LLCs are not one queue for a waking vCPU (and a
- *      cross-LLC move costs the cache).
+ *      P = min(1, f k Pfs(c, n = D / s, u = s)): Pfs the finite-population
+ *      Erlang C (machine-repair model: n vCPUs, each busy u, on c CPUs; c
+ *      vCPUs on c CPUs never queue), f the Allen-Cunneen factor (1 + cs^2) / 2
+ *      of the vCPUs' measured burst variability (plan_vcpu.burst_cv2, 1 when
+ *      unknown), k the set's closed-loop correction (L4).  Checked against
+ *      the simulator's event model of the kernel's balancing (sim/evsim.c,
+ *      test_queueing_vs_evsim): within half a point on sets of 2-8 CPUs
+ *      without SMT at 3.5-21% queueing.
+ *  L2. Sizing (place_sets): the packed vCPUs, largest first, are cut into
+ *      runs, one per LLC in the wake order: each LLC takes the longest run
+ *      its free CPUs carry with P <= budget, the last one the fewest CPUs
+ *      that carry the rest; a run is spread over its CPUs.  Sets stay within
+ *      an LLC: the wake-up path (select_idle_sibling) looks for an idle CPU
+ *      only in the LLC, so two LLCs are not one queue (and a cross-LLC move
+ *      costs the cache).  NUMA-bound vCPUs (plan_vcpu.nodes) are cut after
+ *      the unbound ones, per node mask, onto the empty CPUs of their nodes
+ *      (cut_runs: a queue of their own, conservative).
  *  L3. Levels: every domain of a set runs at least the lowest level at which
  *      P <= budget, over all its CPUs and vCPUs and over the CPUs without a
- *      large vCPU (pack_set_balance) with the movable load, both.  A
- *      candidate over the budget even at the top level is charged
- *      LAT_PENALTY x the top level's power per CPU and unit of excess.  In
- *      step 3 a set over the budget at the top level is overloaded (grow at
- *      once), and a grow destination must keep its set within the budget.
+ *      large vCPU with the movable load, both.  A candidate over the budget
+ *      even at the top level is charged LAT_PENALTY x the top level's power
+ *      per CPU and unit of excess; in step 4 such a set grows at once, and a
+ *      grow destination must keep its set within the budget.
  *  L4. Closed loop (set_feedback): the previous plan's set, its vCPUs'
  *      utilisation and decayed run-queue wait give the queueing share the
  *      wait stands for (queue_measured_pwait, the M/M/c relation
- *      W = P A / (c - A)); over the budget, k rises at once to
- *      measured / predicted (the level rises or the set grows in this plan);
- *      under half the budget, with a prediction of at least CORR_INFORMATIVE
- *      of it, k falls by at most CORR_DECAY a period towards that ratio (the
- *      set may shrink after the dwell); k within CORR_MIN..CORR_MAX, kept in
- *      plan_set.corr.  CORR_MAX 16 bounds what one bad sample can cost (a
- *      set at most 16x as cautious as modelled); in vmmpower-sim runs of the
- *      PlanetLab days the correction sits at it most of the day (the sets
- *      there queue far more than the model says: per-CPU queues until a
- *      newly idle CPU pulls, load steps at each trace interval), which is
- *      the limit of the promise there (docs: the report of issue 14).
- * The batch profile keeps the headroom rule of steps 2 and 3.
+ *      W = P A / (c - A)); over the budget, k rises at once to measured /
+ *      predicted (the level rises or the set grows in this plan); under half
+ *      the budget, with a prediction of at least CORR_INFORMATIVE of it, k
+ *      falls by at most CORR_DECAY a period towards that ratio (the set may
+ *      shrink after the dwell).
+ * The batch profile keeps the packing headroom of steps 2 and 4.
+ *
+ * Constants
+ *
+ *  - WAIT_SATURATED 0.9: a CPU busier than this is short of capacity for the
+ *    tracker (busy time cannot exceed it), so its vCPUs' wait is demand.
+ *  - WAIT_SEVERE_FACTOR 4 (placement.h): one period's wait this far over the
+ *    budget is not burst noise; it grows at once.
+ *  - LAT_PENALTY 10: a set over its budget costs ten times the top level's
+ *    power per CPU and unit of excess, so that the search prefers any
+ *    candidate within the budget and, when none is, the least over.
+ *  - CORR_MIN 0.25, CORR_MAX 16: the closed loop trusts the model at most 4x
+ *    optimistic and 16x pessimistic; CORR_MAX bounds what one bad sample of
+ *    wait can cost (a set at most 16x as cautious as modelled).
+ *  - CORR_DECAY 0.8: the correction falls by at most a fifth a period, so a
+ *    set that was over its budget shrinks back over several dwell periods,
+ *    not at the first quiet sample.
+ *  - CORR_INFORMATIVE 0.25: a prediction under a quarter of the budget says
+ *    too little about the model's error to lower the correction on.
+ *  - ROOM_EMPTY_CORE 4, FFD_WINDOW 4, WAKE_PROBE_WORK 0.1: first-fit and
+ *    best-wake-CPU details (an empty core takes any vCPU; positions scanned
+ *    linearly before the tree; the load that compares CPUs to wake).
  *
  * Determinism: no clock, no randomness, every tie broken by key or CPU
  * order, and the output arrays are fully written (memcmp-able).

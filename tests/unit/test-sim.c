@@ -19,6 +19,7 @@
 
 #include "config.h"
 #include "plan_input.h"
+#include "queueing.h"
 #include "evsim.h"
 #include "sim.h"
 
@@ -954,6 +955,62 @@ static void test_evsim_queued(void **state)
 }
 
 /*
+ * The planner's wait model (queueing.h, placement.c L1) against the event simulation of the
+ * kernel's balancing: n vCPUs of equal demand u with exponential 10 ms bursts free to run on c
+ * CPUs of one LLC (one thread per core, the top level), 300 s each: the share of wake-ups that
+ * queued is within half a point of the finite-population Erlang C the planner sizes sets by
+ * (plain Erlang C, the infinite-population form, is 1.5-2.6x too high on these sets and fails).
+ */
+static void test_queueing_vs_evsim(void **state)
+{
+        static const struct {
+                unsigned c, n;
+                double u;
+        } cs[] = { { 4, 8, 0.2 }, { 8, 16, 0.3 }, { 8, 40, 0.1 }, { 2, 6, 0.15 } };
+        struct sim_host h;
+        struct ev_ws *w = NULL;
+
+        (void) state;
+        load_host_named(&h, "epyc-genoa-1s", "epyc-genoa"); /* CCX 0: CPUs 0-7 (siblings 32-39) */
+        _cleanup_free_ uint8_t *lvl = calloc(h.em->n_fdoms, 1);
+        _cleanup_free_ uint32_t *lat = calloc(h.em->n_cpus, sizeof(uint32_t));
+        _cleanup_free_ uint8_t *allowed = calloc(h.em->n_cpus, 1);
+        assert_true(lvl && lat && allowed);
+        memset(lvl, (int) h.em->model.n_levels - 1, h.em->n_fdoms);
+        for (unsigned c = 0; c < h.em->n_cpus; c++)
+                lat[c] = EM_LATENCY_ANY;
+        for (unsigned k = 0; k < sizeof(cs) / sizeof(cs[0]); k++) {
+                double demand[40], wait[40];
+                int home[40];
+                memset(allowed, 0, h.em->n_cpus);
+                for (unsigned c = 0; c < cs[k].c; c++)
+                        allowed[c] = 1;
+                for (unsigned i = 0; i < cs[k].n; i++) {
+                        demand[i] = cs[k].u;
+                        home[i] = (int) (i % cs[k].c);
+                }
+                struct ev_input in = {
+                        .nv = cs[k].n, .demand = demand, .home = home, .fdom_level = lvl, .cpu_max_latency_us = lat,
+                        .wake_balance = true, .allowed = allowed,
+                        .burst = { .mean_ns = 10e6, .dist = BURST_EXP }, .seed = 5, .window_id = 1,
+                        .window_ns = 300e9,
+                };
+                struct ev_output out = { .vcpu_wait_ns = wait };
+                assert_int_equal(ev_ws_new(h.em, cs[k].n, &w), 0); /* a workspace is for its nv */
+                assert_int_equal(ev_run(w, &in, &out), 0);
+                ev_ws_free(w);
+                double meas = (double) out.queued_wakeups / (double) out.wakeups;
+                double model = queue_pwait_finite(cs[k].c, cs[k].n, cs[k].u);
+                double erlang = queue_erlang_c(cs[k].c, cs[k].n * cs[k].u);
+                printf("# queueing: %u vCPUs of %.2f on %u CPUs: %.2f%% of %llu wake-ups queued, model %.2f%%, "
+                       "plain Erlang C %.2f%%\n", cs[k].n, cs[k].u, cs[k].c, 100 * meas,
+                       (unsigned long long) out.wakeups, 100 * model, 100 * erlang);
+                assert_true(fabs(meas - model) < 0.005);
+        }
+        sim_host_done(&h);
+}
+
+/*
  * Newidle balancing in the event simulation: a CPU whose run queue goes
  * empty pulls a vCPU waiting on a busier CPU of its LLC that the vCPU may
  * run on (the kernel's newidle balance), unless the CPU's average idle time
@@ -1217,6 +1274,7 @@ int main(void)
                 cmocka_unit_test(test_same_plan_as_daemon),
                 cmocka_unit_test(test_evsim_pinned),
                 cmocka_unit_test(test_evsim_queued),
+                cmocka_unit_test(test_queueing_vs_evsim),
                 cmocka_unit_test(test_evsim_newidle_pull),
                 cmocka_unit_test(test_evsim_wait_input),
                 cmocka_unit_test(test_evsim_wait_avg),
