@@ -1342,7 +1342,7 @@ static double set_pwait_now(const struct ws *w, unsigned g, double extra, int ex
 }
 
 /*
- * The closed loop (step 4).  The previous plan's set of each LLC: c CPUs,
+ * The closed loop (L4).  The previous plan's set of each LLC: c CPUs,
  * its vCPUs' utilisation (A CPUs at the level it ran) and their decayed
  * run-queue wait W.  The queueing share that wait stands for
  * (queue_measured_pwait) against the model's prediction for the same set
@@ -2126,6 +2126,15 @@ static int cmp_key_idx(const void *a, const void *b, void *ctx)
         return x < y ? -1 : (x > y);
 }
 
+/* Was the vCPU of this key in plan prev (placed or not)? */
+static bool vcpu_known(const struct plan *prev, uint64_t key)
+{
+        for (unsigned j = 0; j < prev->n_vcpus; j++)
+                if (prev->vcpu_key[j] == key)
+                        return true;
+        return false;
+}
+
 /* Previous CPU of each current vCPU (by key), -1 if new or its CPU went offline. */
 static int map_previous(const struct ws *w, const struct plan *prev, int *out)
 {
@@ -2367,7 +2376,7 @@ static void plan_target(struct pc *st)
         }
 }
 
-/* Step 3: the previous placement under the current load; new vCPUs first-fit into it (keep). */
+/* Step 4: the previous placement under the current load (keep). */
 static int plan_keep(struct pc *st)
 {
         int r;
@@ -2375,10 +2384,18 @@ static int plan_keep(struct pc *st)
         const struct em_host *h = w->h;
         const size_t n_v = w->nv;
 
-        /* Step 3: the previous placement under the current load; new vCPUs first-fit into it. */
+        /* Step 4: the previous placement under the current load.  A new packed vCPU stays on the
+         * CPU the kernel runs it on (plan_vcpu.cur_cpu) until a plan has a reason to move it (a
+         * grow now, a shrink after the dwell): placed first-fit, every vCPU of a starting guest
+         * went to the first CPU of the wake order and, the dwell later, back. The others (and
+         * one whose CPU is unknown) first-fit into it. */
         r = map_previous(w, st->prev, st->keep);
         if (r < 0)
                 return r;
+        for (size_t i = 0; i < n_v; i++)
+                if (st->keep[i] < 0 && w->v[i].mode == PLACE_PACK && !w->boost[i] && cpu_ok(h, w->v[i].cur_cpu) &&
+                    node_ok(w, i, w->v[i].cur_cpu) && !vcpu_known(st->prev, w->v[i].key))
+                        st->keep[i] = w->v[i].cur_cpu;
         memcpy(st->from, st->keep, n_v * sizeof(int));
         load_assignment(w, st->keep);
         place_reserved(w);
@@ -2389,7 +2406,7 @@ static int plan_keep(struct pc *st)
         return 0;
 }
 
-/* Step 3a, grow (the comment at the top, step 3). */
+/* Step 4, grow (the comment at the top). */
 static int plan_grow(struct pc *st)
 {
         struct ws *w = &st->w;
@@ -2399,7 +2416,7 @@ static int plan_grow(struct pc *st)
         const size_t n_v = w->nv;
 
         /*
-         * Step 3a, grow: CPUs over headroom at the top level and vCPUs that wait
+         * Step 4, grow: CPUs over headroom at the top level and vCPUs that wait
          * (plan_vcpu_wait).  The cores involved (sources and destinations) are
          * marked; the energy-motivated change below still runs on the others.
          */
@@ -2499,7 +2516,7 @@ static int plan_grow(struct pc *st)
         return 0;
 }
 
-/* Step 3b, the energy-motivated change: dwell, move cost, the cap (the comment at the top, step 3). */
+/* Step 4, the energy-motivated change: dwell, move cost, the cap (the comment at the top). */
 static int plan_shrink(struct pc *st)
 {
         struct ws *w = &st->w;
@@ -2510,7 +2527,7 @@ static int plan_shrink(struct pc *st)
         const struct energy_model *m = &h->model;
 
         /*
-         * Step 3b, energy-motivated change: dwell and move cost.  After a grow it
+         * Step 4, energy-motivated change: dwell and move cost.  After a grow it
          * continues (the pending shrink is kept, and once the dwell is over it is
          * applied) on the cores the grow did not touch.
          */

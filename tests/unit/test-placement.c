@@ -903,6 +903,59 @@ static void test_hysteresis(void **state)
 }
 
 /*
+ * A new vCPU (a guest that just started) stays on the CPU the kernel runs it on until a plan
+ * has a reason to move it (issue 14): four idle vCPUs are packed (onto one CPU, batch; two,
+ * latency); two new idle ones running on CPUs 20 and 21 are kept there, not first-fit onto the packed CPUs, until the
+ * dwell's shrink packs them too.  Latency and batch profiles both; a new vCPU whose CPU is
+ * unknown still goes first-fit.  Fails with first-fit for every new vCPU.
+ */
+static void test_new_vcpu_stays(void **state)
+{
+        struct host_fixture f;
+        struct plan_policy pol;
+        struct plan_vcpu v[7];
+        const nsec_t S = NSEC_PER_SEC;
+
+        (void) state;
+        load_host("epyc-genoa-1s", "epyc-genoa", &f);
+        for (int prof = 0; prof < 2; prof++) {
+                struct plan *p0 = NULL, *p1 = NULL, *p2 = NULL;
+                policy(&pol);
+                if (prof)
+                        pol.profile = PLAN_PROFILE_LATENCY;
+                for (unsigned i = 0; i < 7; i++)
+                        v[i] = (struct plan_vcpu) { .key = 700 + i, .vm = 1 + i / 2, .util = 0.02, .cur_cpu = -1 };
+                assert_int_equal(plan_compute(f.h, &pol, v, 4, NULL, 0, NULL, 0, &p0), 0);
+                int packed = p0->vcpu_cpu[0];
+                uint8_t in_p0[64] = { 0 };
+                for (unsigned i = 0; i < 4; i++)
+                        in_p0[p0->vcpu_cpu[i]] = 1;
+                assert_true(n_active_cpus(p0) <= 2); /* batch: one; latency: two (four on one would queue) */
+                assert_false(in_p0[20] || in_p0[21]);
+                v[4].cur_cpu = 20;
+                v[5].cur_cpu = 21;
+                /* v[6]: new, CPU unknown */
+                assert_int_equal(plan_compute(f.h, &pol, v, 7, NULL, 0, p0, 1 * S, &p1), 0);
+                printf("# new vCPUs (%s): on CPUs %d %d (kernel's 20 21), unknown one on %d, packed CPU %d; %s\n",
+                       prof ? "latency" : "batch", p1->vcpu_cpu[4], p1->vcpu_cpu[5], p1->vcpu_cpu[6], packed,
+                       plan_decision_to_string(p1->why.decision));
+                assert_int_equal(p1->vcpu_cpu[4], 20);
+                assert_int_equal(p1->vcpu_cpu[5], 21);
+                assert_true(in_p0[p1->vcpu_cpu[6]]);
+                for (unsigned i = 0; i < 4; i++)
+                        assert_int_equal(p1->vcpu_cpu[i], p0->vcpu_cpu[i]);
+                /* the dwell later the shrink packs them (a reason: energy) */
+                assert_int_equal(plan_compute(f.h, &pol, v, 7, NULL, 0, p1, 1 * S + pol.shrink_dwell_ns + 1, &p2), 0);
+                assert_int_equal(p2->why.decision, PLAN_SHRINK);
+                assert_true(n_active_cpus(p2) < n_active_cpus(p1));
+                plan_free(p0);
+                plan_free(p1);
+                plan_free(p2);
+        }
+        free_host(&f);
+}
+
+/*
  * The wait that grows the plan (plan_vcpu_wait): the decayed wait over the
  * budget; one period's over the budget when the CPU was overloaded in that
  * period (last-period load over the packing headroom); one period's over
@@ -2176,6 +2229,7 @@ int main(void)
                 cmocka_unit_test(test_best_wake),
                 cmocka_unit_test(test_best_sleep),
                 cmocka_unit_test(test_hysteresis),
+                cmocka_unit_test(test_new_vcpu_stays),
                 cmocka_unit_test(test_wait_filter),
                 cmocka_unit_test(test_shrink_reaches_target),
                 cmocka_unit_test(test_move_cost),
