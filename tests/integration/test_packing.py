@@ -5,7 +5,9 @@ pCPU's measured idle residency (cpuidle `time` counters, or /proc/stat's idle wh
 has no cpuidle states) rises above 90% while the plan is
 packed (most of the window: a burst of waiting may grow it for a few seconds) and a work
 counter inside each guest keeps within 10% of its unpacked rate; when one guest turns
-busy the plan grows at once; on SIGTERM every pin goes back to what it was.
+busy the plan grows at once; on SIGTERM every pin goes back to what it was.  At the default
+queueing budget the vCPU threads' run-queue wait (schedstat) with the daemon stays within the
+budget's promise against the host without it.
 
 Run: meson test -C build --suite integration packing -v   (root; real libvirtd)."""
 
@@ -27,6 +29,8 @@ SRC = os.environ.get("VMMPOWER_SOURCE_DIR") or os.path.dirname(os.path.dirname(o
 WINDOW_S = 20          # measurement window for rates and idle residency
 LIGHT_SLEEP_S = "0.5"  # light loop: BATCH iterations, then this sleep (a fork under TCG: ~2.5% of a CPU each)
 LIGHT_SHARE = 0.03     # work of one light loop, share of what a busy loop does per second
+WAIT_PLANNER_EXTRA = {}  # e.g. {"Profile": "batch"} to see the test fail
+WAIT_SHARE = 0.08      # the wait test's loops: the batch profile packs the three onto one pCPU, where they queue
 
 
 def log(msg):
@@ -189,6 +193,71 @@ class Packing(unittest.TestCase):
         log("%s: every vCPU pinned to pCPU %d alone %.1f of %.1fs sampled; pCPU %d idle %.1f%% over that time" %
             (what, busy_cpu, packed_s, span, other, 100 * idle_packed))
         return rates, idle, idle_packed, packed_s / span if span > 0 else 0.0
+
+    def vcpu_schedstat(self):
+        """{(guest, tid): (run ns, run-queue wait ns, timeslices)} of every vCPU thread
+        (/proc/PID/task/TID/schedstat: what the tracker reads as run_delay)."""
+        out = {}
+        for g in self.guests:
+            for tid in g.vcpu_tids().values():
+                with open("/proc/%d/task/%d/schedstat" % (g.pid, tid)) as f:
+                    out[(g.name, tid)] = tuple(int(x) for x in f.read().split()[:3])
+        return out
+
+    def wait_window(self, what):
+        """The vCPU threads' run-queue wait over WINDOW_S as a share of the window (mean over the
+        vCPUs; logged with the mean per timeslice)."""
+        s0, t0 = self.vcpu_schedstat(), time.monotonic()
+        time.sleep(WINDOW_S)
+        s1, dt = self.vcpu_schedstat(), time.monotonic() - t0
+        delay = sum(s1[k][1] - s0[k][1] for k in s0)
+        slices = sum(s1[k][2] - s0[k][2] for k in s0)
+        per_slice_us = delay / 1000.0 / max(slices, 1)
+        share = delay / 1e9 / dt / len(s0)
+        log("%s: vCPU run-queue wait %.1f us per timeslice (%d timeslices), %.3f%% of the window" %
+            (what, per_slice_us, slices, 100.0 * share))
+        return share
+
+    def test_default_budget_wait(self):
+        """Issue 14: at the default queueing budget (latency profile) the vCPU threads' run-queue
+        wait with vmmpowerd running stays within what the budget promises against the host without
+        it: as a share of the time at most 1.5 x the unmanaged host's (+ 0.05 points of noise),
+        the simulator's ratio against B3 (per timeslice it moves with the guests' timer noise:
+        34-107 us without the daemon in three runs here).  The model is the one the batch test packs with, so packing
+        is what the energy alone would choose; the budget decides.  With WAIT_PLANNER_EXTRA
+        {"Profile": "batch"} the three loops are packed onto one pCPU and the test fails (measured:
+        2.72% against 1.50% without the daemon, limit 2.30%; the default budget: 0.29-0.72% against
+        0.28-0.88%)."""
+        if n_cpus() < 2:
+            self.skipTest("needs 2 pCPUs")
+        a = self.guests[0]
+        a.console.busy(0)
+        full = a.console.rate(3)[0]
+        a.console.idle(0)
+        batch = max(50, int(full * WAIT_SHARE * float(LIGHT_SLEEP_S)))
+        for g in self.guests:
+            g.console.light(0, batch, LIGHT_SLEEP_S)
+        time.sleep(3)
+        before_aff = self.affinities()
+        off = self.wait_window("no daemon")
+        model = core_model(os.path.join(SRC, "config", "models", "xeon-spr-2s.model"))
+        self.addCleanup(os.unlink, model)
+        self.__class__.d = d = Daemon(sections={"Planner": dict({"ShrinkDwell": "2s", "ModelFile": model},
+                                                               **WAIT_PLANNER_EXTRA)}).start()
+        p0 = d.status()["periods"]
+        d.wait_for(lambda: d.status()["periods"] - p0 >= 5 and d.json("plan").get("apply", {}).get("enabled"),
+                   60, "five periods of applied plans")
+        on = self.wait_window("vmmpowerd, default budget")
+        plan = d.json("plan")
+        sets = [s for s in plan.get("sets", []) if s.get("cpus")]
+        log("plan: %s, %d active pCPUs; pack sets %s" % (plan["decision"], plan["n_active"], sets))
+        d.stop()
+        self.__class__.d = None
+        self.assertEqual(self.affinities(), before_aff)
+        limit = 1.5 * off + 0.0005
+        log("run-queue wait: %.3f%% of the time with vmmpowerd against %.3f%% without (limit %.3f%%)" %
+            (100 * on, 100 * off, 100 * limit))
+        self.assertLessEqual(on, limit)
 
     def test_pack_grow_restore(self):
         if n_cpus() < 2:
