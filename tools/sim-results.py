@@ -214,7 +214,8 @@ for k in bk:
             ';'.join(k), 100 * g, pct_b0(v, 'vmmpower'), pct_b0(v, 'binpack-ref')))
 for m, k in allk:
     if moves(m[k]) > 60:
-        misses.append('%s: %.1f planner moves per vCPU-hour.' % (';'.join(k), moves(m[k])))
+        misses.append('%s%s: %.1f planner moves per vCPU-hour.' % ('batch ' if m is batch else '', ';'.join(k),
+                                                                   moves(m[k])))
 L.append('')
 L.append('### Where a target is missed\n')
 if misses:
