@@ -15,6 +15,7 @@
  */
 #include <inttypes.h>
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "apply.h"
@@ -266,6 +267,16 @@ static unsigned packable_cpus(const struct daemon *d)
         return cpuset_count(&set);
 }
 
+/* One gauge per pack set with CPUs (label llc): the double at offset off of its struct plan_set. */
+static void set_gauge(struct strbuf *out, const struct plan *p, const char *name, const char *help, size_t off)
+{
+        header(out, name, "gauge", help);
+        for (unsigned g = 0; g < p->n_llcs; g++)
+                if (p->set[g].cpus > 0)
+                        strbuf_printf(out, "%s{llc=\"%u\"} %.6g\n", name, g,
+                                      *(const double *) ((const char *) &p->set[g] + off));
+}
+
 /*
  * The wait model's word on each LLC's pack set of the plan p (placement.h
  * struct plan_set; latency profile: [Planner] QueueBudgetPercent), only for
@@ -298,18 +309,12 @@ void render_pack_set_metrics(const struct plan *p, struct strbuf *out)
                                 strbuf_printf(out, "vmmpower_pack_set_queued_ratio{llc=\"%u\",kind=\"%s\"} %.6g\n",
                                               g, kinds[k], v);
                 }
-        header(out, "vmmpower_pack_set_queue_budget_ratio", "gauge",
-               "Share of wake-ups the pack set may queue: [Planner] QueueBudgetPercent or a tighter VM's budget.");
-        for (unsigned g = 0; g < p->n_llcs; g++)
-                if (p->set[g].cpus > 0)
-                        strbuf_printf(out, "vmmpower_pack_set_queue_budget_ratio{llc=\"%u\"} %.6g\n", g,
-                                      p->set[g].budget);
-        header(out, "vmmpower_pack_set_model_correction", "gauge",
-               "Closed-loop correction of the wait model for the pack set (1 = as modelled, up to 16).");
-        for (unsigned g = 0; g < p->n_llcs; g++)
-                if (p->set[g].cpus > 0)
-                        strbuf_printf(out, "vmmpower_pack_set_model_correction{llc=\"%u\"} %.6g\n", g,
-                                      p->set[g].corr);
+        set_gauge(out, p, "vmmpower_pack_set_queue_budget_ratio",
+                  "Share of wake-ups the pack set may queue: [Planner] QueueBudgetPercent or a tighter VM's budget.",
+                  offsetof(struct plan_set, budget));
+        set_gauge(out, p, "vmmpower_pack_set_model_correction",
+                  "Closed-loop correction of the wait model for the pack set (1 = as modelled, up to 16).",
+                  offsetof(struct plan_set, corr));
 }
 
 /* The plan in watts and pCPUs: what a fleet engine reads (docs/fleet.md). */

@@ -194,6 +194,20 @@ class Packing(unittest.TestCase):
             (what, busy_cpu, packed_s, span, other, 100 * idle_packed))
         return rates, idle, idle_packed, packed_s / span if span > 0 else 0.0
 
+    def start_light_loops(self, share):
+        """Calibrate on this machine (a busy loop's rate, one guest at a time) and start a light
+        loop doing `share` of that work in every guest; the iterations per LIGHT_SLEEP_S."""
+        a = self.guests[0]
+        a.console.busy(0)
+        full = a.console.rate(3)[0]
+        a.console.idle(0)
+        batch = max(50, int(full * share * float(LIGHT_SLEEP_S)))
+        log("busy loop %d it/s: light loops of %d iterations per %ss" % (full, batch, LIGHT_SLEEP_S))
+        for g in self.guests:
+            g.console.light(0, batch, LIGHT_SLEEP_S)
+        time.sleep(3)
+        return batch
+
     def vcpu_schedstat(self):
         """{(guest, tid): (run ns, run-queue wait ns, timeslices)} of every vCPU thread
         (/proc/PID/task/TID/schedstat: what the tracker reads as run_delay)."""
@@ -223,21 +237,14 @@ class Packing(unittest.TestCase):
         wait with vmmpowerd running stays within what the budget promises against the host without
         it: as a share of the time at most 1.5 x the unmanaged host's (+ 0.05 points of noise),
         the simulator's ratio against B3 (per timeslice it moves with the guests' timer noise:
-        34-107 us without the daemon in three runs here).  The model is the one the batch test packs with, so packing
-        is what the energy alone would choose; the budget decides.  With WAIT_PLANNER_EXTRA
+        34-107 us without the daemon in three runs here).  The model is the one the batch test
+        packs with, so packing is what the energy alone would choose; the budget decides.  With WAIT_PLANNER_EXTRA
         {"Profile": "batch"} the three loops are packed onto one pCPU and the test fails (measured:
         2.72% against 1.50% without the daemon, limit 2.30%; the default budget: 0.29-0.72% against
         0.28-0.88%)."""
         if n_cpus() < 2:
             self.skipTest("needs 2 pCPUs")
-        a = self.guests[0]
-        a.console.busy(0)
-        full = a.console.rate(3)[0]
-        a.console.idle(0)
-        batch = max(50, int(full * WAIT_SHARE * float(LIGHT_SLEEP_S)))
-        for g in self.guests:
-            g.console.light(0, batch, LIGHT_SLEEP_S)
-        time.sleep(3)
+        self.start_light_loops(WAIT_SHARE)
         before_aff = self.affinities()
         off = self.wait_window("no daemon")
         model = core_model(os.path.join(SRC, "config", "models", "xeon-spr-2s.model"))
@@ -263,15 +270,7 @@ class Packing(unittest.TestCase):
         if n_cpus() < 2:
             self.skipTest("needs 2 pCPUs")
         a = self.guests[0]
-        # Calibrate the light loops on this machine: a busy loop's rate, one guest at a time.
-        a.console.busy(0)
-        full = a.console.rate(3)[0]
-        a.console.idle(0)
-        batch = max(50, int(full * LIGHT_SHARE * float(LIGHT_SLEEP_S)))
-        log("busy loop %d it/s: light loops of %d iterations per %ss" % (full, batch, LIGHT_SLEEP_S))
-        for g in self.guests:
-            g.console.light(0, batch, LIGHT_SLEEP_S)
-        time.sleep(3)
+        batch = self.start_light_loops(LIGHT_SHARE)
         before_aff = self.affinities()
         base_rates, base_idle, _, _ = self.measure("unpacked (no daemon)")
 
