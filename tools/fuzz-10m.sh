@@ -2,6 +2,9 @@
 # Run every libFuzzer target (or the ones named) for N executions (default 10 million) from
 # its seeds and print one line per target: executions, seconds, executions per second, result.
 # FUZZ_MAX_SECONDS caps each target's time (libFuzzer -max_total_time; default: no cap).
+# FUZZ_WORKERS=W splits the runs over W processes (seeds 1..W) that share one corpus
+# directory (libFuzzer re-reads it, so each sees what the others found); the line adds
+# their executions up and is OK only if every worker ends clean.
 # Builds build-fuzz (or $FUZZ_BUILD_DIR) if needed.  Run it nice'd: it keeps one CPU busy.
 # Usage: bash tools/fuzz-10m.sh [RUNS [TARGET...]]     e.g. tools/fuzz-10m.sh 10000000 control trace
 set -euo pipefail
@@ -32,16 +35,32 @@ for name in "${targets[@]}"; do
         done
         case $name in config | qmp) seeds="$seeds tests/data/$name" ;; esac
         t0=$(date +%s)
-        # shellcheck disable=SC2086
-        if "$exe" -runs="$runs" -max_total_time="${FUZZ_MAX_SECONDS:-0}" -seed=1 -print_final_stats=1 \
-                  -artifact_prefix="$dir/crash-$name-" "$corpus" $seeds >"$dir/fuzz10m-$name.log" 2>&1; then
-                res=OK
+        workers=${FUZZ_WORKERS:-1}
+        pids=()
+        for w in $(seq 1 "$workers"); do
+                log=$dir/fuzz10m-$name.log
+                [ "$workers" -gt 1 ] && log=$dir/fuzz10m-$name.$w.log
+                # shellcheck disable=SC2086
+                "$exe" -runs=$(( runs / workers )) -max_total_time="${FUZZ_MAX_SECONDS:-0}" -seed="$w" \
+                       -print_final_stats=1 -artifact_prefix="$dir/crash-$name-" "$corpus" $seeds \
+                       >"$log" 2>&1 &
+                pids+=($!)
+        done
+        res=OK
+        for pid in "${pids[@]}"; do
+                if ! wait "$pid"; then
+                        res="FAIL (logs: $dir/fuzz10m-$name*.log)"
+                        rc=1
+                fi
+        done
+        if [ "$workers" -gt 1 ]; then
+                logs=$(seq -f "$dir/fuzz10m-$name.%g.log" 1 "$workers")
         else
-                res="FAIL (log: $dir/fuzz10m-$name.log)"
-                rc=1
+                logs=$dir/fuzz10m-$name.log
         fi
-        execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$dir/fuzz10m-$name.log")
+        # shellcheck disable=SC2086
+        execs=$(sed -n 's/^stat::number_of_executed_units: *//p' $logs | awk '{s += $1} END {print s + 0}')
         secs=$(( $(date +%s) - t0 ))
-        echo "fuzz-$name: ${execs:-?} executions in $secs s ($(( ${execs:-0} / (secs > 0 ? secs : 1) )) exec/s): $res"
+        echo "fuzz-$name: $execs executions in $secs s ($(( execs / (secs > 0 ? secs : 1) )) exec/s, $workers worker(s)): $res"
 done
 exit $rc
