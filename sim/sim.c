@@ -97,18 +97,34 @@ void sim_config_defaults(struct sim_config *c)
 int sim_plan_step(const struct em_host *h, const struct plan_policy *pol, const struct sim_vcpu_sample *s,
                   size_t n, const struct plan *prev, nsec_t now, struct plan **ret)
 {
-        _cleanup_free_ struct plan_vcpu *v = calloc(n ? n : 1, sizeof(*v));
+        _cleanup_free_ struct vcpu_load *l = calloc(n ? n : 1, sizeof(*l));
+        _cleanup_free_ struct vm_load *vm = calloc(n ? n : 1, sizeof(*vm));
+        _cleanup_free_ const struct vm_load **vp = calloc(n ? n : 1, sizeof(*vp));
+        struct plan_input in = { 0 };
+        struct plan_input_sources src = { .n_cpus = h->n_cpus, .prev = prev, .now = now };
+        size_t n_vms = 0;
+        int r;
 
-        if (!v)
+        if (!l || !vm || !vp)
                 return -ENOMEM;
-        /* Each sample as the tracker would hold it, through the daemon's own mapping. */
+        /* Each sample as the tracker would hold it (a VM: the samples of one pid in a row),
+         * through the daemon's own input step. */
         for (size_t i = 0; i < n; i++) {
-                struct vcpu_load l = { .index = (int) s[i].index, .valid = true, .util = s[i].util_last,
-                                       .util_avg = s[i].util_avg, .wait_ratio = s[i].wait_ratio,
-                                       .wait_avg = s[i].wait_avg };
-                v[i] = plan_input_from_vcpu((pid_t) s[i].pid, &l, PLACE_PACK);
+                l[i] = (struct vcpu_load) { .index = (int) s[i].index, .valid = true, .util = s[i].util_last,
+                                            .util_avg = s[i].util_avg, .wait_ratio = s[i].wait_ratio,
+                                            .wait_avg = s[i].wait_avg };
+                if (i == 0 || s[i].pid != s[i - 1].pid) {
+                        vm[n_vms] = (struct vm_load) { .info = { .pid = (pid_t) s[i].pid }, .vcpus = &l[i] };
+                        vp[n_vms] = &vm[n_vms];
+                        n_vms++;
+                }
+                vm[n_vms - 1].n_vcpus++;
         }
-        return plan_compute(h, pol, v, n, NULL, 0, prev, now, ret);
+        r = plan_input_build(&in, vp, n_vms, &src);
+        if (r >= 0)
+                r = plan_compute(h, pol, in.v, in.n, in.hints, in.n_hints, prev, now, ret);
+        plan_input_done(&in);
+        return r;
 }
 
 /* ---- bounds ---------------------------------------------------------------- */

@@ -138,10 +138,12 @@ double sim_erlang_c(unsigned c, double a);
 unsigned sim_erlang_servers(double a, double budget, unsigned max_c);
 
 /*
- * One planning step exactly as the daemon's plan_period(): vCPU j of the VM
- * with QEMU pid pid[i] becomes key pid << 16 | j, vm pid, mode pack,
- * cur_cpu -1, util = decayed util, util_last = the last period's, wait_ratio = last
- * period's ratio, wait_avg = its decayed average.
+ * One planning step exactly as the daemon's plan_period(): the samples as the
+ * tracker holds them (a VM: the samples of one pid in a row) through the
+ * daemon's input step, plan_input_build() (key vcpu_ref_key(pid, index), mode
+ * pack, util = decayed util, util_last = the last period's, wait_ratio = last
+ * period's ratio, wait_avg = its decayed average; no thread CPUs, no hints),
+ * then plan_compute().
  */
 struct sim_vcpu_sample {
         uint32_t pid;

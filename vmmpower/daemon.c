@@ -174,71 +174,30 @@ static void hints_period(struct daemon *d, nsec_t now)
         d->batch_invalid = true;
 }
 
-/*
- * An excluded VM is never moved, but its load is on the CPUs it runs on: the
- * planner counts it there (cur_cpu) when it knows which.  The CPU each vCPU
- * thread last ran on, from its /proc stat (one small read per excluded vCPU);
- * -1 when the thread is gone or the CPU is not in the model.
- */
-static void excluded_cur_cpus(const struct daemon *d, const struct vm_load *vm, struct plan_vcpu *in)
+/* plan_input_sources callbacks: where a vCPU thread runs, a VM's hints, a NUMA binding that cannot hold. */
+static int input_thread_cpu(void *userdata, pid_t pid, pid_t tid)
 {
-        for (unsigned j = 0, m = 0; j < vm->n_vcpus; j++) {
-                int c;
+        const struct daemon *d = userdata;
 
-                if (!plan_input_wanted(&vm->vcpus[j]))
-                        continue;
-                c = procscan_thread_cpu(d->cfg.procfs_root, vm->info.pid, vm->vcpus[j].tid);
-                in[m++].cur_cpu = c >= 0 && (unsigned) c < d->em->n_cpus ? c : -1;
-        }
+        return procscan_thread_cpu(d->cfg.procfs_root, pid, tid);
 }
 
-/*
- * Hints the planner may act on (trust=full, live).  A level is the
- * performance the guest wants while the vCPU runs: a floor for its domain's
- * level, never demand (an idle guest's agent sends its lowest step, 128: that
- * must cost nothing), fading with its weight toward no floor (a dead agent
- * asks for less and less).  A boost asks for the VM's max_level: the top
- * level and a shallow idle limit only when max_level is 1024, otherwise a
- * floor at max_level (0: nothing).  Returns the count.
- */
-static size_t collect_plan_hints(struct daemon *d, nsec_t now)
+static int input_vm_hints(void *userdata, pid_t pid, nsec_t now, struct hint_effective *ret, size_t max)
 {
-        _cleanup_free_ struct hint_effective *eff = NULL;
-        size_t n = 0;
+        const struct daemon *d = userdata;
 
-        if (!d->hints)
-                return 0;
-        eff = calloc(VM_MAX_VCPUS, sizeof(*eff)); /* every vCPU a VM may have, not the first 64 */
-        if (!eff)
-                return 0;
-        for (size_t i = 0; i < tracker_n_vms(d->tracker); i++) {
-                const struct vm_load *vm = tracker_vm(d->tracker, i);
-                int k = hint_server_vm_state(d->hints, vm->info.pid, now, eff, VM_MAX_VCPUS);
+        return hint_server_vm_state(d->hints, pid, now, ret, max);
+}
 
-                for (int j = 0; j < k; j++) {
-                        uint32_t floor = eff[j].level;
-                        bool boost = eff[j].boosted && eff[j].boost_level >= HINT_LEVEL_MAX;
+/* Warned when such VMs become more than the last plan had. */
+static void input_numa_ignored(void *userdata, const struct vm_load *vm, int error)
+{
+        const struct daemon *d = userdata;
 
-                        if (eff[j].boosted)
-                                floor = MAX(floor, eff[j].boost_level);
-                        if (!eff[j].may_actuate || (floor == 0 && !boost))
-                                continue;
-                        if (n >= d->plan_hints_alloc) {
-                                size_t na = d->plan_hints_alloc ? 2 * d->plan_hints_alloc : 64;
-                                struct plan_hint *p = realloc(d->plan_hints, na * sizeof(*p));
-                                if (!p)
-                                        return n;
-                                d->plan_hints = p;
-                                d->plan_hints_alloc = na;
-                        }
-                        d->plan_hints[n++] = (struct plan_hint) {
-                                .key = ((uint64_t) vm->info.pid << 16) | (uint64_t) j,
-                                .perf_floor = (double) floor / HINT_LEVEL_MAX,
-                                .boost = boost,
-                        };
-                }
-        }
-        return n;
+        if (d->plan_scratch.numa_ignored > d->counters.numa_ignored)
+                log_warning_errno(error, "VM \"%s\": memory bound to NUMA node(s) \"%s\", %s: packed on "
+                                  "any node, ignoring.", vm->info.name, vm->info.policy.mem_nodeset,
+                                  error == -ENOENT ? "which have no online CPU here" : "a list that does not parse");
 }
 
 /*
@@ -257,13 +216,14 @@ static void hints_grant(struct daemon *d, const struct plan *p, nsec_t now)
                 return;
         for (unsigned i = 0; i < p->n_vcpus; i++) {
                 int c = p->vcpu_cpu[i];
+                struct vcpu_ref r;
                 uint32_t level;
 
                 if (c < 0 || (unsigned) c >= p->n_cpus || (unsigned) c >= h->n_cpus)
                         continue;
                 level = em_capacity(&h->model, p->fdom_level[h->cpu_fdom[c]]) * HINT_LEVEL_MAX / EM_CAPACITY_SCALE;
-                (void) hint_server_set_grant(d->hints, (pid_t) (p->vcpu_key[i] >> 16),
-                                             (uint32_t) (p->vcpu_key[i] & 0xffff), MIN(level, (uint32_t) HINT_LEVEL_MAX));
+                r = vcpu_ref_of_key(p->vcpu_key[i]);
+                (void) hint_server_set_grant(d->hints, r.pid, r.index, MIN(level, (uint32_t) HINT_LEVEL_MAX));
         }
         hint_server_send_grants(d->hints, now);
 }
@@ -972,21 +932,14 @@ static void feed_load_scale(struct daemon *d)
                 return;
         for (unsigned i = 0; i < p->n_vcpus; i++) {
                 int c = p->vcpu_cpu[i]; /* plan_load_scale() checks it against the model's host */
+                struct vcpu_ref r = vcpu_ref_of_key(p->vcpu_key[i]);
+
                 if (c >= 0 && (!d->topo || (unsigned) c >= d->topo->n_cpus || d->topo->cpus[c].policy < 0))
                         continue;
-                tracker_set_load_scale(d->tracker, (pid_t) (p->vcpu_key[i] >> 16), (int) (p->vcpu_key[i] & 0xffff),
-                                       plan_load_scale(d->em, p, i));
+                tracker_set_load_scale(d->tracker, r.pid, (int) r.index, plan_load_scale(d->em, p, i));
         }
 }
 
-/*
- * The planner's inputs from the tracker: one plan_vcpu per tracked vCPU with
- * a measurement, keyed (pid << 16 | index) so that keys stay stable across
- * periods.  Utilisation is the decayed average (the plan should not chase
- * one period's noise); the wait ratio is the last period's (growth must be
- * immediate).  Advisory: the plan is computed, kept and shown; nothing on
- * the host is changed by it yet.
- */
 /* Hand the plan to the applier: vCPU pins, frequency caps, idle limits. */
 static void submit_plan(struct daemon *d, const struct plan_policy *pol, const struct plan *p, size_t n)
 {
@@ -1004,13 +957,13 @@ static void submit_plan(struct daemon *d, const struct plan_policy *pol, const s
                 }
         }
         sets = d->pin_sets;
-        if ((n > 0 && n > d->pin_sets_alloc) || plan_pin_sets(h, pol, p, d->plan_scratch, n, sets) < 0) {
+        if ((n > 0 && n > d->pin_sets_alloc) || plan_pin_sets(h, pol, p, d->plan_scratch.v, n, sets) < 0) {
                 log_warning("Applier: out of memory building the pin sets; this period's plan is not applied.");
                 return;
         }
         d->apply_scratch = NULL;
         for (size_t i = 0; i < n && i < p->n_vcpus; i++) {
-                bool excluded = d->plan_scratch[i].mode == PLACE_EXCLUDE;
+                bool excluded = d->plan_scratch.v[i].mode == PLACE_EXCLUDE;
 
                 if (p->vcpu_cpu[i] < 0 && !excluded)
                         continue;
@@ -1054,70 +1007,85 @@ static void submit_plan(struct daemon *d, const struct plan_policy *pol, const s
         applier_submit(d->applier, req);
 }
 
+/*
+ * The apply request's vCPU pins for the plan inputs in, at the same
+ * positions: libvirt's domains are pinned through libvirt, the rest by
+ * affinity.  NULL without an applier or memory.
+ */
+static struct apply_request *input_pins(struct daemon *d, const struct plan_input *in)
+{
+        struct apply_request *req;
+        const struct vm_load *vm = NULL;
+
+        if (!d->applier)
+                return NULL;
+        req = apply_request_new(in->n + tracker_n_vms(d->tracker), d->em->n_cpus);
+        for (size_t i = 0; req && i < in->n; i++) {
+                struct vcpu_ref r = vcpu_ref_of_key(in->v[i].key);
+                struct apply_pin *p = &req->pins[i];
+
+                if (!vm || vm->info.pid != r.pid)
+                        vm = tracker_find_vm(d->tracker, r.pid);
+                if (vm && (vm->info.sources & VM_SOURCE_LIBVIRT) && vm->info.uuid[0])
+                        snprintf(p->uuid, sizeof(p->uuid), "%s", vm->info.uuid);
+                p->pid = r.pid;
+                p->tid = in->tid[i];
+                p->vcpu = r.index;
+                p->cpu = -1;
+        }
+        return req;
+}
+
+/*
+ * One plan: the planner's whole input from the tracker and the hint server
+ * (plan_input_build: each VM's mode, budget and NUMA nodes, the CPU of every
+ * excluded vCPU and of every vCPU the plan in force does not know, the
+ * guests' hints), the plan, its application.  The inputs are built in the
+ * scratch input and swapped in with the plan, so that the plan shown always
+ * goes with its own inputs.
+ */
 static void plan_period(struct daemon *d, nsec_t now)
 {
         struct plan_policy pol;
         struct plan *next = NULL;
-        size_t n = 0, want = 0, n_hints, numa_ignored = 0;
+        const struct vm_load **vms;
+        size_t n_vms = tracker_n_vms(d->tracker);
+        struct plan_input *in = &d->plan_scratch;
+        struct plan_input_sources src = {
+                .topo = d->topo,
+                .n_cpus = d->em ? d->em->n_cpus : 0,
+                .prev = d->plan,
+                .now = now,
+                .thread_cpu = input_thread_cpu,
+                .vm_hints = d->hints ? input_vm_hints : NULL,
+                .numa_ignored = input_numa_ignored,
+                .userdata = d,
+        };
         nsec_t cpu0;
         int r;
 
         if (!d->em)
                 return;
-        for (size_t i = 0; i < tracker_n_vms(d->tracker); i++)
-                want += tracker_vm(d->tracker, i)->n_vcpus;
-        /* Inputs are built in the scratch buffer and swapped in with the plan,
-         * so that the plan shown always goes with its own inputs. */
-        if (want > d->plan_scratch_alloc) {
-                struct plan_vcpu *p = realloc(d->plan_scratch, want * sizeof(*p));
-                if (!p) {
-                        d->counters.plan_errors++;
-                        return;
-                }
-                d->plan_scratch = p;
-                d->plan_scratch_alloc = want;
+        vms = calloc(n_vms ? n_vms : 1, sizeof(*vms));
+        if (!vms) {
+                d->counters.plan_errors++;
+                return;
         }
-        /* The pins that go with the inputs, in the same order (plan arrays follow the inputs). */
+        for (size_t i = 0; i < n_vms; i++)
+                vms[i] = tracker_vm(d->tracker, i);
+        r = plan_input_build(in, vms, n_vms, &src);
+        free(vms);
+        if (r < 0) {
+                d->counters.plan_errors++;
+                return;
+        }
+        /* the pins that go with the inputs, in the same order (plan arrays follow the inputs) */
         apply_request_free(d->apply_scratch);
-        d->apply_scratch = d->applier ? apply_request_new(want + tracker_n_vms(d->tracker), d->em->n_cpus) : NULL;
-        for (size_t i = 0; i < tracker_n_vms(d->tracker); i++) {
-                const struct vm_load *vm = tracker_vm(d->tracker, i);
-                enum place_mode mode = vm->info.policy.place_mode; /* libvirt metadata, else pack */
-                size_t k = plan_inputs_from_vms(&vm, 1, &mode, d->plan_scratch + n);
-
-                if (mode == PLACE_EXCLUDE)
-                        excluded_cur_cpus(d, vm, d->plan_scratch + n);
-                /* its queueing budget and the NUMA nodes of its memory (<numatune>); nodes with no
-                 * online CPU here cannot bound it: then anywhere, warned when such VMs become more */
-                r = plan_input_apply_policy(d->topo, &vm->info.policy, d->plan_scratch + n, k);
-                if (r < 0 && ++numa_ignored > d->counters.numa_ignored)
-                        log_warning_errno(r, "VM \"%s\": memory bound to NUMA node(s) \"%s\", %s: packed on "
-                                          "any node, ignoring.", vm->info.name, vm->info.policy.mem_nodeset,
-                                          r == -ENOENT ? "which have no online CPU here" : "a list that does not parse");
-
-                /* the pins that go with these inputs, at the same positions */
-                for (unsigned j = 0, m = 0; d->apply_scratch && j < vm->n_vcpus; j++) {
-                        const struct vcpu_load *v = &vm->vcpus[j];
-                        struct apply_pin *p;
-
-                        if (!plan_input_wanted(v))
-                                continue;
-                        p = &d->apply_scratch->pins[n + m++];
-                        /* libvirt's domains are pinned through libvirt, the rest by affinity */
-                        if ((vm->info.sources & VM_SOURCE_LIBVIRT) && vm->info.uuid[0])
-                                snprintf(p->uuid, sizeof(p->uuid), "%s", vm->info.uuid);
-                        p->pid = vm->info.pid;
-                        p->tid = v->tid;
-                        p->vcpu = (unsigned) v->index;
-                        p->cpu = -1;
-                }
-                n += k;
-        }
-        d->counters.numa_ignored = numa_ignored;
+        d->apply_scratch = input_pins(d, in);
+        d->counters.numa_ignored = in->numa_ignored;
         plan_policy_from_config(&d->cfg, &pol);
         cpu0 = thread_cputime_ns();
-        n_hints = collect_plan_hints(d, now);
-        r = plan_compute(d->em, &pol, d->plan_scratch, n, d->plan_hints, n_hints, d->plan, now, &next);
+        r = plan_compute(d->em, &pol, in->v, in->n, in->hints, in->n_hints, d->plan, now, &next);
         d->counters.last_plan_cpu_ns = thread_cputime_ns() - cpu0;
         if (r < 0) {
                 if (d->counters.plan_errors++ == 0)
@@ -1137,20 +1105,11 @@ static void plan_period(struct daemon *d, nsec_t now)
                          next->why.text);
         }
         if (d->applier && d->apply_scratch)
-                submit_plan(d, &pol, next, n);
+                submit_plan(d, &pol, next, in->n);
         hints_grant(d, next, now);
         plan_free(d->plan);
         d->plan = next;
-        {
-                struct plan_vcpu *t = d->plan_in;
-                size_t ta = d->plan_in_alloc;
-
-                d->plan_in = d->plan_scratch;
-                d->plan_in_alloc = d->plan_scratch_alloc;
-                d->plan_in_n = n;
-                d->plan_scratch = t;
-                d->plan_scratch_alloc = ta;
-        }
+        plan_input_swap(&d->plan_in, &d->plan_scratch);
 }
 
 void daemon_period(struct daemon *d, nsec_t now)
@@ -1425,15 +1384,11 @@ void daemon_done(struct daemon *d)
         stop_libvirt(d);
         hint_server_free(d->hints);
         d->hints = NULL;
-        free(d->plan_hints);
-        d->plan_hints = NULL;
         qmp_cache_clear(d);
         plan_free(d->plan);
         d->plan = NULL;
-        free(d->plan_in);
-        d->plan_in = NULL;
-        free(d->plan_scratch);
-        d->plan_scratch = NULL;
+        plan_input_done(&d->plan_in);
+        plan_input_done(&d->plan_scratch);
         free(d->pin_sets);
         d->pin_sets = NULL;
         d->pin_sets_alloc = 0;

@@ -10,6 +10,7 @@
 #include "guest_hint.h"
 #include "journal.h"
 #include "placement.h"
+#include "plan_input.h"
 #include "libvirt_src.h"
 #include "pcpu_stat.h"
 #include "procscan.h"
@@ -76,15 +77,11 @@ struct daemon {
         struct pcpu_stat *pcpu;
         struct libvirt_src *libvirt;
         struct hint_server *hints;/* guest hint channels (org.vmmpower.hint.0) */
-        struct plan_hint *plan_hints; /* hints handed to the planner, [plan_hints_alloc] */
-        size_t plan_hints_alloc;
         struct em_host *em;       /* energy model bound to the topology; NULL: planner off */
         char model_source[CONFIG_PATH_MAX]; /* model file, or "derived from sysfs" */
         struct plan *plan;        /* the current (advisory) plan, NULL before the first */
-        struct plan_vcpu *plan_in;/* plan inputs of the last period, [plan_in_n] */
-        size_t plan_in_n, plan_in_alloc;
-        struct plan_vcpu *plan_scratch; /* inputs being built for the next plan */
-        size_t plan_scratch_alloc;
+        struct plan_input plan_in;      /* the inputs of the current plan (plan_in.v[i] is its vCPU i) */
+        struct plan_input plan_scratch; /* inputs being built for the next plan */
         struct applier *applier;  /* acts on the plan; NULL: advisory (Apply=no, --dry-run, no planner) */
         struct apply_request *apply_scratch; /* pins being built with the plan inputs */
         cpuset_t *pin_sets;       /* plan_pin_sets() output, kept across periods */

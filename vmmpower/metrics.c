@@ -245,20 +245,20 @@ static void render_hint_metrics(const struct daemon *d, struct strbuf *out)
 /*
  * Online pCPUs packed vCPUs may use: online minus the CPUs the plan gives a
  * spread, dedicated (with its SMT siblings) or excluded vCPU.  The plan's
- * vCPUs are in the order of d->plan_in (its inputs).
+ * vCPUs are in the order of d->plan_in.v (its inputs).
  */
 static unsigned packable_cpus(const struct daemon *d)
 {
         const struct plan *p = d->plan;
         cpuset_t set = d->topo->online;
 
-        for (unsigned i = 0; p && i < p->n_vcpus && i < d->plan_in_n; i++) {
+        for (unsigned i = 0; p && i < p->n_vcpus && i < d->plan_in.n; i++) {
                 int c = p->vcpu_cpu[i];
 
-                if (c < 0 || (unsigned) c >= d->topo->n_cpus || d->plan_in[i].mode == PLACE_PACK)
+                if (c < 0 || (unsigned) c >= d->topo->n_cpus || d->plan_in.v[i].mode == PLACE_PACK)
                         continue;
                 cpuset_clear(&set, (unsigned) c);
-                if (d->plan_in[i].mode != PLACE_DEDICATED)
+                if (d->plan_in.v[i].mode != PLACE_DEDICATED)
                         continue;
                 for (int s = cpuset_next(&d->topo->cpus[c].smt_siblings, 0); s >= 0;
                      s = cpuset_next(&d->topo->cpus[c].smt_siblings, (unsigned) s + 1))

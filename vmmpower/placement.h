@@ -30,7 +30,7 @@ enum place_mode {
 const char *place_mode_to_string(enum place_mode m);
 
 struct plan_vcpu {
-        uint64_t key;          /* stable unique identity chosen by the caller (e.g. pid << 16 | index) */
+        uint64_t key;          /* stable unique identity chosen by the caller (vmmpowerd: vcpu_ref_key()) */
         uint32_t vm;           /* VM identity */
         enum place_mode mode;
         double util;           /* frequency-invariant utilisation, 1.0 = one CPU at the top level */

@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /* Planner inputs from the configuration and the tracker (plan_input.h). */
 #include <errno.h>
+#include <stdlib.h>
+#include <string.h>
 
+#include "hint_proto.h"
 #include "plan_input.h"
 #include "topology.h"
 #include "vm_policy.h"
@@ -30,7 +33,7 @@ bool plan_input_wanted(const struct vcpu_load *v)
 struct plan_vcpu plan_input_from_vcpu(pid_t pid, const struct vcpu_load *v, enum place_mode mode)
 {
         return (struct plan_vcpu) {
-                .key = ((uint64_t) pid << 16) | (uint64_t) (v->index & 0xffff),
+                .key = vcpu_ref_key((struct vcpu_ref) { pid, (uint32_t) v->index }),
                 .vm = (uint32_t) pid,
                 .mode = mode,
                 .util = v->util_avg,
@@ -74,24 +77,169 @@ int plan_input_apply_policy(const struct topology *topo, const struct vm_policy 
         /* its queueing budget (libvirt metadata), when tighter than the host's: the planner decides */
         for (size_t j = 0; j < n && pol->queue_budget_bp; j++)
                 v[j].queue_budget = pol->queue_budget_bp / 10000.0;
-        if (pol->mem_nodeset[0])
+        if (pol->mem_nodeset[0] && topo)
                 r = plan_input_numa_nodes(topo, pol->mem_nodeset, &nodes);
         for (size_t j = 0; j < n; j++)
                 v[j].nodes = nodes;
         return r;
 }
 
-size_t plan_inputs_from_vms(const struct vm_load *const *vms, size_t n_vms, const enum place_mode *modes,
-                            struct plan_vcpu *out)
+bool plan_hint_from_effective(struct vcpu_ref r, const struct hint_effective *e, struct plan_hint *ret)
 {
-        size_t n = 0;
+        uint32_t floor = e->level;
+        bool boost = e->boosted && e->boost_level >= HINT_LEVEL_MAX;
+
+        if (e->boosted)
+                floor = MAX(floor, e->boost_level);
+        if (!e->may_actuate || (floor == 0 && !boost))
+                return false;
+        *ret = (struct plan_hint) {
+                .key = vcpu_ref_key(r),
+                .perf_floor = (double) floor / HINT_LEVEL_MAX,
+                .boost = boost,
+        };
+        return true;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+        uint64_t x = *(const uint64_t *) a, y = *(const uint64_t *) b;
+        return x < y ? -1 : (x > y);
+}
+
+/* in->known: the keys of plan p sorted, for plan_knows(). */
+static int sort_known(struct plan_input *in, const struct plan *p)
+{
+        in->n_known = 0;
+        if (!p || p->n_vcpus == 0)
+                return 0;
+        if (p->n_vcpus > in->known_alloc) {
+                uint64_t *k = realloc(in->known, p->n_vcpus * sizeof(*k));
+                if (!k)
+                        return -ENOMEM;
+                in->known = k;
+                in->known_alloc = p->n_vcpus;
+        }
+        memcpy(in->known, p->vcpu_key, p->n_vcpus * sizeof(*in->known));
+        qsort(in->known, p->n_vcpus, sizeof(*in->known), cmp_u64);
+        in->n_known = p->n_vcpus;
+        return 0;
+}
+
+static bool plan_knows(const struct plan_input *in, uint64_t key)
+{
+        return in->n_known && bsearch(&key, in->known, in->n_known, sizeof(key), cmp_u64);
+}
+
+static int grow(void **a, size_t *alloc, size_t want, size_t size)
+{
+        void *n;
+
+        if (want <= *alloc)
+                return 0;
+        n = realloc(*a, want * size);
+        if (!n)
+                return -ENOMEM;
+        *a = n;
+        *alloc = want;
+        return 0;
+}
+
+/* The hints of VM pid onto in->hints. */
+static int add_hints(struct plan_input *in, pid_t pid, const struct plan_input_sources *src)
+{
+        int k = src->vm_hints(src->userdata, pid, src->now, in->eff, VM_MAX_VCPUS);
+
+        for (int j = 0; j < k && j < VM_MAX_VCPUS; j++) {
+                struct plan_hint h;
+
+                if (!plan_hint_from_effective((struct vcpu_ref) { pid, (uint32_t) j }, &in->eff[j], &h))
+                        continue;
+                if (in->n_hints == in->hints_alloc &&
+                    grow((void **) &in->hints, &in->hints_alloc, in->hints_alloc ? 2 * in->hints_alloc : 64,
+                         sizeof(*in->hints)) < 0)
+                        return -ENOMEM;
+                in->hints[in->n_hints++] = h;
+        }
+        return 0;
+}
+
+int plan_input_build(struct plan_input *in, const struct vm_load *const *vms, size_t n_vms,
+                     const struct plan_input_sources *src)
+{
+        size_t want = 0, n = 0, tid_alloc = in->alloc;
 
         for (size_t i = 0; i < n_vms; i++)
-                for (unsigned j = 0; j < vms[i]->n_vcpus; j++)
-                        if (plan_input_wanted(&vms[i]->vcpus[j]))
-                                out[n++] = plan_input_from_vcpu(vms[i]->info.pid, &vms[i]->vcpus[j],
-                                                                modes ? modes[i] : PLACE_PACK);
-        return n;
+                want += vms[i]->n_vcpus;
+        in->n = in->n_hints = in->numa_ignored = 0;
+        if (want > in->alloc) {
+                struct plan_vcpu *v = realloc(in->v, want * sizeof(*v));
+                pid_t *t;
+
+                if (!v)
+                        return -ENOMEM;
+                in->v = v;
+                t = realloc(in->tid, want * sizeof(*t));
+                if (!t)
+                        return -ENOMEM;
+                in->tid = t;
+                in->alloc = tid_alloc = want;
+        }
+        if (src->vm_hints && !in->eff && !(in->eff = calloc(VM_MAX_VCPUS, sizeof(*in->eff))))
+                return -ENOMEM;
+        if (src->thread_cpu && sort_known(in, src->prev) < 0)
+                return -ENOMEM;
+        for (size_t i = 0; i < n_vms; i++) {
+                const struct vm_load *vm = vms[i];
+                enum place_mode mode = vm->info.policy.place_mode; /* libvirt metadata, else pack */
+                size_t k = 0;
+                int r;
+
+                for (unsigned j = 0; j < vm->n_vcpus; j++) {
+                        const struct vcpu_load *l = &vm->vcpus[j];
+                        struct plan_vcpu *v = &in->v[n + k];
+
+                        if (!plan_input_wanted(l))
+                                continue;
+                        *v = plan_input_from_vcpu(vm->info.pid, l, mode);
+                        in->tid[n + k++] = l->tid;
+                        if (src->thread_cpu && (mode == PLACE_EXCLUDE || !plan_knows(in, v->key))) {
+                                int c = src->thread_cpu(src->userdata, vm->info.pid, l->tid);
+                                v->cur_cpu = c >= 0 && (unsigned) c < src->n_cpus ? c : -1;
+                        }
+                }
+                /* its queueing budget and the NUMA nodes of its memory (<numatune>); nodes with no
+                 * online CPU here cannot bound it: then anywhere */
+                r = plan_input_apply_policy(src->topo, &vm->info.policy, in->v + n, k);
+                if (r < 0) {
+                        in->numa_ignored++;
+                        if (src->numa_ignored)
+                                src->numa_ignored(src->userdata, vm, r);
+                }
+                n += k;
+                if (src->vm_hints && add_hints(in, vm->info.pid, src) < 0)
+                        return -ENOMEM;
+        }
+        in->n = n;
+        return 0;
+}
+
+void plan_input_done(struct plan_input *in)
+{
+        free(in->v);
+        free(in->tid);
+        free(in->hints);
+        free(in->eff);
+        free(in->known);
+        *in = (struct plan_input) { 0 };
+}
+
+void plan_input_swap(struct plan_input *a, struct plan_input *b)
+{
+        struct plan_input t = *a;
+
+        *a = *b;
+        *b = t;
 }
 
 unsigned plan_load_scale(const struct em_host *h, const struct plan *p, unsigned i)

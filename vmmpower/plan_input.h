@@ -7,6 +7,7 @@
 
 #include "config.h"
 #include "placement.h"
+#include "vcpu_ref.h"
 #include "vcpu_track.h"
 
 /*
@@ -23,7 +24,7 @@ void plan_policy_from_config(const struct vp_config *cfg, struct plan_policy *po
 /* A vCPU enters the plan once it has a measured utilisation and while its thread lives. */
 bool plan_input_wanted(const struct vcpu_load *v);
 
-/* Key pid << 16 | vCPU index, VM = pid, util = decayed utilisation, wait = last period's. */
+/* Key vcpu_ref_key(pid, index), VM = pid, util = decayed utilisation, wait = last period's, cur_cpu -1. */
 struct plan_vcpu plan_input_from_vcpu(pid_t pid, const struct vcpu_load *v, enum place_mode mode);
 
 struct topology;
@@ -40,18 +41,11 @@ int plan_input_numa_nodes(const struct topology *topo, const char *nodeset, uint
 struct vm_policy;
 /*
  * A VM's policy onto its plan inputs v[0..n): its queueing budget when tighter
- * than the host's, the NUMA nodes of its memory (plan_input_numa_nodes).
- * Returns 0, or plan_input_numa_nodes()'s error for a binding that cannot
+ * than the host's, the NUMA nodes of its memory (plan_input_numa_nodes;
+ * none when topo is NULL).  Returns 0, or plan_input_numa_nodes()'s error for a binding that cannot
  * hold here (the VM then packed anywhere: the caller warns).
  */
 int plan_input_apply_policy(const struct topology *topo, const struct vm_policy *pol, struct plan_vcpu *v, size_t n);
-
-/*
- * Every wanted vCPU of vms[0..n_vms) in order; modes[i] is VM i's mode (NULL:
- * pack).  out has room for the sum of n_vcpus.  Returns the number written.
- */
-size_t plan_inputs_from_vms(const struct vm_load *const *vms, size_t n_vms, const enum place_mode *modes,
-                            struct plan_vcpu *out);
 
 /*
  * Frequency invariance: the capacity (1..1024) at which vCPU i of an applied
@@ -60,3 +54,65 @@ size_t plan_inputs_from_vms(const struct vm_load *const *vms, size_t n_vms, cons
  * place it or does not fit the host.
  */
 unsigned plan_load_scale(const struct em_host *h, const struct plan *p, unsigned i);
+
+struct hint_effective;
+/*
+ * A guest's hint as the planner takes it, for the vCPU r (trust=full, live):
+ * a level is the performance the guest wants while the vCPU runs, a floor for
+ * its domain's level and never demand (an idle guest's agent sends its lowest
+ * step, 128: that must cost nothing), fading with its weight toward no floor
+ * (a dead agent asks for less and less).  A boost asks for the VM's
+ * max_level: the top level and a shallow idle limit only when max_level is
+ * 1024, otherwise a floor at max_level (0: nothing).  false when the hint
+ * has no effect (advisory trust, no live hint).
+ */
+bool plan_hint_from_effective(struct vcpu_ref r, const struct hint_effective *e, struct plan_hint *ret);
+
+/*
+ * Where the planner's input comes from besides the tracked VMs (all optional).
+ * vmmpowerd: /proc and the hint server; vmmpower-sim: its own state and a
+ * replayed hint script.
+ */
+struct plan_input_sources {
+        const struct topology *topo; /* NUMA nodes of the VMs' memory bindings (NULL: none) */
+        unsigned n_cpus;             /* CPUs of the model's host: a cur_cpu outside is -1 */
+        const struct plan *prev;     /* the plan in force: its vCPUs need no cur_cpu */
+        nsec_t now;
+        /* The CPU a vCPU thread runs on now, or < 0: asked for every excluded vCPU (its
+         * load is counted there) and every vCPU the previous plan does not know (it stays
+         * there until a plan has a reason to move it).  NULL: unknown. */
+        int (*thread_cpu)(void *userdata, pid_t pid, pid_t tid);
+        /* A VM's decayed hint state per vCPU index 0..max-1 (hint_server_vm_state()):
+         * the number filled, or < 0 for none.  NULL: no hints. */
+        int (*vm_hints)(void *userdata, pid_t pid, nsec_t now, struct hint_effective *ret, size_t max);
+        /* Called for a VM whose <numatune> binding cannot hold here (it is packed anywhere)
+         * with plan_input_numa_nodes()'s error.  NULL: counted only. */
+        void (*numa_ignored)(void *userdata, const struct vm_load *vm, int error);
+        void *userdata;
+};
+
+/*
+ * The planner's whole input for one period: one plan_vcpu per wanted vCPU of
+ * the VMs in the order given, lowest index first (so grouped by VM), with
+ * its thread, the VM's mode, queueing budget and NUMA nodes, its current CPU
+ * where the planner needs it, and the hints of every VM.  Arrays are reused
+ * across builds.
+ */
+struct plan_input {
+        struct plan_vcpu *v;       /* [n] */
+        pid_t *tid;                /* [n] the vCPU's thread */
+        size_t n, alloc;
+        struct plan_hint *hints;   /* [n_hints] */
+        size_t n_hints, hints_alloc;
+        size_t numa_ignored;       /* VMs whose NUMA binding cannot hold here */
+        struct hint_effective *eff;/* scratch, [VM_MAX_VCPUS] */
+        uint64_t *known;           /* scratch: the previous plan's keys, sorted [n_known] */
+        size_t n_known, known_alloc;
+};
+
+/* Build *in from vms[0..n_vms) (each VM's mode from its policy): 0 or -ENOMEM (in unchanged then). */
+int plan_input_build(struct plan_input *in, const struct vm_load *const *vms, size_t n_vms,
+                     const struct plan_input_sources *src);
+void plan_input_done(struct plan_input *in);
+/* Exchange two inputs (the plan shown goes with its own inputs). */
+void plan_input_swap(struct plan_input *a, struct plan_input *b);

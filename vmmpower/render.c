@@ -741,18 +741,18 @@ void render_plan(const struct daemon *d, bool json, struct strbuf *out)
                                       d->em->model.levels[p->fdom_level[d->em->cpu_fdom[cpu]]].freq_khz);
                 }
                 strbuf_puts(out, "],\"vcpus\":[");
-                for (unsigned i = 0; i < p->n_vcpus && i < d->plan_in_n; i++) {
-                        pid_t pid = (pid_t) (p->vcpu_key[i] >> 16);
+                for (unsigned i = 0; i < p->n_vcpus && i < d->plan_in.n; i++) {
+                        struct vcpu_ref r = vcpu_ref_of_key(p->vcpu_key[i]);
                         char nodes[64];
                         strbuf_printf(out, "%s{\"vm\":", i ? "," : "");
-                        strbuf_json_string(out, plan_vm_name(d, pid));
+                        strbuf_json_string(out, plan_vm_name(d, r.pid));
                         strbuf_printf(out, ",\"pid\":%d,\"vcpu\":%u,\"util\":%.4f,\"wait\":%.4f,\"wait_avg\":%.4f,"
                                       "\"demand\":%.4f,\"cpu\":%d,\"alone\":%s,\"boost\":%s,\"numa_nodes\":",
-                                      (int) pid, (unsigned) (p->vcpu_key[i] & 0xffff), d->plan_in[i].util,
-                                      d->plan_in[i].wait_ratio, d->plan_in[i].wait_avg, p->vcpu_demand[i],
+                                      (int) r.pid, (unsigned) r.index, d->plan_in.v[i].util,
+                                      d->plan_in.v[i].wait_ratio, d->plan_in.v[i].wait_avg, p->vcpu_demand[i],
                                       p->vcpu_cpu[i], p->vcpu_alone[i] ? "true" : "false",
                                       p->vcpu_boost[i] ? "true" : "false");
-                        node_list(d->plan_in[i].nodes, nodes, sizeof(nodes));
+                        node_list(d->plan_in.v[i].nodes, nodes, sizeof(nodes));
                         if (nodes[0])
                                 strbuf_json_string(out, nodes);
                         else
@@ -779,8 +779,8 @@ void render_plan(const struct daemon *d, bool json, struct strbuf *out)
         strbuf_printf(out, "reason: %s\n", p->why.text);
         if (p->why.forced_wake_cpu >= 0)
                 strbuf_printf(out, "forced wake: CPU %d for vCPU %u of %s\n", p->why.forced_wake_cpu,
-                              (unsigned) (p->why.forced_by_key & 0xffff),
-                              plan_vm_name(d, (pid_t) (p->why.forced_by_key >> 16)));
+                              (unsigned) vcpu_ref_of_key(p->why.forced_by_key).index,
+                              plan_vm_name(d, vcpu_ref_of_key(p->why.forced_by_key).pid));
         strbuf_printf(out, "model: %s; planned in %.1f us CPU\n", d->model_source,
                       (double) d->counters.last_plan_cpu_ns / NSEC_PER_USEC);
         if (d->applier) {
@@ -827,12 +827,13 @@ void render_plan(const struct daemon *d, bool json, struct strbuf *out)
                       d->cfg.profile ? "batch" : "latency");
         render_plan_sets(d, p, false, out);
         strbuf_printf(out, "\n%-24s %4s %8s %4s %5s  %s\n", "VM", "VCPU", "AVG%", "CPU", "ALONE", "NODES");
-        for (unsigned i = 0; i < p->n_vcpus && i < d->plan_in_n; i++) {
+        for (unsigned i = 0; i < p->n_vcpus && i < d->plan_in.n; i++) {
+                struct vcpu_ref r = vcpu_ref_of_key(p->vcpu_key[i]);
                 char nodes[64];
 
-                node_list(d->plan_in[i].nodes, nodes, sizeof(nodes));
-                strbuf_printf(out, "%-24.24s %4u %8.1f %4d %5s  %s\n", plan_vm_name(d, (pid_t) (p->vcpu_key[i] >> 16)),
-                              (unsigned) (p->vcpu_key[i] & 0xffff), pct(d->plan_in[i].util), p->vcpu_cpu[i],
+                node_list(d->plan_in.v[i].nodes, nodes, sizeof(nodes));
+                strbuf_printf(out, "%-24.24s %4u %8.1f %4d %5s  %s\n", plan_vm_name(d, r.pid),
+                              (unsigned) r.index, pct(d->plan_in.v[i].util), p->vcpu_cpu[i],
                               p->vcpu_alone[i] ? "yes" : "", nodes[0] ? nodes : "-");
         }
 }

@@ -23,6 +23,7 @@
 #include <cmocka.h>
 
 #include "energy_model.h"
+#include "hint_proto.h"
 #include "placement.h"
 #include "plan_input.h"
 #include "queueing.h"
@@ -2150,6 +2151,111 @@ static void test_numa_binding_llc_split(void **state)
         free_host(&f);
 }
 
+/* plan_input_sources for test_plan_input_build: thread tid runs on CPU tid % 100, counted. */
+struct input_probe {
+        unsigned asked[4096];
+        unsigned n_asked;
+};
+
+static int probe_thread_cpu(void *userdata, pid_t pid, pid_t tid)
+{
+        struct input_probe *pr = userdata;
+
+        (void) pid;
+        if (pr->n_asked < 4096)
+                pr->asked[pr->n_asked++] = (unsigned) tid;
+        return tid % 100;
+}
+
+/* VM 300 (70 vCPUs) has full-trust hints on vCPUs 2 and 64, a boost on 65, an advisory one on 3. */
+static int probe_vm_hints(void *userdata, pid_t pid, nsec_t now, struct hint_effective *ret, size_t max)
+{
+        (void) userdata;
+        (void) now;
+        if (pid != 300)
+                return -ENOENT;
+        for (size_t j = 0; j < 70 && j < max; j++)
+                ret[j] = (struct hint_effective) { 0 };
+        ret[2] = (struct hint_effective) { .level = 512, .weight = 1024, .may_actuate = true };
+        ret[3] = (struct hint_effective) { .level = 900, .weight = 1024, .may_actuate = false };
+        ret[64] = (struct hint_effective) { .level = 256, .weight = 1024, .may_actuate = true };
+        ret[65] = (struct hint_effective) { .boosted = true, .boost_level = HINT_LEVEL_MAX, .may_actuate = true };
+        return 70;
+}
+
+/*
+ * The daemon's one input step (plan_input_build, what plan_period calls):
+ * each VM's wanted vCPUs in order with their threads; the CPU the kernel runs
+ * a vCPU on (cur_cpu) asked for every excluded vCPU and every vCPU the plan
+ * in force does not know, and for no other (a vCPU the plan knows keeps -1:
+ * the plan places it); hints of every vCPU index, 64 and up included, keyed
+ * by vcpu_ref_key; advisory hints left out.  Fails with cur_cpu -1 for all
+ * (the daemon before), or with hints of the first 64 vCPUs only.
+ */
+static void test_plan_input_build(void **state)
+{
+        struct host_fixture f;
+        struct plan_policy pol;
+        struct vcpu_load la[2], lb[70], lc[2];
+        struct vm_load a = { .info = { .pid = 100 }, .n_vcpus = 2, .vcpus = la },
+                       b = { .info = { .pid = 300 }, .n_vcpus = 70, .vcpus = lb },
+                       c = { .info = { .pid = 200 }, .n_vcpus = 2, .vcpus = lc };
+        const struct vm_load *vms[] = { &a, &b, &c };
+        struct plan_input in = { 0 };
+        struct input_probe pr = { 0 };
+        struct plan *p = NULL;
+        struct plan_input_sources src = { .thread_cpu = probe_thread_cpu, .vm_hints = probe_vm_hints,
+                                          .userdata = &pr };
+
+        (void) state;
+        load_host("xeon-spr-2s", "xeon-spr-2s", &f);
+        plan_policy_defaults(&pol);
+        src.topo = f.t;
+        src.n_cpus = f.h->n_cpus;
+        for (unsigned j = 0; j < 2; j++) {
+                la[j] = (struct vcpu_load) { .index = (int) j, .tid = (pid_t) (1010 + j), .valid = true, .util_avg = 0.1 };
+                lc[j] = (struct vcpu_load) { .index = (int) j, .tid = (pid_t) (3020 + j), .valid = true, .util_avg = 0.1 };
+        }
+        for (unsigned j = 0; j < 70; j++)
+                lb[j] = (struct vcpu_load) { .index = (int) j, .tid = (pid_t) (2000 + j), .valid = j != 5,
+                                             .util_avg = 0.05 };
+        c.info.policy.place_mode = PLACE_EXCLUDE;
+
+        /* first period: no plan in force, every vCPU's CPU is asked for */
+        assert_int_equal(plan_input_build(&in, vms, 3, &src), 0);
+        assert_int_equal(in.n, 2 + 69 + 2);
+        assert_int_equal(pr.n_asked, 73);
+        assert_true(in.v[0].key == vcpu_ref_key((struct vcpu_ref) { 100, 0 }) && in.tid[0] == 1010);
+        assert_int_equal(in.v[0].cur_cpu, 10);
+        assert_int_equal(in.v[2 + 5].cur_cpu, 2006 % 100); /* vCPU 5 (no measurement) left out */
+        assert_true(vcpu_ref_of_key(in.v[2 + 5].key).index == 6 && vcpu_ref_of_key(in.v[2 + 5].key).pid == 300);
+        assert_int_equal(in.v[71].mode, PLACE_EXCLUDE);
+        assert_int_equal(in.v[71].cur_cpu, 20);
+        assert_int_equal(in.n_hints, 3);
+        assert_true(in.hints[0].key == vcpu_ref_key((struct vcpu_ref) { 300, 2 }) &&
+                    fabs(in.hints[0].perf_floor - 0.5) < 1e-9 && !in.hints[0].boost);
+        assert_true(in.hints[1].key == vcpu_ref_key((struct vcpu_ref) { 300, 64 }) &&
+                    fabs(in.hints[1].perf_floor - 0.25) < 1e-9);
+        assert_true(in.hints[2].key == vcpu_ref_key((struct vcpu_ref) { 300, 65 }) && in.hints[2].boost);
+
+        /* with a plan in force over these inputs, only the excluded vCPUs and a new one are asked */
+        assert_int_equal(plan_compute(f.h, &pol, in.v, in.n, in.hints, in.n_hints, NULL, 0, &p), 0);
+        lb[5].valid = true; /* vCPU 5 is measured now: new to the plan */
+        src.prev = p;
+        pr.n_asked = 0;
+        assert_int_equal(plan_input_build(&in, vms, 3, &src), 0);
+        assert_int_equal(in.n, 74);
+        assert_int_equal(pr.n_asked, 3);
+        assert_true(pr.asked[0] == 2005 && pr.asked[1] == 3020 && pr.asked[2] == 3021);
+        for (size_t i = 0; i < in.n; i++)
+                if (in.v[i].mode == PLACE_PACK && in.tid[i] != 2005 && in.v[i].cur_cpu != -1)
+                        fail_msg("input %zu (known to the plan) has cur_cpu %d", i, in.v[i].cur_cpu);
+        assert_int_equal(in.v[2 + 5].cur_cpu, 5);
+        plan_free(p);
+        plan_input_done(&in);
+        free_host(&f);
+}
+
 /*
  * From a domain's persistent XML to the planner's input, as vmmpowerd builds it
  * (plan_period: vm_policy_apply_domain, then plan_input_apply_policy): the
@@ -2254,6 +2360,7 @@ int main(void)
                 cmocka_unit_test(test_numa_binding),
                 cmocka_unit_test(test_numa_binding_llc_split),
                 cmocka_unit_test(test_numa_policy_input),
+                cmocka_unit_test(test_plan_input_build),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -759,7 +759,7 @@ static void test_calibrated_models(void **state)
 
 /*
  * Same decision as the daemon.  The daemon side goes through the daemon's own
- * code (plan_input.c: plan_policy_from_config, plan_inputs_from_vms over
+ * code (plan_input.c: plan_policy_from_config, plan_input_build over
  * tracked VMs as the tracker holds them, then plan_compute as plan_period
  * calls it, no hints: the simulated guests send none); the simulator's
  * sim_plan_step() must give byte-identical plans over a run of periods in
@@ -780,7 +780,9 @@ static void test_same_plan_as_daemon(void **state)
                 struct config_error cerr;
                 struct plan_policy pd, ps;
                 struct sim_vcpu_sample s[48];
-                struct plan_vcpu v[48];
+                struct plan_vcpu *v;
+                struct plan_input in = { 0 };
+                struct plan_input_sources src = { 0 };
                 struct vcpu_load vl[48];
                 struct vm_load vms[12];
                 const struct vm_load *vmp[12];
@@ -795,6 +797,7 @@ static void test_same_plan_as_daemon(void **state)
                 plan_policy_from_config(&cfg, &pd);
                 sim_policy_from_config(&cfg, &ps);
                 assert_memory_equal(&pd, &ps, sizeof(pd));
+                src.n_cpus = h.em->n_cpus;
                 for (unsigned period = 0; period < 60; period++) {
                         size_t n = period < 30 ? 48 : 40; /* VMs leave half way */
                         nsec_t now = (nsec_t) period * cfg.period_ns;
@@ -824,7 +827,12 @@ static void test_same_plan_as_daemon(void **state)
                                                             .vcpus = &vl[4 * k] };
                                 vmp[k] = &vms[k];
                         }
-                        assert_int_equal(plan_inputs_from_vms(vmp, n / 4, NULL, v), n);
+                        /* the daemon's input step (plan_period), without thread CPUs or hints */
+                        src.prev = pa;
+                        src.now = now;
+                        assert_int_equal(plan_input_build(&in, vmp, n / 4, &src), 0);
+                        assert_int_equal(in.n, n);
+                        v = in.v;
                         for (size_t i = 0; i < n; i++) { /* the tracker's fields, each where the planner reads it */
                                 assert_true(v[i].util == vl[i].util_avg && v[i].util_last == vl[i].util);
                                 assert_true(v[i].wait_ratio == vl[i].wait_ratio && v[i].wait_avg == vl[i].wait_avg);
@@ -841,6 +849,7 @@ static void test_same_plan_as_daemon(void **state)
                 }
                 plan_free(pa);
                 plan_free(pb);
+                plan_input_done(&in);
         }
         sim_host_done(&h);
 }
