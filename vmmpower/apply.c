@@ -33,6 +33,7 @@
 #include "journal.h"
 #include "log.h"
 #include "power_driver.h"
+#include "retry.h"
 
 #define APPLY_IDLE_WAIT_NS (1 * NSEC_PER_SEC)     /* late_callback cadence without requests */
 #define LIBVIRT_RETRY_MIN_NS (1 * NSEC_PER_SEC)

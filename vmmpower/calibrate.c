@@ -84,6 +84,7 @@
 #include <unistd.h>
 
 #include "calibrate.h"
+#include "journal_builtin.h"
 #include "log.h"
 #include "power_driver.h"
 

@@ -34,6 +34,7 @@
 #include "daemon.h"
 #include "apply.h"
 #include "journal.h"
+#include "journal_builtin.h"
 #include "event.h"
 #include "instance.h"
 #include "log.h"

@@ -31,10 +31,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "actuator.h"
 #include "journal.h"
 #include "log.h"
-#include "power_driver.h"
 #include "util.h"
 
 #define JOURNAL_HEADER "vmmpower-journal 1\n"

@@ -146,24 +146,5 @@ struct restore_stats {
 int journal_restore(struct journal *j, const struct journal_knob_io io[_JOURNAL_KIND_MAX],
                     struct restore_stats *ret);
 
-/*
- * CLI entry point for `vmmpowerd --restore` and start-after-crash: restore
- * the journal under state_dir (no journal: 0, stats zeroed), sysfs knobs
- * under sysfs_root, affinity through sched_setaffinity, vCPU pins through
- * libvirt_conn (a virConnectPtr; NULL: vCPU pin entries are kept).
- * Returns the number of entries kept or -errno (-EBUSY: a running daemon
- * holds the journal).
- */
-int journal_restore_all(const char *state_dir, const char *sysfs_root, void *libvirt_conn,
-                        struct restore_stats *ret);
-
-/*
- * The same on a journal this process has open (the daemon on TERM: its
- * journal holds the state-dir lock, so journal_restore_all() would get
- * -EBUSY).  The journal stays usable afterwards.
- */
-int journal_restore_builtin(struct journal *j, const char *sysfs_root, void *libvirt_conn,
-                            struct restore_stats *ret);
-
 /* Exposed for tests. */
 unsigned journal_crc32(const void *data, size_t len);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * Restore through the built-in knob backends (sysfs, thread affinity, libvirt
- * vcpupin; see journal.h).  Apart from journal.c because the vcpupin backend
+ * vcpupin; see journal_builtin.h).  Apart from journal.c because the vcpupin backend
  * needs libvirt, which the simulator (it links journal.c through
  * power_driver.c) does not link.
  */
@@ -11,6 +11,7 @@
 
 #include "actuator.h"
 #include "journal.h"
+#include "journal_builtin.h"
 #include "power_driver.h"
 #include "util.h"
 

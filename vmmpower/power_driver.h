@@ -6,9 +6,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "actuator.h"
 #include "cpuset.h"
 #include "journal.h"
+#include "retry.h"
 #include "util.h"
 
 /*

@@ -26,6 +26,7 @@
 #include <cmocka.h>
 
 #include "journal.h"
+#include "journal_builtin.h"
 #include "power_driver.h"
 #include "util.h"
 
