@@ -534,7 +534,8 @@ static int daemon_apply_config(struct daemon *d, const struct vp_config *cfg, bo
 
         r = topology_load(cfg->sysfs_root, &topo);
         if (r < 0) {
-                log_error_errno(r, "Failed to read the host topology below %s: %m", cfg->sysfs_root);
+                log_error_errno(r, "Failed to read the host topology below %s: %m (--log-level=debug names the file)",
+                                cfg->sysfs_root);
                 goto fail;
         }
         r = pcpu_stat_new(topo, cfg->procfs_root, cfg->sysfs_root, &pcpu);
@@ -685,8 +686,13 @@ int daemon_restore_journal_stats(const struct vp_config *cfg, struct restore_sta
                            st.torn);
         if (st.corrupt_file[0])
                 log_warning("Journal %s: %u corrupt record(s) skipped, every good record restored; the journal as it "
-                            "was is kept as %s/%s for inspection (knobs named by a corrupt record were not restored).",
-                            cfg->state_dir, st.corrupt, cfg->state_dir, st.corrupt_file);
+                            "was is kept as %s/%s for inspection (knobs named by a corrupt record were not restored: "
+                            "%u, listed at debug level).",
+                            cfg->state_dir, st.corrupt, cfg->state_dir, st.corrupt_file, st.corrupt_keys);
+        else if (st.corrupt)
+                log_warning("Journal %s: %u corrupt record(s) skipped, every good record restored; no copy of the "
+                            "journal could be kept (knobs named by a corrupt record were not restored: %u, listed "
+                            "at debug level).", cfg->state_dir, st.corrupt, st.corrupt_keys);
         if (r > 0)
                 log_warning("%d journal entries could not be restored yet and are kept in %s.", r, cfg->state_dir);
         return r;

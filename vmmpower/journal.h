@@ -22,7 +22,7 @@
  *
  * Restore, per knob: current value == after or before -> write back the
  * original (read back to verify); == original -> nothing to do; anything else
- * -> someone else changed it: left alone, logged, counted; gone (-ENOENT,
+ * -> someone else changed it: left alone, counted; gone (-ENOENT,
  * -ESRCH: CPU offline, thread exited, tid reused) -> counted and dropped.
  * When every knob is handled the journal file is removed; otherwise it is
  * rewritten atomically with just the knobs that still need restoring.
@@ -135,6 +135,7 @@ struct restore_stats {
         unsigned skipped;   /* no way to restore this kind now: kept */
         unsigned torn;      /* torn/corrupt records ignored when loading */
         unsigned corrupt;   /* of which corrupt in the middle (the file was kept aside) */
+        unsigned corrupt_keys; /* corrupt records whose kind and key still read: not restored from */
         char corrupt_file[64]; /* that copy's name in the state directory, "" = none */
 };
 

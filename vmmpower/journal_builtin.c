@@ -12,6 +12,7 @@
 #include "actuator.h"
 #include "journal.h"
 #include "journal_builtin.h"
+#include "log.h"
 #include "power_driver.h"
 #include "util.h"
 
@@ -23,6 +24,24 @@ static int sysfs_io_read(void *userdata, const char *key, char *buf, size_t size
 static int sysfs_io_write(void *userdata, const char *key, const char *value)
 {
         return power_driver_sysfs_knob_write(userdata, key, value);
+}
+
+void journal_report_load(const struct journal *j, const char *state_dir)
+{
+        struct journal_load_stats ls;
+        const char *copy = journal_corrupt_file(j);
+
+        journal_get_load_stats(j, &ls);
+        if (ls.corrupt && copy)
+                log_warning("Journal %s: %u corrupt record(s) skipped, %u good record(s) kept; the journal as it was "
+                            "is kept as %s/%s for inspection (knobs named by a corrupt record: %u, listed at debug "
+                            "level).", state_dir, ls.corrupt, ls.records, state_dir, copy, ls.corrupt_keys);
+        else if (ls.corrupt)
+                log_warning("Journal %s: %u corrupt record(s) skipped, %u good record(s) kept; no copy of the journal "
+                            "could be kept.", state_dir, ls.corrupt, ls.records);
+        else if (ls.torn)
+                log_notice("Journal %s: %u torn record(s) at the end ignored (an interrupted write).", state_dir,
+                           ls.torn);
 }
 
 int journal_restore_builtin(struct journal *j, const char *sysfs_root, void *libvirt_conn,

@@ -28,3 +28,10 @@ int journal_restore_all(const char *state_dir, const char *sysfs_root, void *lib
  */
 int journal_restore_builtin(struct journal *j, const char *sysfs_root, void *libvirt_conn,
                             struct restore_stats *ret);
+
+/*
+ * For the programs that open a journal (the applier, vmmpower-calibrate): say at warning
+ * level what journal_open() found (torn or corrupt records, the copy kept aside); the
+ * journal itself logs only at debug level.
+ */
+void journal_report_load(const struct journal *j, const char *state_dir);

@@ -101,7 +101,7 @@ int power_driver_register(const struct power_driver_ops *ops)
 
         r = power_driver_validate(ops, &missing);
         if (r < 0)
-                return log_error_errno(r, "Power driver %s: required member '%s' missing, not registering",
+                return log_debug_errno(r, "Power driver %s: required member '%s' missing, not registering",
                                        ops && ops->name ? ops->name : "(unnamed)", missing);
         for (size_t i = 0; i < n_registry; i++)
                 if (strcmp(registry[i]->name, ops->name) == 0)
@@ -281,6 +281,62 @@ const char *power_knob_class_to_string(enum power_knob_class c)
         };
 
         return c < _POWER_KNOB_CLASS_MAX ? names[c] : NULL;
+}
+
+void power_event_format(const struct power_event *ev, char *buf, size_t size)
+{
+        const char *path = ev->path ? ev->path : "?", *cls = power_knob_class_to_string(ev->cls);
+        const char *err = strerror(ev->error < 0 ? -ev->error : ev->error);
+
+        if (!cls)
+                cls = "?";
+        switch (ev->type) {
+        case POWER_EVENT_GAVE_UP:
+                snprintf(buf, size, "%s: still busy after %u retries, giving up: %s", path, ev->attempts, err);
+                break;
+        case POWER_EVENT_CLASS_DISABLED:
+                snprintf(buf, size, "%s: %s; disabling all %s writes, trying one again in %" PRId64 " s", path, err,
+                         cls, ev->retry_in_ns / NSEC_PER_SEC);
+                break;
+        case POWER_EVENT_CLASS_ENABLED:
+                snprintf(buf, size, "%s: written; %s writes are allowed again", path, cls);
+                break;
+        case POWER_EVENT_WRITE_FAILED:
+                snprintf(buf, size, "%s: write of %s failed: %s", path, ev->value ? ev->value : "?", err);
+                break;
+        case POWER_EVENT_JOURNAL_FAILED:
+                snprintf(buf, size, "%s: not written, the journal cannot record it: %s", path, err);
+                break;
+        case POWER_EVENT_POLICY_UNREADABLE:
+                snprintf(buf, size, "%s: cpufreq policy unreadable, ignoring: %s", path, err);
+                break;
+        default:
+                snprintf(buf, size, "%s: event %d: %s", path, (int) ev->type, err);
+                break;
+        }
+}
+
+enum log_level power_event_level(const struct power_event *ev)
+{
+        switch (ev->type) {
+        case POWER_EVENT_CLASS_ENABLED:
+                return LOG_LEVEL_INFO;
+        case POWER_EVENT_JOURNAL_FAILED:
+                return LOG_LEVEL_ERR;
+        default:
+                return LOG_LEVEL_WARNING;
+        }
+}
+
+/* Log at debug and hand the event to the caller (who decides what the operator hears). */
+static void emit_event(struct power_driver *drv, const struct power_event *ev)
+{
+        char msg[512];
+
+        power_event_format(ev, msg, sizeof(msg));
+        log_debug("%s", msg);
+        if (drv->cfg.on_event)
+                drv->cfg.on_event(drv->cfg.event_userdata, ev);
 }
 
 unsigned power_driver_pending_retries(const struct power_driver *drv)
@@ -553,8 +609,9 @@ static int knob_error(struct power_driver *drv, struct knob *k, const char *valu
                                 drv->pending_retries++;
                         snprintf(k->pending, sizeof(k->pending), "%s", value);
                 } else {
-                        log_warning_errno(r, "%s: still busy after %u retries, giving up: %m",
-                                          k->path, k->retry.attempts);
+                        emit_event(drv, &(struct power_event) { .type = POWER_EVENT_GAVE_UP, .path = k->path,
+                                                                .value = value, .cls = k->cls, .error = r,
+                                                                .attempts = k->retry.attempts });
                         st->gave_up++;
                         if (was)
                                 drv->pending_retries--;
@@ -571,9 +628,10 @@ static int knob_error(struct power_driver *drv, struct knob *k, const char *valu
                 (void) retry_schedule(&drv->class_retry[k->cls], &CLASS_BACKOFF, drv->now, NULL);
                 if (!drv->class_disabled[k->cls]) {
                         drv->class_disabled[k->cls] = true;
-                        log_warning_errno(r, "%s: %m; disabling all %s writes, trying one again in %" PRId64 " s",
-                                          k->path, power_knob_class_to_string(k->cls),
-                                          (drv->class_retry[k->cls].next_ns - drv->now) / NSEC_PER_SEC);
+                        emit_event(drv, &(struct power_event) {
+                                .type = POWER_EVENT_CLASS_DISABLED, .path = k->path, .value = value,
+                                .cls = k->cls, .error = r,
+                                .retry_in_ns = drv->class_retry[k->cls].next_ns - drv->now });
                 } else
                         log_debug_errno(r, "%s: still %m; next %s write let through in %" PRId64 " ms", k->path,
                                         power_knob_class_to_string(k->cls),
@@ -590,7 +648,8 @@ static int knob_error(struct power_driver *drv, struct knob *k, const char *valu
         default:
                 st->other_errors++;
                 knob_clear_pending(drv, k);
-                log_warning_errno(r, "%s: write of %s failed: %m", k->path, value);
+                emit_event(drv, &(struct power_event) { .type = POWER_EVENT_WRITE_FAILED, .path = k->path,
+                                                        .value = value, .cls = k->cls, .error = r });
                 break;
         }
         drv->last.error = r;
@@ -692,6 +751,8 @@ static int knob_write(struct power_driver *drv, struct knob *k, const char *valu
         r = journal_before_write(drv->cfg.journal, JOURNAL_KIND_SYSFS, k->path, cur, value);
         if (r < 0) {
                 st->journal_errors++;
+                emit_event(drv, &(struct power_event) { .type = POWER_EVENT_JOURNAL_FAILED, .path = k->path,
+                                                        .value = value, .cls = k->cls, .error = r });
                 return drv->last.error = r;
         }
         /* Until the read-back: the knob holds the record's before or after. */
@@ -704,7 +765,8 @@ static int knob_write(struct power_driver *drv, struct knob *k, const char *valu
                 drv->class_disabled[k->cls] = false;
                 retry_reset(&drv->class_retry[k->cls]);
                 st->class_reenabled++;
-                log_info("%s: written; %s writes are allowed again", k->path, power_knob_class_to_string(k->cls));
+                emit_event(drv, &(struct power_event) { .type = POWER_EVENT_CLASS_ENABLED, .path = k->path,
+                                                        .value = value, .cls = k->cls });
         }
         r = power_driver_sysfs_knob_read(s->root, k->path, cur, sizeof(cur));
         if (r < 0)
@@ -945,7 +1007,7 @@ static int sysfs_init(struct power_driver *drv)
         int r;
 
         if (!cfg->journal)
-                return log_error_errno(-EINVAL, "sysfs power driver needs a journal");
+                return log_debug_errno(-EINVAL, "sysfs power driver needs a journal");
         s = calloc(1, sizeof(*s));
         if (!s)
                 return -ENOMEM;
@@ -960,7 +1022,7 @@ static int sysfs_init(struct power_driver *drv)
         path_printf(dir, sizeof(dir), "%s/devices/system/cpu", s->root);
         r = scan_numbered(dir, "cpu", &mx, &ids, &n);
         if (r < 0) {
-                log_error_errno(r, "Failed to list %s: %m", dir);
+                log_debug_errno(r, "Failed to list %s: %m", dir);
                 goto fail;
         }
         if (mx > VP_MAX_CPUS) {
@@ -1019,7 +1081,12 @@ static int sysfs_init(struct power_driver *drv)
                         struct policy *p = &s->policies[s->n_policies];
                         r = load_policy(s, ids[i], p);
                         if (r < 0) {
-                                log_warning_errno(r, "cpufreq policy%u unreadable, ignoring: %m", ids[i]);
+                                char pol[64];
+
+                                snprintf(pol, sizeof(pol), "devices/system/cpu/cpufreq/policy%u", ids[i]);
+                                emit_event(drv, &(struct power_event) { .type = POWER_EVENT_POLICY_UNREADABLE,
+                                                                        .path = pol, .cls = POWER_KNOB_CPUFREQ,
+                                                                        .error = r });
                                 policy_free(p);
                                 continue;
                         }
