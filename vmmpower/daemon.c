@@ -667,13 +667,20 @@ int daemon_restore_journal_stats(const struct vp_config *cfg, struct restore_sta
 {
         struct restore_stats st = { 0 };
         virConnectPtr conn = NULL;
+        struct journal *j = NULL;
         int r;
 
         /* vCPU pins made through libvirt are put back through libvirt; without a
          * connection those entries stay in the journal for a later restore. */
         if (cfg->libvirt_enabled)
                 conn = virConnectOpen(cfg->libvirt_uri);
-        r = journal_restore_all(cfg->state_dir, cfg->sysfs_root, conn, &st);
+        r = journal_open_existing(cfg->state_dir, &j);
+        if (r == 0 && j) {
+                /* What the journal found (corrupt records kept aside, the knobs they name): said here. */
+                journal_report_load(j, cfg->state_dir);
+                r = journal_restore_builtin(j, cfg->sysfs_root, conn, &st);
+                journal_free(j);
+        }
         if (conn)
                 virConnectClose(conn);
         *ret = st;
@@ -684,15 +691,6 @@ int daemon_restore_journal_stats(const struct vp_config *cfg, struct restore_sta
                            "%u gone, %u failed, %u kept for later, %u torn records ignored.",
                            cfg->state_dir, st.restored, st.unchanged, st.foreign, st.gone, st.failed, st.skipped,
                            st.torn);
-        if (st.corrupt_file[0])
-                log_warning("Journal %s: %u corrupt record(s) skipped, every good record restored; the journal as it "
-                            "was is kept as %s/%s for inspection (knobs named by a corrupt record were not restored: "
-                            "%u, listed at debug level).",
-                            cfg->state_dir, st.corrupt, cfg->state_dir, st.corrupt_file, st.corrupt_keys);
-        else if (st.corrupt)
-                log_warning("Journal %s: %u corrupt record(s) skipped, every good record restored; no copy of the "
-                            "journal could be kept (knobs named by a corrupt record were not restored: %u, listed "
-                            "at debug level).", cfg->state_dir, st.corrupt, st.corrupt_keys);
         if (r > 0)
                 log_warning("%d journal entries could not be restored yet and are kept in %s.", r, cfg->state_dir);
         return r;

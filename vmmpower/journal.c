@@ -60,6 +60,8 @@ struct journal {
         size_t index_size;
         struct journal_load_stats load;
         char corrupt_file[64]; /* name (in dir) of the copy kept of a journal with corrupt records, "" = none */
+        struct journal_corrupt_note *notes; /* corrupt records that still name a knob, for the caller to report */
+        size_t n_notes;
 };
 
 static int write_all(int fd, const char *data, size_t len);
@@ -356,6 +358,24 @@ static int apply_payload(struct journal *j, char *payload)
  * reads as changed by someone else, as without this.  A later good record for
  * the key supersedes it as usual.
  */
+static void add_note(struct journal *j, enum journal_kind kind, const char *key, const char *orig, bool salvaged)
+{
+        struct journal_corrupt_note *n;
+
+        if (j->n_notes >= JOURNAL_CORRUPT_NOTES_MAX)
+                return;
+        if (!j->notes) {
+                j->notes = calloc(JOURNAL_CORRUPT_NOTES_MAX, sizeof(*j->notes));
+                if (!j->notes)
+                        return;
+        }
+        n = &j->notes[j->n_notes++];
+        n->kind = kind;
+        n->salvaged = salvaged;
+        snprintf(n->key, sizeof(n->key), "%s", key);
+        snprintf(n->original, sizeof(n->original), "%s", orig);
+}
+
 static void salvage_corrupt(struct journal *j, const char *payload)
 {
         _cleanup_free_ char *buf = strdup(payload);
@@ -384,6 +404,7 @@ static void salvage_corrupt(struct journal *j, const char *payload)
                         log_debug("Journal %s: a corrupt record for %s %s, which has good records: its original "
                                     "is kept, the value the corrupt record wrote is taken as ours", j->path,
                                     kind_names[kind], key);
+                        add_note(j, kind, key, "", true);
                         return;
                 }
         }
@@ -393,6 +414,7 @@ static void salvage_corrupt(struct journal *j, const char *payload)
                 snprintf(orig, sizeof(orig), "(unreadable)");
         log_debug("Journal %s: a corrupt record names %s %s, original \"%s\" as far as it reads (unverified, "
                     "not restored from it)", j->path, kind_names[kind], key, orig);
+        add_note(j, kind, key, orig, false);
 }
 
 /*
@@ -650,6 +672,7 @@ struct journal *journal_free(struct journal *j)
                 close(j->dirfd);
         free(j->dir);
         free(j->path);
+        free(j->notes);
         free(j);
         return NULL;
 }
@@ -667,6 +690,12 @@ size_t journal_n_entries(const struct journal *j)
 void journal_get_load_stats(const struct journal *j, struct journal_load_stats *ret)
 {
         *ret = j->load;
+}
+
+size_t journal_corrupt_notes(const struct journal *j, const struct journal_corrupt_note **ret)
+{
+        *ret = j->notes;
+        return j->n_notes;
 }
 
 const char *journal_corrupt_file(const struct journal *j)
@@ -955,8 +984,7 @@ static enum restore_result restore_one(struct entry *e, const struct journal_kno
 int journal_restore(struct journal *j, const struct journal_knob_io io[_JOURNAL_KIND_MAX],
                     struct restore_stats *ret)
 {
-        struct restore_stats st = { .torn = j->load.torn + j->load.corrupt, .corrupt = j->load.corrupt,
-                                    .corrupt_keys = j->load.corrupt_keys };
+        struct restore_stats st = { .torn = j->load.torn + j->load.corrupt, .corrupt = j->load.corrupt };
         int r;
 
         /*

@@ -107,6 +107,21 @@ void journal_get_load_stats(const struct journal *j, struct journal_load_stats *
  */
 #define JOURNAL_CORRUPT_PREFIX "journal.corrupt-"
 const char *journal_corrupt_file(const struct journal *j);
+
+/*
+ * The corrupt records of this open that still name a knob, for the caller to
+ * report (the journal logs them at debug level only); the first
+ * JOURNAL_CORRUPT_NOTES_MAX (load stats count all).  Valid until journal_free().
+ */
+#define JOURNAL_CORRUPT_NOTES_MAX 64
+struct journal_corrupt_note {
+        enum journal_kind kind;
+        char key[256];      /* escaped */
+        char original[256]; /* escaped, as far as it reads, or "(unreadable)"; "" when salvaged */
+        bool salvaged;      /* the knob has good records: their original is kept, and the value
+                             * the corrupt record wrote counts as ours */
+};
+size_t journal_corrupt_notes(const struct journal *j, const struct journal_corrupt_note **ret);
 /*
  * Copies of corrupt journals in state_dir (made by any run): their number
  * (0 when the directory does not exist) or -errno; the newest name in
@@ -135,7 +150,6 @@ struct restore_stats {
         unsigned skipped;   /* no way to restore this kind now: kept */
         unsigned torn;      /* torn/corrupt records ignored when loading */
         unsigned corrupt;   /* of which corrupt in the middle (the file was kept aside) */
-        unsigned corrupt_keys; /* corrupt records whose kind and key still read: not restored from */
         char corrupt_file[64]; /* that copy's name in the state directory, "" = none */
 };
 

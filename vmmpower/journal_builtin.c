@@ -30,18 +30,28 @@ void journal_report_load(const struct journal *j, const char *state_dir)
 {
         struct journal_load_stats ls;
         const char *copy = journal_corrupt_file(j);
+        const struct journal_corrupt_note *notes;
+        size_t n_notes = journal_corrupt_notes(j, &notes);
 
         journal_get_load_stats(j, &ls);
         if (ls.corrupt && copy)
                 log_warning("Journal %s: %u corrupt record(s) skipped, %u good record(s) kept; the journal as it was "
-                            "is kept as %s/%s for inspection (knobs named by a corrupt record: %u, listed at debug "
-                            "level).", state_dir, ls.corrupt, ls.records, state_dir, copy, ls.corrupt_keys);
+                            "is kept as %s/%s for inspection.", state_dir, ls.corrupt, ls.records, state_dir, copy);
         else if (ls.corrupt)
                 log_warning("Journal %s: %u corrupt record(s) skipped, %u good record(s) kept; no copy of the journal "
                             "could be kept.", state_dir, ls.corrupt, ls.records);
-        else if (ls.torn)
-                log_notice("Journal %s: %u torn record(s) at the end ignored (an interrupted write).", state_dir,
-                           ls.torn);
+        for (size_t i = 0; i < n_notes; i++)
+                if (notes[i].salvaged)
+                        log_warning("Journal %s: a corrupt record for %s %s, which has good records: its original is "
+                                    "kept, the value the corrupt record wrote is taken as ours", state_dir,
+                                    journal_kind_to_string(notes[i].kind), notes[i].key);
+                else
+                        log_warning("Journal %s: a corrupt record names %s %s, original \"%s\" as far as it reads "
+                                    "(unverified, not restored from it)", state_dir,
+                                    journal_kind_to_string(notes[i].kind), notes[i].key, notes[i].original);
+        if (ls.corrupt_keys > n_notes)
+                log_warning("Journal %s: %u more knob(s) named by corrupt records (see the copy).", state_dir,
+                            ls.corrupt_keys - (unsigned) n_notes);
 }
 
 int journal_restore_builtin(struct journal *j, const char *sysfs_root, void *libvirt_conn,
@@ -56,10 +66,8 @@ int journal_restore_builtin(struct journal *j, const char *sysfs_root, void *lib
         return journal_restore(j, io, ret);
 }
 
-int journal_restore_all(const char *state_dir, const char *sysfs_root, void *libvirt_conn,
-                        struct restore_stats *ret)
+int journal_open_existing(const char *state_dir, struct journal **ret)
 {
-        struct journal *j = NULL;
         char path[PATH_MAX];
         int r;
 
@@ -69,13 +77,26 @@ int journal_restore_all(const char *state_dir, const char *sysfs_root, void *lib
         if (access(path, F_OK) < 0) {
                 if (errno != ENOENT)
                         return -errno;
+                *ret = NULL;
+                return 0;
+        }
+        return journal_open(state_dir, ret);
+}
+
+int journal_restore_all(const char *state_dir, const char *sysfs_root, void *libvirt_conn,
+                        struct restore_stats *ret)
+{
+        struct journal *j = NULL;
+        int r;
+
+        r = journal_open_existing(state_dir, &j);
+        if (r < 0)
+                return r;
+        if (!j) {
                 if (ret)
                         *ret = (struct restore_stats) { 0 };
                 return 0;
         }
-        r = journal_open(state_dir, &j);
-        if (r < 0)
-                return r;
         r = journal_restore_builtin(j, sysfs_root, libvirt_conn, ret);
         journal_free(j);
         return r;

@@ -30,8 +30,16 @@ int journal_restore_builtin(struct journal *j, const char *sysfs_root, void *lib
                             struct restore_stats *ret);
 
 /*
- * For the programs that open a journal (the applier, vmmpower-calibrate): say at warning
- * level what journal_open() found (torn or corrupt records, the copy kept aside); the
- * journal itself logs only at debug level.
+ * journal_open() of the journal under state_dir if its file exists; 0 with *ret = NULL if
+ * not (nothing to restore).
+ */
+int journal_open_existing(const char *state_dir, struct journal **ret);
+
+/*
+ * For the programs that open a journal (vmmpowerd's restore, the applier,
+ * vmmpower-calibrate): say at warning level what journal_open() found (corrupt records,
+ * the copy kept aside, every knob a corrupt record names, with its original as far as it
+ * reads); the journal itself logs only at debug level.  (A torn last record, the trace of
+ * a crash, is only counted: struct journal_load_stats, struct restore_stats.)
  */
 void journal_report_load(const struct journal *j, const char *state_dir);
