@@ -3,7 +3,7 @@
  * Restore through the built-in knob backends (sysfs, thread affinity, libvirt
  * vcpupin; see journal_builtin.h).  Apart from journal.c because the vcpupin backend
  * needs libvirt, which the simulator (it links journal.c through
- * power_driver.c) does not link.
+ * power_driver_sysfs.c) does not link.
  */
 #include <errno.h>
 #include <limits.h>

@@ -299,3 +299,22 @@ uint64_t power_sim_halt_poll_ns(const struct power_driver *drv);
 
 extern const struct power_driver_ops power_driver_sysfs_ops;
 extern const struct power_driver_ops power_driver_sim_ops;
+
+#ifdef POWER_DRIVER_BACKEND
+/*
+ * For power_driver.c and its backends (power_driver_sysfs.c, power_driver_sim.c)
+ * only, which define POWER_DRIVER_BACKEND before any #include: the driver object.
+ * Everyone else holds a struct power_driver * and uses the functions above.
+ */
+struct power_driver {
+        const struct power_driver_ops *ops;
+        struct power_driver_config cfg;
+        void *priv;
+        nsec_t now;
+        struct power_driver_stats stats;
+        struct power_write_info last;
+        bool class_disabled[_POWER_KNOB_CLASS_MAX];
+        struct retry_state class_retry[_POWER_KNOB_CLASS_MAX]; /* when a disabled class is tried again */
+        unsigned pending_retries;
+};
+#endif
