@@ -6,8 +6,6 @@
  * is already what we want, journal (original, current, wanted) durably,
  * apply, read back.  A read-back that differs is recorded in the journal
  * (so restore still recognises the mask as ours) and returned as -ERANGE.
- *
- * Backoff: retry_schedule() in retry.c.
  */
 #include <errno.h>
 #include <inttypes.h>

@@ -31,8 +31,10 @@
 
 #include "apply.h"
 #include "journal.h"
+#include "journal_builtin.h"
 #include "log.h"
 #include "power_driver.h"
+#include "retry.h"
 
 #define APPLY_IDLE_WAIT_NS (1 * NSEC_PER_SEC)     /* late_callback cadence without requests */
 #define LIBVIRT_RETRY_MIN_NS (1 * NSEC_PER_SEC)
@@ -460,6 +462,16 @@ static void applier_on_foreign(void *userdata, const char *path, const char *our
                    "(not written again, not restored).", a->sysfs_root, path, f, o);
 }
 
+/* What the sysfs driver has for the operator (given up, class disabled / enabled, failures): said here. */
+static void applier_on_event(void *userdata, const struct power_event *ev)
+{
+        struct applier *a = userdata;
+        char msg[512];
+
+        power_event_format(ev, msg, sizeof(msg));
+        log_full_errno(power_event_level(ev), 0, "%s/%s", a->sysfs_root, msg);
+}
+
 static void *applier_thread(void *userdata)
 {
         struct applier *a = userdata;
@@ -538,11 +550,14 @@ int applier_new(const struct apply_config *cfg, struct applier **ret)
                 log_error_errno(r, "Failed to open the journal in %s: %m", a->state_dir);
                 goto fail;
         }
+        journal_report_load(a->journal, a->state_dir);
         journal_set_sync(a->journal, cfg->journal_sync);
         dc.sysfs_root = a->sysfs_root;
         dc.journal = a->journal;
         dc.on_foreign = applier_on_foreign;
         dc.foreign_userdata = a;
+        dc.on_event = applier_on_event;
+        dc.event_userdata = a;
         dc.foreign_classes = cfg->foreign_classes;
         dc.foreign_paths = cfg->foreign_paths;
         r = power_driver_new("sysfs", &dc, &a->drv);

@@ -84,6 +84,7 @@
 #include <unistd.h>
 
 #include "calibrate.h"
+#include "journal_builtin.h"
 #include "log.h"
 #include "power_driver.h"
 
@@ -946,6 +947,15 @@ out:
         return r;
 }
 
+/* What the sysfs driver has for the operator (a knob class denied, a write failed). */
+static void calib_on_event(void *userdata, const struct power_event *ev)
+{
+        char msg[512];
+
+        power_event_format(ev, msg, sizeof(msg));
+        log_full_errno(power_event_level(ev), 0, "%s", msg);
+}
+
 /* ------------------------------------------------------------ run */
 
 static int restore(struct run *run, const char *when)
@@ -996,7 +1006,8 @@ static int setup(struct run *run)
         const struct calib_config *cfg = run->cfg;
         const struct energy_model *m;
         struct energy_model cpu;
-        struct power_driver_config pc = { .sysfs_root = cfg->sysfs_root, .journal = cfg->journal };
+        struct power_driver_config pc = { .sysfs_root = cfg->sysfs_root, .journal = cfg->journal,
+                                          .on_event = calib_on_event };
         int r;
 
         cpu_part(cfg->base, &cpu);

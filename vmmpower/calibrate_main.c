@@ -29,6 +29,7 @@
 
 #include "calibrate.h"
 #include "instance.h"
+#include "journal_builtin.h"
 #include "config.h"
 #include "log.h"
 #include "version.h"
@@ -441,7 +442,8 @@ int main(int argc, char *argv[])
 
         r = topology_load(vc.sysfs_root, &topo);
         if (r < 0) {
-                log_error_errno(r, "Failed to read the topology below %s: %m", vc.sysfs_root);
+                log_error_errno(r, "Failed to read the topology below %s: %m (--log-level=debug names the file)",
+                                vc.sysfs_root);
                 goto out;
         }
         if (base_path) {
@@ -482,6 +484,7 @@ int main(int argc, char *argv[])
                 log_error_errno(r, "Failed to open the journal in %s: %m", vc.state_dir);
                 goto out;
         }
+        journal_report_load(j, vc.state_dir);
 
         sigemptyset(&sa.sa_mask);
         sigaction(SIGINT, &sa, NULL);

@@ -34,6 +34,7 @@
 #include "daemon.h"
 #include "apply.h"
 #include "journal.h"
+#include "journal_builtin.h"
 #include "event.h"
 #include "instance.h"
 #include "log.h"
@@ -493,7 +494,8 @@ static int daemon_apply_config(struct daemon *d, const struct vp_config *cfg, bo
 
         r = topology_load(cfg->sysfs_root, &topo);
         if (r < 0) {
-                log_error_errno(r, "Failed to read the host topology below %s: %m", cfg->sysfs_root);
+                log_error_errno(r, "Failed to read the host topology below %s: %m (--log-level=debug names the file)",
+                                cfg->sysfs_root);
                 goto fail;
         }
         r = pcpu_stat_new(topo, cfg->procfs_root, cfg->sysfs_root, &pcpu);
@@ -625,13 +627,20 @@ int daemon_restore_journal_stats(const struct vp_config *cfg, struct restore_sta
 {
         struct restore_stats st = { 0 };
         virConnectPtr conn = NULL;
+        struct journal *j = NULL;
         int r;
 
         /* vCPU pins made through libvirt are put back through libvirt; without a
          * connection those entries stay in the journal for a later restore. */
         if (cfg->libvirt_enabled)
                 conn = virConnectOpen(cfg->libvirt_uri);
-        r = journal_restore_all(cfg->state_dir, cfg->sysfs_root, conn, &st);
+        r = journal_open_existing(cfg->state_dir, &j);
+        if (r == 0 && j) {
+                /* What the journal found (corrupt records kept aside, the knobs they name): said here. */
+                journal_report_load(j, cfg->state_dir);
+                r = journal_restore_builtin(j, cfg->sysfs_root, conn, &st);
+                journal_free(j);
+        }
         if (conn)
                 virConnectClose(conn);
         *ret = st;
@@ -642,10 +651,6 @@ int daemon_restore_journal_stats(const struct vp_config *cfg, struct restore_sta
                            "%u gone, %u failed, %u kept for later, %u torn records ignored.",
                            cfg->state_dir, st.restored, st.unchanged, st.foreign, st.gone, st.failed, st.skipped,
                            st.torn);
-        if (st.corrupt_file[0])
-                log_warning("Journal %s: %u corrupt record(s) skipped, every good record restored; the journal as it "
-                            "was is kept as %s/%s for inspection (knobs named by a corrupt record were not restored).",
-                            cfg->state_dir, st.corrupt, cfg->state_dir, st.corrupt_file);
         if (r > 0)
                 log_warning("%d journal entries could not be restored yet and are kept in %s.", r, cfg->state_dir);
         return r;

@@ -31,10 +31,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "actuator.h"
 #include "journal.h"
 #include "log.h"
-#include "power_driver.h"
 #include "util.h"
 
 #define JOURNAL_HEADER "vmmpower-journal 1\n"
@@ -62,6 +60,8 @@ struct journal {
         size_t index_size;
         struct journal_load_stats load;
         char corrupt_file[64]; /* name (in dir) of the copy kept of a journal with corrupt records, "" = none */
+        struct journal_corrupt_note *notes; /* corrupt records that still name a knob, for the caller to report */
+        size_t n_notes;
 };
 
 static int write_all(int fd, const char *data, size_t len);
@@ -358,6 +358,24 @@ static int apply_payload(struct journal *j, char *payload)
  * reads as changed by someone else, as without this.  A later good record for
  * the key supersedes it as usual.
  */
+static void add_note(struct journal *j, enum journal_kind kind, const char *key, const char *orig, bool salvaged)
+{
+        struct journal_corrupt_note *n;
+
+        if (j->n_notes >= JOURNAL_CORRUPT_NOTES_MAX)
+                return;
+        if (!j->notes) {
+                j->notes = calloc(JOURNAL_CORRUPT_NOTES_MAX, sizeof(*j->notes));
+                if (!j->notes)
+                        return;
+        }
+        n = &j->notes[j->n_notes++];
+        n->kind = kind;
+        n->salvaged = salvaged;
+        snprintf(n->key, sizeof(n->key), "%s", key);
+        snprintf(n->original, sizeof(n->original), "%s", orig);
+}
+
 static void salvage_corrupt(struct journal *j, const char *payload)
 {
         _cleanup_free_ char *buf = strdup(payload);
@@ -383,9 +401,10 @@ static void salvage_corrupt(struct journal *j, const char *payload)
                         free(e->before);
                         e->before = e->after;
                         e->after = after;
-                        log_warning("Journal %s: a corrupt record for %s %s, which has good records: its original "
+                        log_debug("Journal %s: a corrupt record for %s %s, which has good records: its original "
                                     "is kept, the value the corrupt record wrote is taken as ours", j->path,
                                     kind_names[kind], key);
+                        add_note(j, kind, key, "", true);
                         return;
                 }
         }
@@ -393,8 +412,9 @@ static void salvage_corrupt(struct journal *j, const char *payload)
                 escape_bytes(tok[3], strlen(tok[3]), orig, sizeof(orig));
         else
                 snprintf(orig, sizeof(orig), "(unreadable)");
-        log_warning("Journal %s: a corrupt record names %s %s, original \"%s\" as far as it reads (unverified, "
+        log_debug("Journal %s: a corrupt record names %s %s, original \"%s\" as far as it reads (unverified, "
                     "not restored from it)", j->path, kind_names[kind], key, orig);
+        add_note(j, kind, key, orig, false);
 }
 
 /*
@@ -531,7 +551,7 @@ int journal_open(const char *state_dir, struct journal **ret)
                 goto fail;
         }
         if (mkdir(state_dir, 0700) < 0 && errno != EEXIST) {
-                r = log_error_errno(errno, "Failed to create state directory %s: %m", state_dir);
+                r = log_debug_errno(errno, "Failed to create state directory %s: %m", state_dir);
                 goto fail;
         }
         j->dirfd = open(state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -542,13 +562,13 @@ int journal_open(const char *state_dir, struct journal **ret)
         /* One user at a time: the daemon, or `vmmpowerd --restore`, not both. */
         if (flock(j->dirfd, LOCK_EX | LOCK_NB) < 0) {
                 r = errno == EWOULDBLOCK ? -EBUSY : -errno;
-                log_error_errno(r, "Journal in %s is in use by another process: %m", state_dir);
+                log_debug_errno(r, "Journal in %s is in use by another process: %m", state_dir);
                 goto fail;
         }
         remove_stale_tmp(j->dirfd);
         fd = open(j->path, O_RDWR | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
         if (fd < 0 && errno != ENOENT) {
-                r = log_error_errno(errno, "Failed to open %s: %m", j->path);
+                r = log_debug_errno(errno, "Failed to open %s: %m", j->path);
                 goto fail;
         }
         if (fd >= 0) {
@@ -584,7 +604,7 @@ int journal_open(const char *state_dir, struct journal **ret)
                 raw_len = got;
                 good = load(j, data, got);
                 if (good < 0) {
-                        r = log_error_errno((int) good, "%s is not a vmmpower journal, refusing to use it", j->path);
+                        r = log_debug_errno((int) good, "%s is not a vmmpower journal, refusing to use it", j->path);
                         goto fail;
                 }
                 if (good == 0 || (size_t) good < got) {
@@ -600,7 +620,7 @@ int journal_open(const char *state_dir, struct journal **ret)
                         }
                 }
                 if (j->load.torn || j->load.corrupt)
-                        log_warning("Journal %s: %u torn and %u corrupt record(s) ignored",
+                        log_debug("Journal %s: %u torn and %u corrupt record(s) ignored",
                                     j->path, j->load.torn, j->load.corrupt);
                 j->size = good;
                 j->n_records = j->load.records;
@@ -613,15 +633,15 @@ int journal_open(const char *state_dir, struct journal **ret)
                  * record's original is kept). */
                 r = keep_corrupt_copy(j, raw, raw_len);
                 if (r < 0)
-                        log_warning_errno(r, "Journal %s: cannot keep a copy of the file with %u corrupt record(s): "
+                        log_debug_errno(r, "Journal %s: cannot keep a copy of the file with %u corrupt record(s): "
                                           "%m; the journal is left as it is", j->path, j->load.corrupt);
                 else {
-                        log_warning("Journal %s: %u corrupt record(s) in the middle, %u good record(s) kept; the file "
+                        log_debug("Journal %s: %u corrupt record(s) in the middle, %u good record(s) kept; the file "
                                     "as it was is kept as %s/%s", j->path, j->load.corrupt, j->load.records, j->dir,
                                     j->corrupt_file);
                         r = rewrite(j);
                         if (r < 0)
-                                log_warning_errno(r, "Journal %s: cannot rewrite it without the corrupt records: %m",
+                                log_debug_errno(r, "Journal %s: cannot rewrite it without the corrupt records: %m",
                                                   j->path);
                 }
         }
@@ -652,6 +672,7 @@ struct journal *journal_free(struct journal *j)
                 close(j->dirfd);
         free(j->dir);
         free(j->path);
+        free(j->notes);
         free(j);
         return NULL;
 }
@@ -669,6 +690,12 @@ size_t journal_n_entries(const struct journal *j)
 void journal_get_load_stats(const struct journal *j, struct journal_load_stats *ret)
 {
         *ret = j->load;
+}
+
+size_t journal_corrupt_notes(const struct journal *j, const struct journal_corrupt_note **ret)
+{
+        *ret = j->notes;
+        return j->n_notes;
 }
 
 const char *journal_corrupt_file(const struct journal *j)
@@ -741,14 +768,14 @@ static int ensure_file(struct journal *j)
                 return 0;
         fd = open(j->path, O_RDWR | O_APPEND | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (fd < 0)
-                return log_error_errno(errno, "Failed to create %s: %m", j->path);
+                return log_debug_errno(errno, "Failed to create %s: %m", j->path);
         r = write_all(fd, JOURNAL_HEADER, strlen(JOURNAL_HEADER));
         if (r == 0 && j->sync && (fdatasync(fd) < 0 || fsync(j->dirfd) < 0))
                 r = -errno;
         if (r < 0) {
                 close(fd);
                 (void) unlinkat(j->dirfd, JOURNAL_FILE, 0);
-                return log_error_errno(r, "Failed to initialise %s: %m", j->path);
+                return log_debug_errno(r, "Failed to initialise %s: %m", j->path);
         }
         j->fd = fd;
         j->size = (off_t) strlen(JOURNAL_HEADER);
@@ -821,7 +848,7 @@ static int append(struct journal *j, const struct entry *e, bool drop)
                 /* Never leave a half record in the middle of the file. */
                 (void) ftruncate(j->fd, j->size);
                 strbuf_free(&sb);
-                return log_error_errno(r, "Failed to append to %s: %m", j->path);
+                return log_debug_errno(r, "Failed to append to %s: %m", j->path);
         }
         j->size += (off_t) sb.len;
         j->n_records++;
@@ -920,7 +947,7 @@ static enum restore_result restore_one(struct entry *e, const struct journal_kno
         if (is_gone(r))
                 return R_GONE;
         if (r < 0) {
-                log_warning_errno(r, "Restore %s %s: read failed: %m", kind_names[e->kind], e->key);
+                log_debug_errno(r, "Restore %s %s: read failed: %m", kind_names[e->kind], e->key);
                 return R_FAILED;
         }
         if (value_eq(cur, e->orig))
@@ -928,7 +955,7 @@ static enum restore_result restore_one(struct entry *e, const struct journal_kno
         if (!value_eq(cur, e->after) && !value_eq(cur, e->before)) {
                 escape_bytes(cur, strlen(cur), esc, sizeof(esc));
                 escape_bytes(e->after, strlen(e->after), esc2, sizeof(esc2));
-                log_notice("Restore %s %s: holds \"%s\", we wrote \"%s\"; changed by someone else, leaving it",
+                log_debug("Restore %s %s: holds \"%s\", we wrote \"%s\"; changed by someone else, leaving it",
                            kind_names[e->kind], e->key, esc, esc2);
                 return R_FOREIGN;
         }
@@ -936,7 +963,7 @@ static enum restore_result restore_one(struct entry *e, const struct journal_kno
         if (is_gone(r))
                 return R_GONE;
         if (r < 0) {
-                log_warning_errno(r, "Restore %s %s: write failed: %m", kind_names[e->kind], e->key);
+                log_debug_errno(r, "Restore %s %s: write failed: %m", kind_names[e->kind], e->key);
                 return R_FAILED;
         }
         r = io->read(io->userdata, e->key, cur, sizeof(cur));
@@ -1009,8 +1036,8 @@ int journal_restore(struct journal *j, const struct journal_knob_io io[_JOURNAL_
                                 st.skipped++;
         r = rewrite(j);
         if (r < 0)
-                return log_error_errno(r, "Failed to update %s after restore: %m", j->path);
-        log_info("Restore: %u restored, %u unchanged, %u changed by others (left), %u gone, %u failed, %u skipped",
+                return log_debug_errno(r, "Failed to update %s after restore: %m", j->path);
+        log_debug("Restore: %u restored, %u unchanged, %u changed by others (left), %u gone, %u failed, %u skipped",
                  st.restored, st.unchanged, st.foreign, st.gone, st.failed, st.skipped);
         snprintf(st.corrupt_file, sizeof(st.corrupt_file), "%s", j->corrupt_file);
         if (ret)

@@ -22,7 +22,7 @@
  *
  * Restore, per knob: current value == after or before -> write back the
  * original (read back to verify); == original -> nothing to do; anything else
- * -> someone else changed it: left alone, logged, counted; gone (-ENOENT,
+ * -> someone else changed it: left alone, counted; gone (-ENOENT,
  * -ESRCH: CPU offline, thread exited, tid reused) -> counted and dropped.
  * When every knob is handled the journal file is removed; otherwise it is
  * rewritten atomically with just the knobs that still need restoring.
@@ -107,6 +107,21 @@ void journal_get_load_stats(const struct journal *j, struct journal_load_stats *
  */
 #define JOURNAL_CORRUPT_PREFIX "journal.corrupt-"
 const char *journal_corrupt_file(const struct journal *j);
+
+/*
+ * The corrupt records of this open that still name a knob, for the caller to
+ * report (the journal logs them at debug level only); the first
+ * JOURNAL_CORRUPT_NOTES_MAX (load stats count all).  Valid until journal_free().
+ */
+#define JOURNAL_CORRUPT_NOTES_MAX 64
+struct journal_corrupt_note {
+        enum journal_kind kind;
+        char key[256];      /* escaped */
+        char original[256]; /* escaped, as far as it reads, or "(unreadable)"; "" when salvaged */
+        bool salvaged;      /* the knob has good records: their original is kept, and the value
+                             * the corrupt record wrote counts as ours */
+};
+size_t journal_corrupt_notes(const struct journal *j, const struct journal_corrupt_note **ret);
 /*
  * Copies of corrupt journals in state_dir (made by any run): their number
  * (0 when the directory does not exist) or -errno; the newest name in
@@ -145,25 +160,6 @@ struct restore_stats {
  */
 int journal_restore(struct journal *j, const struct journal_knob_io io[_JOURNAL_KIND_MAX],
                     struct restore_stats *ret);
-
-/*
- * CLI entry point for `vmmpowerd --restore` and start-after-crash: restore
- * the journal under state_dir (no journal: 0, stats zeroed), sysfs knobs
- * under sysfs_root, affinity through sched_setaffinity, vCPU pins through
- * libvirt_conn (a virConnectPtr; NULL: vCPU pin entries are kept).
- * Returns the number of entries kept or -errno (-EBUSY: a running daemon
- * holds the journal).
- */
-int journal_restore_all(const char *state_dir, const char *sysfs_root, void *libvirt_conn,
-                        struct restore_stats *ret);
-
-/*
- * The same on a journal this process has open (the daemon on TERM: its
- * journal holds the state-dir lock, so journal_restore_all() would get
- * -EBUSY).  The journal stays usable afterwards.
- */
-int journal_restore_builtin(struct journal *j, const char *sysfs_root, void *libvirt_conn,
-                            struct restore_stats *ret);
 
 /* Exposed for tests. */
 unsigned journal_crc32(const void *data, size_t len);

@@ -6,9 +6,10 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "actuator.h"
 #include "cpuset.h"
 #include "journal.h"
+#include "log.h"
+#include "retry.h"
 #include "util.h"
 
 /*
@@ -112,6 +113,8 @@ struct power_driver_ops {
         int (*set_halt_poll)(struct power_driver *drv, uint64_t halt_poll_ns);
 };
 
+struct power_event;
+
 struct power_driver_config {
         const char *sysfs_root;   /* sysfs: default "/sys" */
         struct journal *journal;  /* sysfs: required */
@@ -128,6 +131,10 @@ struct power_driver_config {
          * (called once per knob; ours / found are raw bytes, not escaped) */
         void (*on_foreign)(void *userdata, const char *path, const char *ours, const char *found);
         void *foreign_userdata;
+        /* sysfs, optional: what the operator should hear of (struct power_event); the
+         * driver itself logs only at debug level.  Called from the op that saw it. */
+        void (*on_event)(void *userdata, const struct power_event *ev);
+        void *event_userdata;
         /* sysfs, optional: knobs that are someone else's from the start (coexist.h): every
          * knob of a class in foreign_classes (bit per enum power_knob_class) and each path
          * (relative to the root) in the NULL-terminated foreign_paths.  Never written, never
@@ -167,6 +174,34 @@ struct power_driver_stats {
         unsigned other_errors;
 };
 
+/*
+ * Events of the sysfs driver for its caller to report (power_driver_config.on_event);
+ * power_event_format() makes the message, the caller chooses the level.
+ */
+enum power_event_type {
+        POWER_EVENT_GAVE_UP,           /* still busy after every retry: value given up */
+        POWER_EVENT_CLASS_DISABLED,    /* permission denied: every write of the class refused until retry_in_ns */
+        POWER_EVENT_CLASS_ENABLED,     /* a write let through to a disabled class succeeded: enabled again */
+        POWER_EVENT_WRITE_FAILED,      /* an unexpected errno from a write (not retried) */
+        POWER_EVENT_JOURNAL_FAILED,    /* the journal could not record the write: not written */
+        POWER_EVENT_POLICY_UNREADABLE, /* init: a cpufreq policy that cannot be read is ignored */
+};
+
+struct power_event {
+        enum power_event_type type;
+        const char *path;  /* knob or policy directory, relative to the sysfs root */
+        const char *value; /* the value being written, or NULL */
+        enum power_knob_class cls;
+        int error;         /* -errno, or 0 */
+        unsigned attempts; /* GAVE_UP: retries made */
+        nsec_t retry_in_ns; /* CLASS_DISABLED: until the next write is let through */
+};
+
+/* The message for ev (no trailing newline), e.g. "PATH: written; cpufreq writes are allowed again". */
+void power_event_format(const struct power_event *ev, char *buf, size_t size);
+/* The level the daemon's tools log ev at: info for CLASS_ENABLED, error for JOURNAL_FAILED, else warning. */
+enum log_level power_event_level(const struct power_event *ev);
+
 struct power_write_info {
         char path[256]; /* relative to the sysfs root */
         char wanted[64];
@@ -176,7 +211,7 @@ struct power_write_info {
 
 /*
  * Validate ops (required members present) and add it to the registry.
- * -EINVAL (logged, naming the missing member), -EEXIST, -ENOSPC.
+ * -EINVAL (power_driver_validate() names the missing member; logged at debug), -EEXIST, -ENOSPC.
  * The built-in "sysfs" and "sim" are registered on first use.
  */
 int power_driver_register(const struct power_driver_ops *ops);
@@ -264,3 +299,22 @@ uint64_t power_sim_halt_poll_ns(const struct power_driver *drv);
 
 extern const struct power_driver_ops power_driver_sysfs_ops;
 extern const struct power_driver_ops power_driver_sim_ops;
+
+#ifdef POWER_DRIVER_BACKEND
+/*
+ * For power_driver.c and its backends (power_driver_sysfs.c, power_driver_sim.c)
+ * only, which define POWER_DRIVER_BACKEND before any #include: the driver object.
+ * Everyone else holds a struct power_driver * and uses the functions above.
+ */
+struct power_driver {
+        const struct power_driver_ops *ops;
+        struct power_driver_config cfg;
+        void *priv;
+        nsec_t now;
+        struct power_driver_stats stats;
+        struct power_write_info last;
+        bool class_disabled[_POWER_KNOB_CLASS_MAX];
+        struct retry_state class_retry[_POWER_KNOB_CLASS_MAX]; /* when a disabled class is tried again */
+        unsigned pending_retries;
+};
+#endif

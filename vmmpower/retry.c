@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * Retry with exponential backoff (see actuator.h); no libvirt, so that the
+ * Retry with exponential backoff (see retry.h); no libvirt, so that the
  * simulator, which drives power_driver.c, does not link it.
  *
  * Backoff: delay = initial_ns * 2^attempts capped at max_ns; after
@@ -8,7 +8,7 @@
  * 5 s, 8 attempts) cover a libvirt job lock held for a few seconds by a
  * migration or a snapshot without retrying in a tight loop.
  */
-#include "actuator.h"
+#include "retry.h"
 
 bool retry_schedule(struct retry_state *s, const struct backoff *b, nsec_t now, struct retry_counters *c)
 {

@@ -52,7 +52,7 @@ static int read_attr(struct loader *l, const char *path, char *buf, size_t size)
         if (n == -ENOENT || n == -ENOTDIR)
                 return 0;
         if (n < 0)
-                return log_error_errno((int) n, "Failed to read %s/%s: %m", l->root, path);
+                return log_debug_errno((int) n, "Failed to read %s/%s: %m", l->root, path);
         return 1;
 }
 
@@ -62,9 +62,9 @@ static int invalid(struct loader *l, const char *path, int r)
 
         escape_bytes(l->buf, strlen(l->buf), esc, sizeof(esc));
         if (r == -E2BIG)
-                return log_error_errno(E2BIG, "%s/%s: CPU number beyond VP_MAX_CPUS=%d: \"%s\"",
+                return log_debug_errno(E2BIG, "%s/%s: CPU number beyond VP_MAX_CPUS=%d: \"%s\"",
                                        l->root, path, VP_MAX_CPUS, esc);
-        log_error("%s/%s: cannot parse \"%s\"", l->root, path, esc);
+        log_debug("%s/%s: cannot parse \"%s\"", l->root, path, esc);
         return -EINVAL;
 }
 
@@ -167,7 +167,7 @@ static int list_numbered(struct loader *l, const char *path, const char *prefix,
                         *n_ret = 0;
                         return 0;
                 }
-                return log_error_errno(errno, "Failed to open %s/%s: %m", l->root, path);
+                return log_debug_errno(errno, "Failed to open %s/%s: %m", l->root, path);
         }
         d = fdopendir(fd);
         if (!d) {
@@ -215,7 +215,7 @@ static int load_cpu_masks(struct loader *l, cpuset_t *possible, cpuset_t *presen
         cpuset_zero(&dirs);
         for (unsigned i = 0; i < n_ids; i++) {
                 if (ids[i] >= VP_MAX_CPUS)
-                        return log_error_errno(E2BIG, "%s/devices/system/cpu/cpu%u: beyond VP_MAX_CPUS=%d",
+                        return log_debug_errno(E2BIG, "%s/devices/system/cpu/cpu%u: beyond VP_MAX_CPUS=%d",
                                                l->root, ids[i], VP_MAX_CPUS);
                 cpuset_set(&dirs, ids[i]);
         }
@@ -248,7 +248,7 @@ static int load_cpu_masks(struct loader *l, cpuset_t *possible, cpuset_t *presen
                 }
         }
         if (cpuset_empty(possible)) {
-                log_error("%s/devices/system/cpu: no CPUs found", l->root);
+                log_debug("%s/devices/system/cpu: no CPUs found", l->root);
                 return -ENOENT;
         }
         return 0;
@@ -468,13 +468,13 @@ static int load_policy(struct loader *l, struct topology *t, struct topo_cpufreq
                 char *save = NULL;
                 for (char *tok = strtok_r(l->buf, " \n", &save); tok; tok = strtok_r(NULL, " \n", &save)) {
                         if (pol->n_freqs >= TOPO_MAX_FREQS) {
-                                log_error("%s/%s: more than %d frequencies", l->root, p, TOPO_MAX_FREQS);
+                                log_debug("%s/%s: more than %d frequencies", l->root, p, TOPO_MAX_FREQS);
                                 return -EINVAL;
                         }
                         if (parse_u32(tok, &pol->freqs_khz[pol->n_freqs]) < 0) {
                                 char e[64];
                                 escape_bytes(tok, strlen(tok), e, sizeof(e));
-                                log_error("%s/%s: cannot parse frequency \"%s\"", l->root, p, e);
+                                log_debug("%s/%s: cannot parse frequency \"%s\"", l->root, p, e);
                                 return -EINVAL;
                         }
                         pol->n_freqs++;
@@ -588,13 +588,13 @@ int topology_load(const char *sysfs_root, struct topology **ret)
                 goto fail;
         }
         if (strlen(sysfs_root) >= sizeof(t->root)) {
-                r = log_error_errno(ENAMETOOLONG, "sysfs root too long: %s", sysfs_root);
+                r = log_debug_errno(ENAMETOOLONG, "sysfs root too long: %s", sysfs_root);
                 goto fail;
         }
         strcpy(t->root, sysfs_root);
         l.dirfd = open(sysfs_root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (l.dirfd < 0) {
-                r = log_error_errno(errno, "Failed to open sysfs root %s: %m", sysfs_root);
+                r = log_debug_errno(errno, "Failed to open sysfs root %s: %m", sysfs_root);
                 goto fail;
         }
 

@@ -22,6 +22,8 @@
 
 #include "actuator.h"
 #include "journal.h"
+#include "journal_builtin.h"
+#include "retry.h"
 #include "util.h"
 
 static char tmpdir[256];

@@ -24,6 +24,7 @@
 
 #include "apply.h"
 #include "journal.h"
+#include "journal_builtin.h"
 #include "power_driver.h"
 #include "util.h"
 

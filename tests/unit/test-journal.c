@@ -26,6 +26,7 @@
 #include <cmocka.h>
 
 #include "journal.h"
+#include "journal_builtin.h"
 #include "power_driver.h"
 #include "util.h"
 
@@ -463,6 +464,65 @@ static void test_corrupt_kept_aside(void **state)
         assert_string_equal(buf, "c\n");
 }
 
+/*
+ * The journal logs corrupt records at debug level only; the knobs they name reach the
+ * caller (journal_report_load() in the daemon) as notes: a knob known only from its
+ * corrupt record with its original as far as it reads, a knob with good records as
+ * salvaged.
+ */
+static void test_corrupt_notes(void **state)
+{
+        char root[300], sd[300], jp[400], data[4096];
+        const struct journal_corrupt_note *notes;
+        struct journal *j;
+        ssize_t n;
+        int fd;
+
+        path_of(root, sizeof(root), "cn-root");
+        path_of(sd, sizeof(sd), "cn-state");
+        snprintf(jp, sizeof(jp), "%s/journal", sd);
+        mkdir(root, 0755);
+        put(root, "k1", "a\n");
+        put(root, "k2", "b\n");
+        assert_int_equal(journal_open(sd, &j), 0);
+        jwrite(j, root, "k1", "A");
+        jwrite(j, root, "k2", "B");
+        jwrite(j, root, "k1", "AA");
+        jwrite(j, root, "k2", "BB");
+        assert_int_equal(journal_corrupt_notes(j, &notes), 0);
+        journal_free(j);
+
+        fd = open(jp, O_RDWR);
+        n = read(fd, data, sizeof(data) - 1);
+        assert_true(n > 0);
+        data[n] = '\0';
+        char *k2 = strstr(data, " k2 b%0A b%0A B"); /* k2's only original: a bit flip in its first record */
+        assert_non_null(k2);
+        k2[strlen(" k2 b%0A b%0A ")] = 'X';
+        char *k1 = strstr(data, " K sysfs k1 a%0A A%0A AA"); /* k1's last record: CRC digit changed */
+        assert_non_null(k1);
+        k1[-1] = k1[-1] == '0' ? '1' : '0';
+        assert_int_equal(pwrite(fd, data, (size_t) n, 0), n);
+        close(fd);
+
+        assert_int_equal(journal_open(sd, &j), 0);
+        assert_int_equal(journal_corrupt_notes(j, &notes), 2);
+        for (unsigned i = 0; i < 2; i++) {
+                const struct journal_corrupt_note *k = &notes[i];
+
+                assert_int_equal(k->kind, JOURNAL_KIND_SYSFS);
+                if (strcmp(k->key, "k2") == 0) {
+                        assert_string_equal(k->original, "b\\x0a");
+                        assert_false(k->salvaged);
+                } else {
+                        assert_string_equal(k->key, "k1");
+                        assert_true(k->salvaged);
+                }
+        }
+        assert_string_not_equal(notes[0].key, notes[1].key);
+        journal_free(j);
+}
+
 /* cpufreq-like pair: scaling_min_freq reads back clamped to scaling_max_freq. */
 struct fake_policy {
         unsigned min_req, max_req;
@@ -845,6 +905,7 @@ int main(void)
                 cmocka_unit_test(test_foreign_gone_partial),
                 cmocka_unit_test(test_torn_and_corrupt),
                 cmocka_unit_test(test_corrupt_kept_aside),
+                cmocka_unit_test(test_corrupt_notes),
                 cmocka_unit_test(test_restore_order_clamp),
                 cmocka_unit_test(test_escaping_and_kinds),
                 cmocka_unit_test(test_compaction),

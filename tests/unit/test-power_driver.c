@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include "journal.h"
+#include "journal_builtin.h"
 #include "power_driver.h"
 #include "util.h"
 
@@ -48,6 +49,25 @@ static void sh(const char *fmt, ...)
         assert_int_equal(system(cmd), 0);
 }
 
+/* Events of the driver (power_driver_config.on_event) of the next fixture_setup(), when set. */
+struct events {
+        unsigned n;
+        enum power_event_type type[8];
+        char msg[8][512];
+};
+static struct events *fixture_events;
+
+static void record_event(void *userdata, const struct power_event *ev)
+{
+        struct events *e = userdata;
+
+        if (e->n < 8) {
+                e->type[e->n] = ev->type;
+                power_event_format(ev, e->msg[e->n], sizeof(e->msg[e->n]));
+        }
+        e->n++;
+}
+
 static void fixture_setup(struct fixture *f, const char *tree)
 {
         struct power_driver_config cfg = { 0 };
@@ -63,6 +83,10 @@ static void fixture_setup(struct fixture *f, const char *tree)
         assert_int_equal(journal_open(f->state, &f->j), 0);
         cfg.sysfs_root = f->root;
         cfg.journal = f->j;
+        if (fixture_events) {
+                cfg.on_event = record_event;
+                cfg.event_userdata = fixture_events;
+        }
         assert_int_equal(power_driver_new("sysfs", &cfg, &f->drv), 0);
 }
 
@@ -774,6 +798,51 @@ static void test_eperm_class_retry(void **state)
 }
 
 /*
+ * The driver logs at debug only; what the operator must hear of reaches the caller as
+ * events: the class disabled on EPERM (once, not for the refusals that follow), enabled
+ * again when a write goes through, and an unexpected errno.
+ */
+static void test_events(void **state)
+{
+        struct fixture f;
+        struct events ev = { 0 };
+        struct faults fl = { .match = "policy0/scaling_max_freq", .write_errno = EPERM };
+        struct power_perf_request req = { .flags = POWER_PERF_LEVEL, .level_permille = 100 };
+        nsec_t t = 1000 * NSEC_PER_SEC;
+
+        fixture_events = &ev;
+        fixture_setup(&f, "sysfs-cpufreq/small-2cpu/sys");
+        fixture_events = NULL;
+        install(&fl);
+        power_driver_set_now(f.drv, t);
+        assert_int_equal(power_driver_set_perf(f.drv, 0, &req), -EPERM);
+        assert_int_equal(power_driver_set_perf(f.drv, 0, &req), -EACCES);
+        assert_int_equal(ev.n, 1);
+        assert_int_equal(ev.type[0], POWER_EVENT_CLASS_DISABLED);
+        assert_non_null(strstr(ev.msg[0], "policy0/scaling_max_freq: Operation not permitted; disabling all "
+                                          "cpufreq writes, trying one again in 1 s"));
+        fl.write_errno = 0;
+        power_driver_set_now(f.drv, t + 1 * NSEC_PER_SEC);
+        assert_int_equal(power_driver_set_perf(f.drv, 0, &req), 0);
+        assert_int_equal(ev.n, 2);
+        assert_int_equal(ev.type[1], POWER_EVENT_CLASS_ENABLED);
+        assert_non_null(strstr(ev.msg[1], "policy0/scaling_max_freq: written; cpufreq writes are allowed again"));
+        assert_int_equal(power_event_level(&(struct power_event) { .type = POWER_EVENT_CLASS_ENABLED }),
+                         LOG_LEVEL_INFO);
+        fl.write_errno = EIO;
+        req.level_permille = 1000;
+        assert_int_equal(power_driver_set_perf(f.drv, 0, &req), -EIO);
+        assert_int_equal(ev.n, 3);
+        assert_int_equal(ev.type[2], POWER_EVENT_WRITE_FAILED);
+        assert_non_null(strstr(ev.msg[2], "policy0/scaling_max_freq: write of "));
+        assert_int_equal(power_event_level(&(struct power_event) { .type = POWER_EVENT_WRITE_FAILED }),
+                         LOG_LEVEL_WARNING);
+        fl.write_errno = 0;
+        assert_restores_pristine(&f);
+        fixture_teardown(&f);
+}
+
+/*
  * Tests that need the kernel never write the host's knobs: each runs in a
  * private mount namespace of this process (unshare(CLONE_NEWNS), mounts made
  * private) where the knobs' directories are tmpfs copies of the real ones
@@ -1110,6 +1179,7 @@ int main(void)
                 cmocka_unit_test(test_foreign_change),
                 cmocka_unit_test(test_ownership_from_journal),
                 cmocka_unit_test(test_eperm_class_retry),
+                cmocka_unit_test(test_events),
                 cmocka_unit_test(test_real_sysfs),
                 cmocka_unit_test(test_real_sysfs_clamp),
                 cmocka_unit_test(test_sim),
