@@ -22,6 +22,7 @@
 
 #define FUZZ_TREE_MEMFS
 #include "fuzz-tree.h"
+#include "cpuset.h"
 #include "log.h"
 #include "procscan.h"
 

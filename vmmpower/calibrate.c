@@ -721,58 +721,79 @@ static bool spec_capped(const struct run *run, const struct spec *s)
         return limit > 0 && s->pkg_max_mw >= LIMIT_CAPPED_RATIO * limit;
 }
 
-static int fit(struct run *run, struct energy_model *ret)
+/* fit()'s points and buffers. */
+struct fit_work {
+        unsigned n;                     /* points the fit uses: not those at the package power limit */
+        unsigned use[CALIB_MAX_POINTS]; /* their indices in run->specs */
+        double *coef;                   /* [n][p.n]: each point's power per mW of each parameter */
+        double *A, *b;                  /* the least-squares system over the free parameters */
+        double *work;                   /* spec_power()'s load arrays */
+        uint8_t *vcpus, *fl;
+        uint32_t *lat;
+};
+
+static int fit_work_alloc(struct run *run, const struct params *p, struct fit_work *fw)
 {
-        struct energy_model *m = &run->h->model;
-        const struct energy_model saved = *m;
-        struct params p;
-        unsigned n = 0, n_free = 0, idx[MAX_PARAMS], bad = 0, adjusted = 0, use[CALIB_MAX_POINTS];
-        double *coef = NULL, *A = NULL, *b = NULL, *work = NULL, x[MAX_PARAMS];
-        uint8_t *vcpus = NULL, *fl = NULL;
-        uint32_t *lat = NULL;
-        struct em_error err = { 0 };
-        int r = 0;
+        fw->coef = calloc((size_t) fw->n * p->n, sizeof(*fw->coef));
+        fw->A = calloc((size_t) fw->n * p->n, sizeof(*fw->A));
+        fw->b = calloc(fw->n, sizeof(*fw->b));
+        fw->work = calloc(run->h->n_cpus, sizeof(*fw->work));
+        fw->vcpus = calloc(run->h->n_cpus, sizeof(*fw->vcpus));
+        fw->lat = calloc(run->h->n_cpus, sizeof(*fw->lat));
+        fw->fl = calloc(MAX(run->h->n_fdoms, 1u), sizeof(*fw->fl));
+        if (!fw->coef || !fw->A || !fw->b || !fw->work || !fw->vcpus || !fw->lat || !fw->fl)
+                return fail(run, -ENOMEM, "out of memory");
+        return 0;
+}
 
-        /* The points the fit uses: not those at the package power limit. */
-        for (unsigned i = 0; i < run->n_specs; i++)
-                if (!spec_capped(run, &run->specs[i]))
-                        use[n++] = i;
-        run->rep->capped = run->n_specs - n;
-        params_build(run->h, &p);
-        coef = calloc((size_t) n * p.n, sizeof(*coef));
-        A = calloc((size_t) n * p.n, sizeof(*A));
-        b = calloc(n, sizeof(*b));
-        work = calloc(run->h->n_cpus, sizeof(*work));
-        vcpus = calloc(run->h->n_cpus, sizeof(*vcpus));
-        lat = calloc(run->h->n_cpus, sizeof(*lat));
-        fl = calloc(MAX(run->h->n_fdoms, 1u), sizeof(*fl));
-        if (!coef || !A || !b || !work || !vcpus || !lat || !fl) {
-                r = fail(run, -ENOMEM, "out of memory");
-                goto out;
-        }
-        /* Coefficients: the power of each point with one parameter at 1000 mW, the others 0. */
-        for (unsigned j = 0; j < p.n; j++) {
-                for (unsigned k = 0; k < p.n; k++)
-                        *p.field[k] = k == j ? 1000 : 0;
-                for (unsigned i = 0; i < n; i++)
-                        coef[i * p.n + j] = spec_power(run, &run->specs[use[i]], work, vcpus, lat, fl) / 1000.0;
-        }
-        *m = saved;
+static void fit_work_free(struct fit_work *fw)
+{
+        free(fw->coef);
+        free(fw->A);
+        free(fw->b);
+        free(fw->work);
+        free(fw->vcpus);
+        free(fw->lat);
+        free(fw->fl);
+}
 
-        /* The gauge (see the top): the deepest idle state and the LLC's asleep power. */
-        for (unsigned j = 0; j < p.n; j++) {
+static double fit_spec_power(const struct run *run, const struct spec *s, struct fit_work *fw)
+{
+        return spec_power(run, s, fw->work, fw->vcpus, fw->lat, fw->fl);
+}
+
+/* Step 5a, coefficients: the power of each point with one parameter at 1000 mW, the others 0 (the model is
+ * left so: the caller restores it). */
+static void fit_coefficients(const struct run *run, const struct params *p, struct fit_work *fw)
+{
+        for (unsigned j = 0; j < p->n; j++) {
+                for (unsigned k = 0; k < p->n; k++)
+                        *p->field[k] = k == j ? 1000 : 0;
+                for (unsigned i = 0; i < fw->n; i++)
+                        fw->coef[i * p->n + j] = fit_spec_power(run, &run->specs[fw->use[i]], fw) / 1000.0;
+        }
+}
+
+/* Step 5b, what is fixed rather than fitted: the gauge (see the top), the deepest idle state (from the core
+ * zone where there is one, else the base model) and the LLC's asleep power; and every parameter no point
+ * reaches (the base model's value). */
+static void fit_gauge(const struct run *run, struct params *p, const struct fit_work *fw)
+{
+        const struct energy_model *m = &run->h->model;
+
+        for (unsigned j = 0; j < p->n; j++) {
                 bool reached = false;
-                p.value[j] = *p.field[j];
-                p.source[j] = CALIB_FITTED;
-                for (unsigned i = 0; i < n; i++)
-                        reached |= fabs(coef[i * p.n + j]) > RANK_TOL;
+                p->value[j] = *p->field[j];
+                p->source[j] = CALIB_FITTED;
+                for (unsigned i = 0; i < fw->n; i++)
+                        reached |= fabs(fw->coef[i * p->n + j]) > RANK_TOL;
                 if (!reached) {
-                        p.fixed[j] = true;
-                        p.source[j] = CALIB_BASE;
+                        p->fixed[j] = true;
+                        p->source[j] = CALIB_BASE;
                 }
         }
-        for (unsigned j = 0; j < p.n; j++) {
-                if (p.field[j] == &m->idle[m->n_idle - 1].power_mw) {
+        for (unsigned j = 0; j < p->n; j++) {
+                if (p->field[j] == &m->idle[m->n_idle - 1].power_mw) {
                         double sum = 0.0;
                         unsigned k = 0;
                         for (unsigned i = 0; i < run->n_specs; i++)
@@ -780,71 +801,84 @@ static int fit(struct run *run, struct energy_model *ret)
                                         sum += run->specs[i].core_mw;
                                         k++;
                                 }
-                        p.fixed[j] = true;
+                        p->fixed[j] = true;
                         if (k > 0 && run->h->n_cores > 0) {
-                                p.value[j] = sum / k / run->h->n_cores;
-                                p.source[j] = CALIB_CORE_ZONE;
+                                p->value[j] = sum / k / run->h->n_cores;
+                                p->source[j] = CALIB_CORE_ZONE;
                         } else
-                                p.source[j] = CALIB_BASE;
+                                p->source[j] = CALIB_BASE;
                 }
-                if (m->domain[EM_DOMAIN_LLC].present && p.field[j] == &m->domain[EM_DOMAIN_LLC].asleep_mw) {
-                        p.fixed[j] = true;
-                        p.source[j] = CALIB_BASE;
+                if (m->domain[EM_DOMAIN_LLC].present && p->field[j] == &m->domain[EM_DOMAIN_LLC].asleep_mw) {
+                        p->fixed[j] = true;
+                        p->source[j] = CALIB_BASE;
                 }
         }
+}
+
+/* Step 5c, least squares for the free parameters, the fixed ones moved to the right-hand side. */
+static int fit_solve(struct run *run, struct params *p, struct fit_work *fw)
+{
+        unsigned n = fw->n, n_free = 0, idx[MAX_PARAMS], bad = 0;
+        double x[MAX_PARAMS];
+        int r;
+
         for (unsigned i = 0; i < n; i++) {
-                b[i] = run->specs[use[i]].pkg_mw;
-                for (unsigned j = 0; j < p.n; j++)
-                        if (p.fixed[j])
-                                b[i] -= coef[i * p.n + j] * p.value[j];
+                fw->b[i] = run->specs[fw->use[i]].pkg_mw;
+                for (unsigned j = 0; j < p->n; j++)
+                        if (p->fixed[j])
+                                fw->b[i] -= fw->coef[i * p->n + j] * p->value[j];
         }
-        for (unsigned j = 0; j < p.n; j++)
-                if (!p.fixed[j])
+        for (unsigned j = 0; j < p->n; j++)
+                if (!p->fixed[j])
                         idx[n_free++] = j;
-        if (n_free > n) {
-                r = fail(run, -EDOM, "%u points cannot determine %u parameters", n, n_free);
-                goto out;
-        }
+        if (n_free > n)
+                return fail(run, -EDOM, "%u points cannot determine %u parameters", n, n_free);
         for (unsigned i = 0; i < n; i++)
                 for (unsigned f = 0; f < n_free; f++)
-                        A[i * n_free + f] = coef[i * p.n + idx[f]];
-        r = lstsq(A, b, n, n_free, x, &bad);
-        if (r == -EDOM) {
-                r = fail(run, r, "the points do not determine %s", p.name[idx[bad]]);
-                goto out;
-        }
-        if (r < 0) {
-                r = fail(run, r, "out of memory");
-                goto out;
-        }
+                        fw->A[i * n_free + f] = fw->coef[i * p->n + idx[f]];
+        r = lstsq(fw->A, fw->b, n, n_free, x, &bad);
+        if (r == -EDOM)
+                return fail(run, r, "the points do not determine %s", p->name[idx[bad]]);
+        if (r < 0)
+                return fail(run, r, "out of memory");
         for (unsigned f = 0; f < n_free; f++)
-                p.value[idx[f]] = x[f];
+                p->value[idx[f]] = x[f];
+        return 0;
+}
 
-        /* A quiet power no point reached: where the base model has it between awake and asleep. */
-        for (unsigned j = 0; j < p.n; j++) {
-                int d = p.quiet_of[j];
-                if (d < 0 || p.source[j] != CALIB_BASE)
+/* Step 5d, a quiet power no point reached: where the base model has it between awake and asleep. */
+static void fit_quiet(struct params *p, const struct energy_model *base)
+{
+        for (unsigned j = 0; j < p->n; j++) {
+                int d = p->quiet_of[j];
+                if (d < 0 || p->source[j] != CALIB_BASE)
                         continue;
-                const struct em_idle_domain *bd = &saved.domain[d];
-                double w = p.value[j - 1], s = p.value[j + 1]; /* awake, quiet, asleep are added in that order */
+                const struct em_idle_domain *bd = &base->domain[d];
+                double w = p->value[j - 1], s = p->value[j + 1]; /* awake, quiet, asleep are added in that order */
                 double frac = bd->awake_mw > bd->asleep_mw
                                       ? (double) (bd->quiet_mw - bd->asleep_mw) / (bd->awake_mw - bd->asleep_mw) : 1.0;
-                p.value[j] = s + frac * (w - s);
+                p->value[j] = s + frac * (w - s);
         }
+}
 
-        /* Round, then the model's order rules. */
-        for (unsigned j = 0; j < p.n; j++)
-                *p.field[j] = to_mw(p.value[j], &adjusted);
+/* Step 5e, round into the model, then the model's order rules (counting every value moved); name; validate. */
+static int fit_round(struct run *run, const struct params *p, unsigned *adjusted)
+{
+        struct energy_model *m = &run->h->model;
+        struct em_error err = { 0 };
+
+        for (unsigned j = 0; j < p->n; j++)
+                *p->field[j] = to_mw(p->value[j], adjusted);
         for (unsigned l = 1; l < m->n_levels; l++)
                 if (m->levels[l].active_mw < m->levels[l - 1].active_mw) {
                         m->levels[l].active_mw = m->levels[l - 1].active_mw;
-                        adjusted++;
+                        (*adjusted)++;
                 }
         for (unsigned i = 0; i < m->n_idle; i++) {
                 uint32_t cap = i == 0 ? m->levels[0].active_mw : m->idle[i - 1].power_mw;
                 if (m->idle[i].power_mw > cap) {
                         m->idle[i].power_mw = cap;
-                        adjusted++;
+                        (*adjusted)++;
                 }
         }
         for (int d = 0; d < _EM_DOMAIN_MAX; d++) {
@@ -853,97 +887,127 @@ static int fit(struct run *run, struct energy_model *ret)
                         continue;
                 if (dd->quiet_mw > dd->awake_mw) {
                         dd->quiet_mw = dd->awake_mw;
-                        adjusted++;
+                        (*adjusted)++;
                 }
                 if (dd->asleep_mw > dd->quiet_mw) {
                         dd->asleep_mw = dd->quiet_mw;
-                        adjusted++;
+                        (*adjusted)++;
                 }
         }
         snprintf(m->name, sizeof(m->name), "%s", run->cfg->name ? run->cfg->name : "calibrated");
-        if (energy_model_validate(m, &err) < 0) {
-                r = fail(run, -EINVAL, "the fitted model is not valid: %s", err.message);
+        if (energy_model_validate(m, &err) < 0)
+                return fail(run, -EINVAL, "the fitted model is not valid: %s", err.message);
+        return 0;
+}
+
+/* Report: the fitted model against every point. */
+static void fit_report(struct run *run, const struct params *p, unsigned adjusted, struct fit_work *fw)
+{
+        struct calib_report *rep = run->rep;
+        double ss = 0.0, mx = 0.0;
+
+        rep->n_params = p->n;
+        for (unsigned j = 0; j < p->n; j++) {
+                snprintf(rep->params[j].name, sizeof(rep->params[j].name), "%s", p->name[j]);
+                rep->params[j].value_mw = p->value[j];
+                rep->params[j].source = p->source[j];
+        }
+        rep->adjusted = adjusted;
+        rep->n_points = run->n_specs;
+        for (unsigned i = 0; i < run->n_specs; i++) {
+                const struct spec *s = &run->specs[i];
+                struct calib_point *pt = &rep->points[i];
+                double busy = 0.0;
+                unsigned nb = 0;
+
+                for (unsigned c = 0; c < run->n_cpus; c++)
+                        if (s->duty[c]) {
+                                busy += s->busy[c];
+                                nb++;
+                        }
+                *pt = (struct calib_point) {
+                        .level = s->level, .n_busy = nb, .measured_mw = s->pkg_mw, .core_mw = s->core_mw,
+                        .dram_mw = s->dram_mw, .psys_mw = s->psys_mw,
+                        .fitted_mw = fit_spec_power(run, s, fw),
+                        .busy_ratio = nb ? busy / nb : 0.0, .pkg_max_mw = s->pkg_max_mw,
+                        .capped = spec_capped(run, s),
+                };
+                snprintf(pt->name, sizeof(pt->name), "%s", s->name);
+                for (unsigned c = 0; c < run->n_cpus; c++)
+                        if (s->duty[c] && s->busy[c] < STARVED_RATIO * s->duty[c] / 1000.0) {
+                                rep->starved++;
+                                break;
+                        }
+                if (pt->capped)
+                        continue;
+                double res = s->pkg_mw > 0 ? (pt->fitted_mw - s->pkg_mw) / s->pkg_mw * 100.0 : 0.0;
+                ss += res * res;
+                mx = MAX(mx, fabs(res));
+        }
+        if (run->n_specs >= 2 && run->specs[0].pkg_mw > 0)
+                rep->idle_drift_pct = (run->specs[run->n_specs - 1].pkg_mw - run->specs[0].pkg_mw) /
+                                      run->specs[0].pkg_mw * 100.0;
+        rep->rms_residual_pct = sqrt(ss / fw->n);
+        rep->max_residual_pct = mx;
+}
+
+/* The written model: the base model (its platform, PSU, power limit, turbo table and wake-up
+ * energies: not seen by RAPL, not fitted) with the fitted CPU watts. */
+static int fit_output(struct run *run, struct energy_model *ret)
+{
+        const struct energy_model *m = &run->h->model;
+        struct energy_model out = *run->cfg->base;
+        struct em_error err = { 0 };
+
+        for (unsigned l = 0; l < m->n_levels; l++)
+                out.levels[l].active_mw = m->levels[l].active_mw;
+        for (unsigned i = 0; i < m->n_idle; i++)
+                out.idle[i].power_mw = m->idle[i].power_mw;
+        for (int d = 0; d < _EM_DOMAIN_MAX; d++) {
+                out.domain[d].awake_mw = m->domain[d].awake_mw;
+                out.domain[d].quiet_mw = m->domain[d].quiet_mw;
+                out.domain[d].asleep_mw = m->domain[d].asleep_mw;
+        }
+        snprintf(out.name, sizeof(out.name), "%s", m->name);
+        if (energy_model_validate(&out, &err) < 0)
+                return fail(run, -EINVAL, "the fitted model is not valid: %s", err.message);
+        *ret = out;
+        return 0;
+}
+
+/* Step 5 (see the top).  The host's model (run->h->model) serves as scratch and is restored in every case. */
+static int fit(struct run *run, struct energy_model *ret)
+{
+        struct energy_model *m = &run->h->model;
+        const struct energy_model saved = *m;
+        struct fit_work fw = { 0 };
+        unsigned adjusted = 0;
+        struct params p;
+        int r;
+
+        for (unsigned i = 0; i < run->n_specs; i++)
+                if (!spec_capped(run, &run->specs[i]))
+                        fw.use[fw.n++] = i;
+        run->rep->capped = run->n_specs - fw.n;
+        params_build(run->h, &p);
+        r = fit_work_alloc(run, &p, &fw);
+        if (r < 0)
                 goto out;
-        }
-
-        /* Report: the fitted model against every point. */
-        {
-                struct calib_report *rep = run->rep;
-                double ss = 0.0, mx = 0.0;
-
-                rep->n_params = p.n;
-                for (unsigned j = 0; j < p.n; j++) {
-                        snprintf(rep->params[j].name, sizeof(rep->params[j].name), "%s", p.name[j]);
-                        rep->params[j].value_mw = p.value[j];
-                        rep->params[j].source = p.source[j];
-                }
-                rep->adjusted = adjusted;
-                rep->n_points = run->n_specs;
-                for (unsigned i = 0; i < run->n_specs; i++) {
-                        const struct spec *s = &run->specs[i];
-                        struct calib_point *pt = &rep->points[i];
-                        double busy = 0.0;
-                        unsigned nb = 0;
-
-                        for (unsigned c = 0; c < run->n_cpus; c++)
-                                if (s->duty[c]) {
-                                        busy += s->busy[c];
-                                        nb++;
-                                }
-                        *pt = (struct calib_point) {
-                                .level = s->level, .n_busy = nb, .measured_mw = s->pkg_mw, .core_mw = s->core_mw,
-                                .dram_mw = s->dram_mw, .psys_mw = s->psys_mw,
-                                .fitted_mw = spec_power(run, s, work, vcpus, lat, fl),
-                                .busy_ratio = nb ? busy / nb : 0.0, .pkg_max_mw = s->pkg_max_mw,
-                                .capped = spec_capped(run, s),
-                        };
-                        snprintf(pt->name, sizeof(pt->name), "%s", s->name);
-                        for (unsigned c = 0; c < run->n_cpus; c++)
-                                if (s->duty[c] && s->busy[c] < STARVED_RATIO * s->duty[c] / 1000.0) {
-                                        rep->starved++;
-                                        break;
-                                }
-                        if (pt->capped)
-                                continue;
-                        double res = s->pkg_mw > 0 ? (pt->fitted_mw - s->pkg_mw) / s->pkg_mw * 100.0 : 0.0;
-                        ss += res * res;
-                        mx = MAX(mx, fabs(res));
-                }
-                if (run->n_specs >= 2 && run->specs[0].pkg_mw > 0)
-                        rep->idle_drift_pct = (run->specs[run->n_specs - 1].pkg_mw - run->specs[0].pkg_mw) /
-                                              run->specs[0].pkg_mw * 100.0;
-                rep->rms_residual_pct = sqrt(ss / n);
-                rep->max_residual_pct = mx;
-        }
-        /* The written model: the base model (its platform, PSU, power limit, turbo table and wake-up
-         * energies: not seen by RAPL, not fitted) with the fitted CPU watts. */
-        {
-                struct energy_model out = *run->cfg->base;
-                for (unsigned l = 0; l < m->n_levels; l++)
-                        out.levels[l].active_mw = m->levels[l].active_mw;
-                for (unsigned i = 0; i < m->n_idle; i++)
-                        out.idle[i].power_mw = m->idle[i].power_mw;
-                for (int d = 0; d < _EM_DOMAIN_MAX; d++) {
-                        out.domain[d].awake_mw = m->domain[d].awake_mw;
-                        out.domain[d].quiet_mw = m->domain[d].quiet_mw;
-                        out.domain[d].asleep_mw = m->domain[d].asleep_mw;
-                }
-                snprintf(out.name, sizeof(out.name), "%s", m->name);
-                if (energy_model_validate(&out, &err) < 0) {
-                        r = fail(run, -EINVAL, "the fitted model is not valid: %s", err.message);
-                        goto out;
-                }
-                *ret = out;
-        }
+        fit_coefficients(run, &p, &fw);
+        *m = saved;
+        fit_gauge(run, &p, &fw);
+        r = fit_solve(run, &p, &fw);
+        if (r < 0)
+                goto out;
+        fit_quiet(&p, &saved);
+        r = fit_round(run, &p, &adjusted);
+        if (r < 0)
+                goto out;
+        fit_report(run, &p, adjusted, &fw);
+        r = fit_output(run, ret);
 out:
         *m = saved;
-        free(coef);
-        free(A);
-        free(b);
-        free(work);
-        free(vcpus);
-        free(lat);
-        free(fl);
+        fit_work_free(&fw);
         return r;
 }
 

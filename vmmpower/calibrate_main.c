@@ -285,7 +285,16 @@ static int parse_duration_opt(const char *name, const char *s, nsec_t *ret)
         return 0;
 }
 
-int main(int argc, char *argv[])
+/* The command line. */
+struct cli {
+        const char *config_path, *base_path, *output, *name;
+        const char *sysfs_root, *state_dir, *socket_path;
+        bool ignore_daemon, level_set;
+        enum log_level level;
+};
+
+/* Parse argv into *o and cc's timings and CPUs.  -1: go on; else the exit status (0 after --help or --version). */
+static int parse_args(int argc, char *argv[], struct cli *o, struct calib_config *cc)
 {
         enum { ARG_NAME = 0x100, ARG_CPUS, ARG_DWELL, ARG_SETTLE, ARG_SAMPLE, ARG_PERIOD, ARG_IGNORE, ARG_SYSFS,
                ARG_STATE, ARG_SOCKET, ARG_LOGLEVEL };
@@ -308,80 +317,64 @@ int main(int argc, char *argv[])
                 { "help", no_argument, NULL, 'h' },
                 {}
         };
-        const char *config_path = NULL, *base_path = NULL, *output = NULL, *name = "calibrated";
-        const char *sysfs_root = NULL, *state_dir = NULL, *socket_path = NULL;
-        struct calib_config cc = { .dwell_ns = 10 * NSEC_PER_SEC, .settle_ns = 2 * NSEC_PER_SEC,
-                                   .sample_ns = NSEC_PER_SEC, .period_ns = 100 * NSEC_PER_MSEC };
-        struct config_error cerr = { 0 };
-        struct em_error merr = { 0 };
-        struct vp_config vc;
-        struct energy_model base, fitted;
-        struct calib_report *rep = NULL;
-        struct topology *topo = NULL;
-        struct journal *j = NULL;
-        struct real rl = { 0 };
-        struct sigaction sa = { .sa_handler = on_signal };
-        bool ignore_daemon = false, level_set = false;
-        enum log_level level = LOG_LEVEL_NOTICE;
-        char host[256] = "this host";
-        int c, r, ret = 1;
+        int c;
 
         while ((c = getopt_long(argc, argv, "c:m:o:Vh", options, NULL)) >= 0) {
                 switch (c) {
                 case 'c':
-                        config_path = optarg;
+                        o->config_path = optarg;
                         break;
                 case 'm':
-                        base_path = optarg;
+                        o->base_path = optarg;
                         break;
                 case 'o':
-                        output = optarg;
+                        o->output = optarg;
                         break;
                 case ARG_NAME:
-                        name = optarg;
+                        o->name = optarg;
                         break;
                 case ARG_CPUS:
-                        if (cpuset_parse_list(optarg, &cc.cpus) < 0 || cpuset_empty(&cc.cpus)) {
+                        if (cpuset_parse_list(optarg, &cc->cpus) < 0 || cpuset_empty(&cc->cpus)) {
                                 fprintf(stderr, "vmmpower-calibrate: invalid CPU list '%s'\n", optarg);
                                 return 2;
                         }
                         break;
                 case ARG_DWELL:
-                        if (parse_duration_opt("dwell", optarg, &cc.dwell_ns) < 0)
+                        if (parse_duration_opt("dwell", optarg, &cc->dwell_ns) < 0)
                                 return 2;
                         break;
                 case ARG_SETTLE:
-                        if (parse_duration_ns(optarg, &cc.settle_ns) < 0) {
+                        if (parse_duration_ns(optarg, &cc->settle_ns) < 0) {
                                 fprintf(stderr, "vmmpower-calibrate: invalid settle '%s'\n", optarg);
                                 return 2;
                         }
                         break;
                 case ARG_SAMPLE:
-                        if (parse_duration_opt("sample", optarg, &cc.sample_ns) < 0)
+                        if (parse_duration_opt("sample", optarg, &cc->sample_ns) < 0)
                                 return 2;
                         break;
                 case ARG_PERIOD:
-                        if (parse_duration_opt("period", optarg, &cc.period_ns) < 0)
+                        if (parse_duration_opt("period", optarg, &cc->period_ns) < 0)
                                 return 2;
                         break;
                 case ARG_IGNORE:
-                        ignore_daemon = true;
+                        o->ignore_daemon = true;
                         break;
                 case ARG_SYSFS:
-                        sysfs_root = optarg;
+                        o->sysfs_root = optarg;
                         break;
                 case ARG_STATE:
-                        state_dir = optarg;
+                        o->state_dir = optarg;
                         break;
                 case ARG_SOCKET:
-                        socket_path = optarg;
+                        o->socket_path = optarg;
                         break;
                 case ARG_LOGLEVEL:
-                        if (log_parse_level(optarg, &level) < 0) {
+                        if (log_parse_level(optarg, &o->level) < 0) {
                                 fprintf(stderr, "vmmpower-calibrate: invalid log level '%s'\n", optarg);
                                 return 2;
                         }
-                        level_set = true;
+                        o->level_set = true;
                         break;
                 case 'V':
                         printf("vmmpower-calibrate %s\n", VMMPOWER_VERSION);
@@ -397,93 +390,163 @@ int main(int argc, char *argv[])
                 fprintf(stderr, "vmmpower-calibrate: unexpected argument '%s'\n", argv[optind]);
                 return 2;
         }
-        log_set_max_level(level);
+        return -1;
+}
 
-        config_defaults(&vc);
-        r = config_load(config_path ? config_path : VMMPOWER_SYSCONFDIR "/vmmpower.conf", NULL, config_path == NULL,
-                        &vc, &cerr);
+/* vmmpowerd's configuration with the command line's overrides; the base model defaults to its ModelFile. */
+static int load_config(struct cli *o, struct vp_config *vc)
+{
+        struct config_error cerr = { 0 };
+        int r;
+
+        config_defaults(vc);
+        r = config_load(o->config_path ? o->config_path : VMMPOWER_SYSCONFDIR "/vmmpower.conf", NULL,
+                        o->config_path == NULL, vc, &cerr);
         if (r < 0) {
                 config_error_print(&cerr, stderr);
-                return 1;
+                return r;
         }
-        if (!level_set)
-                log_set_max_level(MIN(vc.log_level, LOG_LEVEL_NOTICE));
-        if (sysfs_root)
-                snprintf(vc.sysfs_root, sizeof(vc.sysfs_root), "%s", sysfs_root);
-        if (state_dir)
-                snprintf(vc.state_dir, sizeof(vc.state_dir), "%s", state_dir);
-        if (socket_path)
-                snprintf(vc.control_socket, sizeof(vc.control_socket), "%s", socket_path);
-        if (!base_path && vc.model_file[0])
-                base_path = vc.model_file;
+        if (!o->level_set)
+                log_set_max_level(MIN(vc->log_level, LOG_LEVEL_NOTICE));
+        if (o->sysfs_root)
+                snprintf(vc->sysfs_root, sizeof(vc->sysfs_root), "%s", o->sysfs_root);
+        if (o->state_dir)
+                snprintf(vc->state_dir, sizeof(vc->state_dir), "%s", o->state_dir);
+        if (o->socket_path)
+                snprintf(vc->control_socket, sizeof(vc->control_socket), "%s", o->socket_path);
+        if (!o->base_path && vc->model_file[0])
+                o->base_path = vc->model_file;
+        return 0;
+}
 
-        /* The daemon's applier writes the same knobs every period: two writers fight. */
-        if (daemon_running(vc.control_socket) > 0) {
+/* The daemon's applier writes the same knobs every period: two writers fight.  -EBUSY unless ignore_daemon. */
+static int check_no_daemon(const struct vp_config *vc, bool ignore_daemon)
+{
+        pid_t owner;
+
+        if (daemon_running(vc->control_socket) > 0) {
                 if (!ignore_daemon) {
                         log_error("vmmpowerd answers on %s: it would change the knobs this calibration holds. "
                                   "Stop it first (or pass --ignore-daemon with the planner's Apply = no).",
-                                  vc.control_socket);
-                        return 1;
+                                  vc->control_socket);
+                        return -EBUSY;
                 }
-                log_warning("vmmpowerd answers on %s; --ignore-daemon given, going on.", vc.control_socket);
-        } else {
-                pid_t owner;
-                if (daemon_locked(vc.state_dir, &owner) > 0) {
-                        if (!ignore_daemon) {
-                                log_error("vmmpowerd (pid %d) holds %s/%s: it would change the knobs this calibration "
-                                          "holds. Stop it first (or pass --ignore-daemon with the planner's Apply = no).",
-                                          (int) owner, vc.state_dir, INSTANCE_LOCK_FILE);
-                                return 1;
-                        }
-                        log_warning("vmmpowerd (pid %d) holds %s/%s; --ignore-daemon given, going on.", (int) owner,
-                                    vc.state_dir, INSTANCE_LOCK_FILE);
+                log_warning("vmmpowerd answers on %s; --ignore-daemon given, going on.", vc->control_socket);
+        } else if (daemon_locked(vc->state_dir, &owner) > 0) {
+                if (!ignore_daemon) {
+                        log_error("vmmpowerd (pid %d) holds %s/%s: it would change the knobs this calibration "
+                                  "holds. Stop it first (or pass --ignore-daemon with the planner's Apply = no).",
+                                  (int) owner, vc->state_dir, INSTANCE_LOCK_FILE);
+                        return -EBUSY;
                 }
+                log_warning("vmmpowerd (pid %d) holds %s/%s; --ignore-daemon given, going on.", (int) owner,
+                            vc->state_dir, INSTANCE_LOCK_FILE);
         }
+        return 0;
+}
 
-        r = topology_load(vc.sysfs_root, &topo);
-        if (r < 0) {
-                log_error_errno(r, "Failed to read the topology below %s: %m (--log-level=debug names the file)",
-                                vc.sysfs_root);
-                goto out;
-        }
+/* The host: its topology (*ret_topo, the caller frees it), the base model, the powercap zones.  Logged. */
+static int load_host(const struct vp_config *vc, const char *base_path, struct topology **ret_topo,
+                     struct energy_model *base, struct calib_zones *zones)
+{
+        struct em_error merr = { 0 };
+        int r;
+
+        r = topology_load(vc->sysfs_root, ret_topo);
+        if (r < 0)
+                return log_error_errno(r, "Failed to read the topology below %s: %m (--log-level=debug names the file)",
+                                       vc->sysfs_root);
         if (base_path) {
-                r = energy_model_parse_file(base_path, &base, &merr);
+                r = energy_model_parse_file(base_path, base, &merr);
                 if (r < 0) {
                         if (merr.line)
                                 log_error("%s:%u: %s", merr.file, merr.line, merr.message);
                         else
                                 log_error("%s: %s", merr.file, merr.message);
-                        goto out;
+                        return r;
                 }
         } else {
-                r = energy_model_from_topology(topo, &base);
-                if (r < 0) {
-                        log_error_errno(r, "Failed to derive a model from %s: %m", vc.sysfs_root);
-                        goto out;
-                }
+                r = energy_model_from_topology(*ret_topo, base);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to derive a model from %s: %m", vc->sysfs_root);
         }
-        r = calib_zones_discover(vc.sysfs_root, &cc.zones);
-        if (r < 0) {
-                if (r == -ENOENT)
-                        log_error("No powercap energy zone below %s/class/powercap (intel-rapl:N): "
-                                  "this host has no RAPL, or the intel_rapl_msr module is not loaded.", vc.sysfs_root);
-                else if (r == -ENODATA)
-                        log_error("No package zone (name package-N) below %s/class/powercap.", vc.sysfs_root);
-                else
-                        log_error_errno(r, "Failed to read the powercap zones below %s: %m", vc.sysfs_root);
-                goto out;
-        }
+        r = calib_zones_discover(vc->sysfs_root, zones);
+        if (r == -ENOENT)
+                log_error("No powercap energy zone below %s/class/powercap (intel-rapl:N): "
+                          "this host has no RAPL, or the intel_rapl_msr module is not loaded.", vc->sysfs_root);
+        else if (r == -ENODATA)
+                log_error("No package zone (name package-N) below %s/class/powercap.", vc->sysfs_root);
+        else if (r < 0)
+                log_error_errno(r, "Failed to read the powercap zones below %s: %m", vc->sysfs_root);
+        return r < 0 ? r : 0;
+}
 
-        r = journal_open(vc.state_dir, &j);
-        if (r == -EBUSY) {
+static int open_journal(const struct vp_config *vc, struct journal **ret)
+{
+        int r = journal_open(vc->state_dir, ret);
+
+        if (r == -EBUSY)
                 log_error("The journal in %s is held by another process (vmmpowerd applying plans, or another "
-                          "calibration). Stop it, or give a separate --state-dir.", vc.state_dir);
-                goto out;
+                          "calibration). Stop it, or give a separate --state-dir.", vc->state_dir);
+        else if (r < 0)
+                log_error_errno(r, "Failed to open the journal in %s: %m", vc->state_dir);
+        return r;
+}
+
+/* The fitted model to output (atomically replaced), or to standard output if NULL.  Logged. */
+static int write_model(const char *output, const struct energy_model *fitted, const struct calib_report *rep,
+                       const char *host)
+{
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f;
+        int r;
+
+        if (!output) {
+                calib_model_write(fitted, rep, host, stdout);
+                return 0;
         }
-        if (r < 0) {
-                log_error_errno(r, "Failed to open the journal in %s: %m", vc.state_dir);
-                goto out;
+        f = open_memstream(&buf, &len);
+        if (!f) {
+                log_error("Out of memory.");
+                return -ENOMEM;
         }
+        calib_model_write(fitted, rep, host, f);
+        fclose(f);
+        r = write_file_atomic(output, buf, len, 0644);
+        free(buf);
+        if (r < 0)
+                return log_error_errno(r, "Failed to write %s: %m", output);
+        return 0;
+}
+
+int main(int argc, char *argv[])
+{
+        struct cli o = { .name = "calibrated", .level = LOG_LEVEL_NOTICE };
+        struct calib_config cc = { .dwell_ns = 10 * NSEC_PER_SEC, .settle_ns = 2 * NSEC_PER_SEC,
+                                   .sample_ns = NSEC_PER_SEC, .period_ns = 100 * NSEC_PER_MSEC };
+        struct vp_config vc;
+        struct energy_model base, fitted;
+        struct calib_report *rep = NULL;
+        struct topology *topo = NULL;
+        struct journal *j = NULL;
+        struct real rl = { 0 };
+        struct sigaction sa = { .sa_handler = on_signal };
+        char host[256] = "this host";
+        int r, ret = 1;
+
+        r = parse_args(argc, argv, &o, &cc);
+        if (r >= 0)
+                return r;
+        log_set_max_level(o.level);
+        if (load_config(&o, &vc) < 0)
+                return 1;
+        if (check_no_daemon(&vc, o.ignore_daemon) < 0)
+                return 1;
+        if (load_host(&vc, o.base_path, &topo, &base, &cc.zones) < 0)
+                goto out;
+        if (open_journal(&vc, &j) < 0)
+                goto out;
         journal_report_load(j, vc.state_dir);
 
         sigemptyset(&sa.sa_mask);
@@ -502,7 +565,7 @@ int main(int argc, char *argv[])
         cc.topo = topo;
         cc.base = &base;
         cc.journal = j;
-        cc.name = name;
+        cc.name = o.name;
         cc.ops = &real_ops;
         cc.ops_userdata = &rl;
         cc.progress = stderr;
@@ -518,25 +581,8 @@ int main(int argc, char *argv[])
                 goto out;
         }
         calib_report_print(rep, stderr);
-        if (output) {
-                char *buf = NULL;
-                size_t len = 0;
-                FILE *f = open_memstream(&buf, &len);
-
-                if (!f) {
-                        log_error("Out of memory.");
-                        goto out;
-                }
-                calib_model_write(&fitted, rep, host, f);
-                fclose(f);
-                r = write_file_atomic(output, buf, len, 0644);
-                free(buf);
-                if (r < 0) {
-                        log_error_errno(r, "Failed to write %s: %m", output);
-                        goto out;
-                }
-        } else
-                calib_model_write(&fitted, rep, host, stdout);
+        if (write_model(o.output, &fitted, rep, host) < 0)
+                goto out;
         fprintf(stderr, "vmmpower-calibrate: done in %.1fs\n", (double) rep->elapsed_ns / NSEC_PER_SEC);
         ret = 0;
 out:

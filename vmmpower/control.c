@@ -13,7 +13,7 @@
  * most CONTROL_MAX_CLIENTS clients, of which CONTROL_ROOT_CLIENTS are kept
  * for root and each other uid holds at most CONTROL_MAX_CLIENTS_PER_UID
  * (control_slot_available()); a connection without a slot gets "ERR EBUSY"
- * and is closed, counted in control_rejected.  Refusals are logged at most
+ * and is closed, counted in counters->rejected.  Refusals are logged at most
  * CONTROL_LOG_BURST times per CONTROL_LOG_INTERVAL_NS, with a count of the
  * lines left out: a peer that floods the socket costs no log volume.
  */
@@ -31,7 +31,6 @@
 #include <unistd.h>
 
 #include "control.h"
-#include "daemon.h"
 #include "event.h"
 #include "log.h"
 #include "version.h"
@@ -57,7 +56,9 @@ struct control_client {
 
 struct control_server {
         struct io_watch watch;
-        struct daemon *daemon;
+        const struct control_ops *ops;
+        void *userdata;
+        struct control_counters *counters;
         int epoll_fd;
         char path[108];
         dev_t path_dev;           /* the socket file we renamed to path: only that one is unlinked */
@@ -172,7 +173,8 @@ int control_parse_request(char *line, struct control_request *req)
         return 0;
 }
 
-int control_execute(struct daemon *d, const struct control_request *req, struct strbuf *body)
+int control_execute(const struct control_ops *ops, void *userdata, const struct control_request *req,
+                    struct strbuf *body, char *msg, size_t msg_size)
 {
         const char *cmd = req->argv[0];
 
@@ -181,17 +183,17 @@ int control_execute(struct daemon *d, const struct control_request *req, struct 
                           strcmp(cmd, "reload") == 0))
                 return -EOPNOTSUPP;
         if (strcmp(cmd, "status") == 0 && req->argc == 1)
-                render_status(d, req->json, body);
+                ops->status(userdata, req->json, body);
         else if (strcmp(cmd, "vms") == 0 && req->argc == 1)
-                render_vms(d, req->json, body);
+                ops->vms(userdata, req->json, body);
         else if (strcmp(cmd, "cpus") == 0 && req->argc == 1)
-                render_cpus(d, req->json, body);
+                ops->cpus(userdata, req->json, body);
         else if (strcmp(cmd, "plan") == 0 && req->argc == 1)
-                render_plan(d, req->json, body);
+                ops->plan(userdata, req->json, body);
         else if (strcmp(cmd, "top") == 0 && req->argc == 1)
-                render_top(d, body);
+                ops->top(userdata, body);
         else if (strcmp(cmd, "metrics") == 0 && req->argc == 1)
-                render_metrics(d, body);
+                ops->metrics(userdata, body);
         else if (strcmp(cmd, "version") == 0 && req->argc == 1)
                 strbuf_printf(body, req->json ? "{\"version\":\"%s\"}\n" : "%s\n", VMMPOWER_VERSION);
         else if (strcmp(cmd, "notify") == 0 && req->argc == 3) {
@@ -202,10 +204,9 @@ int control_execute(struct daemon *d, const struct control_request *req, struct 
                 escape_bytes(req->argv[1], strlen(req->argv[1]), op, sizeof(op));
                 escape_bytes(req->argv[2], strlen(req->argv[2]), dom, sizeof(dom));
                 log_debug("Hook notification: %s %s, rescanning.", op, dom);
-                d->counters.notifies++;
-                daemon_request_scan(d);
+                ops->notify(userdata);
         } else if (strcmp(cmd, "reload") == 0 && req->argc == 1) {
-                int r = daemon_reload(d);
+                int r = ops->reload(userdata, msg, msg_size);
                 if (r < 0)
                         return r;
         } else if (control_command_readonly(cmd) == -ENOENT)
@@ -266,54 +267,36 @@ static void client_reply_error(struct control_client *c, int err, const char *ms
         client_flush(c);
 }
 
-/* "FILE:LINE: message; running configuration kept", one line of printable ASCII. */
-static void reload_error_message(const struct config_error *err, char *buf, size_t size)
-{
-        if (!err->file[0])
-                snprintf(buf, size, "reload failed, running configuration kept (see the daemon's log)");
-        else if (err->line > 0)
-                snprintf(buf, size, "%s:%u: %s; running configuration kept", err->file, err->line, err->message);
-        else
-                snprintf(buf, size, "%s: %s; running configuration kept", err->file, err->message);
-        for (char *p = buf; *p; p++)
-                if ((unsigned char) *p < 0x20 || (unsigned char) *p >= 0x7f)
-                        *p = '?';
-}
-
 static void client_handle_line(struct control_client *c)
 {
-        struct daemon *d = c->server->daemon;
+        struct control_server *cs = c->server;
         struct control_request req;
+        char msg[CONTROL_ERROR_MAX] = "";
         struct strbuf body;
         int r, ro;
 
-        d->counters.control_requests++;
+        cs->counters->requests++;
         r = control_parse_request(c->in, &req);
         if (r < 0) {
-                d->counters.control_errors++;
+                cs->counters->errors++;
                 { client_reply_error(c, r, "malformed request"); return; }
         }
         ro = control_command_readonly(req.argv[0]);
         if (ro < 0) {
-                d->counters.control_errors++;
+                cs->counters->errors++;
                 { client_reply_error(c, -ENOENT, "unknown command"); return; }
         }
-        if (!control_peer_allowed(c->uid, c->gid, c->groups, c->n_groups, c->server->group_gid,
-                                  c->server->have_group, ro)) {
-                d->counters.control_denied++;
-                log_refusal(c->server, "Control: denied '%s' to uid %u.", req.argv[0], (unsigned) c->uid);
+        if (!control_peer_allowed(c->uid, c->gid, c->groups, c->n_groups, cs->group_gid, cs->have_group, ro)) {
+                cs->counters->denied++;
+                log_refusal(cs, "Control: denied '%s' to uid %u.", req.argv[0], (unsigned) c->uid);
                 { client_reply_error(c, -EPERM, "permission denied"); return; }
         }
         strbuf_init(&body);
-        r = control_execute(d, &req, &body);
+        r = control_execute(cs->ops, cs->userdata, &req, &body, msg, sizeof(msg));
         if (r < 0 || body.oom) {
-                char msg[CONFIG_PATH_MAX + 384];
-
-                d->counters.control_errors++;
+                cs->counters->errors++;
                 strbuf_free(&body);
-                if (strcmp(req.argv[0], "reload") == 0)
-                        reload_error_message(&d->reload_error, msg, sizeof(msg));
-                else
+                if (!msg[0]) /* reload gave its reason */
                         snprintf(msg, sizeof(msg), "%s", r == -EINVAL        ? "wrong arguments"
                                  : r == -EOPNOTSUPP ? "--json is not supported by this command"
                                                     : "command failed");
@@ -362,13 +345,13 @@ static void client_event(struct io_watch *w, uint32_t events)
                 if (nl) {
                         nl[1] = '\0';
                         if (strlen(c->in) != (size_t) (nl + 1 - c->in)) { /* embedded NUL */
-                                c->server->daemon->counters.control_errors++;
+                                c->server->counters->errors++;
                                 { client_reply_error(c, -EINVAL, "malformed request"); return; }
                         }
                         { client_handle_line(c); return; }
                 }
                 if (c->in_len >= CONTROL_LINE_MAX) {
-                        c->server->daemon->counters.control_errors++;
+                        c->server->counters->errors++;
                         c->draining = true;
                         { client_reply_error(c, -E2BIG, "request line too long"); return; }
                 }
@@ -401,7 +384,6 @@ static unsigned clients_of_uid(const struct control_server *cs, uid_t uid)
 static void server_accept(struct io_watch *w, uint32_t events)
 {
         struct control_server *cs = container_of(w, struct control_server, watch);
-        struct daemon *d = cs->daemon;
 
         for (;;) {
                 struct control_client *c;
@@ -419,7 +401,7 @@ static void server_accept(struct io_watch *w, uint32_t events)
                         return;
                 }
                 if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
-                        d->counters.control_errors++;
+                        cs->counters->errors++;
                         close(fd);
                         continue;
                 }
@@ -429,14 +411,14 @@ static void server_accept(struct io_watch *w, uint32_t events)
                 /* A peer that may run nothing (not even the read-only commands) holds no slot. */
                 if (!control_peer_allowed(cred.uid, cred.gid, groups, n_groups, cs->group_gid, cs->have_group,
                                           true)) {
-                        d->counters.control_denied++;
+                        cs->counters->denied++;
                         log_refusal(cs, "Control: denied a connection of uid %u (not root, not in ControlGroup).",
                                     (unsigned) cred.uid);
                         refuse(fd, "ERR EPERM permission denied\n");
                         continue;
                 }
                 if (!control_slot_available(cred.uid, cs->n_clients, clients_of_uid(cs, cred.uid))) {
-                        d->counters.control_rejected++;
+                        cs->counters->rejected++;
                         log_refusal(cs, "Control: no client slot for uid %u (%u clients connected), connection closed.",
                                     (unsigned) cred.uid, cs->n_clients);
                         refuse(fd, "ERR EBUSY too many connections\n");
@@ -482,8 +464,8 @@ unsigned control_server_expire(struct control_server *cs, nsec_t now)
         return n;
 }
 
-int control_server_new(struct daemon *d, const char *path, const char *group, int epoll_fd,
-                       struct control_server **ret)
+int control_server_new(const char *path, const char *group, int epoll_fd, const struct control_ops *ops,
+                       void *userdata, struct control_counters *counters, struct control_server **ret)
 {
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
         struct control_server *cs;
@@ -496,7 +478,9 @@ int control_server_new(struct daemon *d, const char *path, const char *group, in
         cs = calloc(1, sizeof(*cs));
         if (!cs)
                 return -ENOMEM;
-        cs->daemon = d;
+        cs->ops = ops;
+        cs->userdata = userdata;
+        cs->counters = counters;
         cs->epoll_fd = epoll_fd;
         strcpy(cs->path, path);
         if (group && *group) {

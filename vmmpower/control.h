@@ -25,8 +25,42 @@
 #define CONTROL_LOG_BURST 5            /* refusals logged per CONTROL_LOG_INTERVAL_NS, the rest counted */
 #define CONTROL_LOG_INTERVAL_NS (10 * NSEC_PER_SEC)
 
-struct daemon;
 struct control_server;
+
+/*
+ * What the server asks of its owner (the daemon, or a test), with the
+ * owner's userdata as first argument.  Every member is required: each
+ * command of control_command_readonly() but "version" is one call.  The
+ * server holds no state of the daemon's; requests are answered on the loop's
+ * thread, between periods.
+ */
+struct control_ops {
+        /* The read-only commands: append the reply body to out (json: "--json" given). */
+        void (*status)(void *userdata, bool json, struct strbuf *out);
+        void (*vms)(void *userdata, bool json, struct strbuf *out);
+        void (*cpus)(void *userdata, bool json, struct strbuf *out);
+        void (*plan)(void *userdata, bool json, struct strbuf *out);
+        void (*top)(void *userdata, struct strbuf *out);     /* text only */
+        void (*metrics)(void *userdata, struct strbuf *out); /* text only */
+        /* "notify OPERATION DOMAIN" from the libvirt hook (logged by the server): rescan soon. */
+        void (*notify)(void *userdata);
+        /*
+         * "reload": re-read the configuration.  0, or -errno with the reason
+         * for the reply in msg (one line, NUL-terminated, at most size bytes).
+         */
+        int (*reload)(void *userdata, char *msg, size_t size);
+};
+
+/* Longest error message of a reply (after "ERR <errno-name> "). */
+#define CONTROL_ERROR_MAX 640
+
+/* What the server counts, in a struct of its owner's (kept across servers a reload replaces). */
+struct control_counters {
+        uint64_t requests;  /* request lines handled */
+        uint64_t denied;    /* requests and connections refused by peer credentials */
+        uint64_t errors;    /* requests answered ERR (malformed, unknown, failed) */
+        uint64_t rejected;  /* connections refused for lack of a client slot */
+};
 
 struct control_request {
         unsigned argc;
@@ -64,8 +98,12 @@ struct control_ratelimit {
  */
 bool control_ratelimit_test(struct control_ratelimit *rl, nsec_t now, uint64_t *ret_suppressed);
 
-int control_server_new(struct daemon *d, const char *path, const char *group, int epoll_fd,
-                       struct control_server **ret);
+/*
+ * Listen at path (group: ControlGroup, NULL or "" for root only) in epoll_fd.
+ * ops and counters must outlive the server; ops is not copied.
+ */
+int control_server_new(const char *path, const char *group, int epoll_fd, const struct control_ops *ops,
+                       void *userdata, struct control_counters *counters, struct control_server **ret);
 void control_server_free(struct control_server *cs);
 /*
  * Does a server listen at path (a running daemon)?  1 with *ret_pid its pid
@@ -78,5 +116,11 @@ void control_server_forget_path(struct control_server *cs);
 /* Drop clients idle longer than CONTROL_CLIENT_TIMEOUT_NS.  Returns how many were freed. */
 unsigned control_server_expire(struct control_server *cs, nsec_t now);
 
-/* Execute one parsed request against the daemon (used by the server and tests). */
-int control_execute(struct daemon *d, const struct control_request *req, struct strbuf *body);
+/*
+ * Execute one parsed request through ops: 0 with the reply body in body, or
+ * -errno (-ENOENT unknown command, -EINVAL wrong arguments, -EOPNOTSUPP
+ * "--json" where not supported, or reload's error, whose message is then in
+ * msg; msg is left alone otherwise).
+ */
+int control_execute(const struct control_ops *ops, void *userdata, const struct control_request *req,
+                    struct strbuf *body, char *msg, size_t msg_size);

@@ -432,6 +432,84 @@ static int take_instance_lock(const struct vp_config *cfg, bool starting)
         return fd;
 }
 
+/* ---- The control server's view of the daemon (control.h: struct control_ops) ---- */
+
+static void control_status(void *userdata, bool json, struct strbuf *out)
+{
+        render_status(userdata, json, out);
+}
+
+static void control_vms(void *userdata, bool json, struct strbuf *out)
+{
+        render_vms(userdata, json, out);
+}
+
+static void control_cpus(void *userdata, bool json, struct strbuf *out)
+{
+        render_cpus(userdata, json, out);
+}
+
+static void control_plan(void *userdata, bool json, struct strbuf *out)
+{
+        render_plan(userdata, json, out);
+}
+
+static void control_top(void *userdata, struct strbuf *out)
+{
+        render_top(userdata, out);
+}
+
+static void control_metrics(void *userdata, struct strbuf *out)
+{
+        render_metrics(userdata, out);
+}
+
+static void control_notify(void *userdata)
+{
+        struct daemon *d = userdata;
+
+        d->counters.notifies++;
+        daemon_request_scan(d);
+}
+
+/* "FILE:LINE: message; running configuration kept", one line of printable ASCII. */
+static void reload_error_message(const struct config_error *err, char *buf, size_t size)
+{
+        if (!err->file[0])
+                snprintf(buf, size, "reload failed, running configuration kept (see the daemon's log)");
+        else if (err->line > 0)
+                snprintf(buf, size, "%s:%u: %s; running configuration kept", err->file, err->line, err->message);
+        else
+                snprintf(buf, size, "%s: %s; running configuration kept", err->file, err->message);
+        for (char *p = buf; *p; p++)
+                if ((unsigned char) *p < 0x20 || (unsigned char) *p >= 0x7f)
+                        *p = '?';
+}
+
+/* The reply's message holds a whole path and a parser message, as it did before the ops table. */
+_Static_assert(CONTROL_ERROR_MAX >= CONFIG_PATH_MAX + 384, "CONTROL_ERROR_MAX too small for reload errors");
+
+static int control_reload(void *userdata, char *msg, size_t size)
+{
+        struct daemon *d = userdata;
+        int r = daemon_reload(d);
+
+        if (r < 0)
+                reload_error_message(&d->reload_error, msg, size);
+        return r;
+}
+
+static const struct control_ops control_ops = {
+        .status = control_status,
+        .vms = control_vms,
+        .cpus = control_cpus,
+        .plan = control_plan,
+        .top = control_top,
+        .metrics = control_metrics,
+        .notify = control_notify,
+        .reload = control_reload,
+};
+
 static int check_control_socket_free(const char *path)
 {
         pid_t owner = 0;
@@ -524,7 +602,8 @@ static int daemon_apply_config(struct daemon *d, const struct vp_config *cfg, bo
                         if (r < 0)
                                 goto fail;
                 }
-                r = control_server_new(d, cfg->control_socket, cfg->control_group, d->epoll_fd, &control);
+                r = control_server_new(cfg->control_socket, cfg->control_group, d->epoll_fd, &control_ops, d,
+                                       &d->counters.control, &control);
                 if (r < 0)
                         goto fail;
         }

@@ -6,6 +6,7 @@
 
 #include "coexist.h"
 #include "config.h"
+#include "control.h"
 #include "energy_model.h"
 #include "guest_hint.h"
 #include "journal.h"
@@ -50,8 +51,7 @@ struct daemon_counters {
         uint64_t qmp_gone;            /* last answers dropped because their QEMU process exited */
         uint64_t reloads, reload_errors;
         uint64_t notifies;            /* hook notifications received */
-        uint64_t control_requests, control_denied, control_errors;
-        uint64_t control_rejected;    /* connections refused for lack of a client slot */
+        struct control_counters control; /* the control socket's (control.h) */
         uint64_t metrics_write_errors;
         uint64_t plans, plan_errors;
         uint64_t numa_ignored;        /* VMs of the last plan whose <numatune> nodes have no online CPU

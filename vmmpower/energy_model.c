@@ -838,35 +838,16 @@ static int cmp_core_key(const void *a, const void *b)
         return x->first_cpu < y->first_cpu ? -1 : x->first_cpu > y->first_cpu;
 }
 
-int em_host_new(const struct topology *t, const struct energy_model *m, struct em_host **ret)
+/*
+ * em_host_new(), step 1: the cores.  The first online CPU of each SMT sibling
+ * set stands for its core: one key per core in keys_[] (n_cpus of room),
+ * sorted by package, LLC, core id.  Sets every h->cpu_core[] to -1 and counts
+ * h->n_online.  Returns the number of cores, or -ENODEV if there is none.
+ */
+static int em_host_core_keys(struct em_host *h, const struct topology *t, struct core_key *keys_)
 {
-        struct em_host *h;
-        _cleanup_free_ struct core_key *keys_ = NULL;
-        _cleanup_free_ unsigned *parent = NULL;
-        _cleanup_free_ int *fdom_of_root = NULL;
         unsigned n = t->n_cpus, nc = 0;
-        int r = -ENOMEM;
 
-        if (energy_model_validate(m, NULL) < 0)
-                return -EINVAL;
-        h = calloc(1, sizeof(*h));
-        if (!h)
-                return -ENOMEM;
-        h->model = *m;
-        h->n_cpus = n;
-        h->cpu_core = malloc(sizeof(int) * (n ? n : 1));
-        h->cpu_thread = calloc(n ? n : 1, sizeof(int));
-        h->cpu_fdom = calloc(n ? n : 1, sizeof(unsigned));
-        h->cpu_node = malloc(sizeof(int) * (n ? n : 1));
-        keys_ = calloc(n ? n : 1, sizeof(*keys_));
-        parent = malloc(sizeof(unsigned) * (n ? n : 1));
-        fdom_of_root = malloc(sizeof(int) * (n ? n : 1));
-        if (!h->cpu_core || !h->cpu_thread || !h->cpu_fdom || !h->cpu_node || !keys_ || !parent || !fdom_of_root)
-                goto fail;
-        for (unsigned i = 0; i < n; i++)
-                h->cpu_node[i] = t->cpus[i].present && t->cpus[i].online ? t->cpus[i].node : -1;
-
-        /* Cores: the first online CPU of each SMT sibling set stands for the core. */
         for (unsigned i = 0; i < n; i++)
                 h->cpu_core[i] = -1;
         for (unsigned i = 0; i < n; i++) {
@@ -884,18 +865,28 @@ int em_host_new(const struct topology *t, const struct energy_model *m, struct e
                         continue;
                 keys_[nc++] = (struct core_key) { c->package_id, c->llc_id, c->core_id, (int) i };
         }
-        if (nc == 0) {
-                r = -ENODEV;
-                goto fail;
-        }
+        if (nc == 0)
+                return -ENODEV;
         qsort(keys_, nc, sizeof(*keys_), cmp_core_key);
+        return (int) nc;
+}
+
+/*
+ * Step 2: h->cores, h->llcs and h->pkgs in key order (an LLC or a package is a
+ * range of cores), each online CPU's core and thread (at most two threads a
+ * core; a third is not modelled and leaves h->n_online).
+ */
+static int em_host_fill_cores(struct em_host *h, const struct topology *t, const struct core_key *keys_, unsigned nc)
+{
+        unsigned n = t->n_cpus;
+
         h->cores = calloc(nc, sizeof(*h->cores));
         h->llcs = calloc(nc, sizeof(*h->llcs));
         h->pkgs = calloc(nc, sizeof(*h->pkgs));
         h->order_smt_first = malloc(sizeof(int) * h->n_online);
         h->order_cores_first = malloc(sizeof(int) * h->n_online);
         if (!h->cores || !h->llcs || !h->pkgs || !h->order_smt_first || !h->order_cores_first)
-                goto fail;
+                return -ENOMEM;
         h->n_cores = nc;
         for (unsigned k = 0; k < nc; k++) {
                 struct em_core *core = &h->cores[k];
@@ -931,8 +922,22 @@ int em_host_new(const struct topology *t, const struct energy_model *m, struct e
         for (unsigned i = 0; i < n; i++)
                 if (t->cpus[i].present && t->cpus[i].online && h->cpu_core[i] < 0)
                         h->n_online--;
+        return 0;
+}
 
-        /* Frequency domains: union of related_cpus, SMT siblings (core scope), packages (package scope). */
+/*
+ * Step 3: frequency domains, the union of related_cpus, SMT siblings (core
+ * scope) and packages (package scope); numbered in core order so that output
+ * is stable and readable.
+ */
+static int em_host_freq_domains(struct em_host *h, const struct topology *t, const struct energy_model *m)
+{
+        unsigned n = t->n_cpus, nc = h->n_cores;
+        _cleanup_free_ unsigned *parent = malloc(sizeof(unsigned) * (n ? n : 1));
+        _cleanup_free_ int *fdom_of_root = malloc(sizeof(int) * (n ? n : 1));
+
+        if (!parent || !fdom_of_root)
+                return -ENOMEM;
         for (unsigned i = 0; i < n; i++)
                 parent[i] = i;
         for (unsigned i = 0; i < n; i++) {
@@ -954,7 +959,6 @@ int em_host_new(const struct topology *t, const struct energy_model *m, struct e
         }
         for (unsigned i = 0; i < n; i++)
                 fdom_of_root[i] = -1;
-        /* Number domains in core order so that output is stable and readable. */
         for (unsigned k = 0; k < nc; k++)
                 for (unsigned th = 0; th < h->cores[k].n_threads; th++) {
                         unsigned cpu = (unsigned) h->cores[k].cpu[th], root = uf_find(parent, cpu);
@@ -964,10 +968,20 @@ int em_host_new(const struct topology *t, const struct energy_model *m, struct e
                 }
         for (unsigned k = 0; k < nc; k++)
                 h->cores[k].fdom = h->cpu_fdom[h->cores[k].cpu[0]];
+        return 0;
+}
 
-        /* Wake orders (static topology preference; the planner still evaluates the model). */
-        unsigned a = 0, b = 0;
-        for (unsigned k = 0; k < nc; k++)
+/*
+ * Step 4: what evaluations look up: the wake orders (static topology
+ * preference; the planner still evaluates the model), whether the model has
+ * limits and wake energies, and the idle-gap fractions for small vCPU counts
+ * (exp() is the costly part of an evaluation).
+ */
+static int em_host_precompute(struct em_host *h, const struct energy_model *m)
+{
+        unsigned a = 0, b = 0, nj = m->n_idle + _EM_DOMAIN_MAX;
+
+        for (unsigned k = 0; k < h->n_cores; k++)
                 for (unsigned th = 0; th < h->cores[k].n_threads; th++)
                         h->order_smt_first[a++] = h->cores[k].cpu[th];
         for (unsigned l = 0; l < h->n_llcs; l++)
@@ -982,14 +996,48 @@ int em_host_new(const struct topology *t, const struct energy_model *m, struct e
                 h->has_wake |= m->idle[i].wake_energy_uj > 0;
         for (unsigned d = 0; d < _EM_DOMAIN_MAX; d++)
                 h->has_wake |= m->domain[d].present && m->domain[d].wake_energy_uj > 0;
-        /* Idle-gap fractions for small vCPU counts (exp() is the costly part of an evaluation). */
-        unsigned nj = m->n_idle + _EM_DOMAIN_MAX;
         h->gapf = malloc(sizeof(double) * EM_GAPF_N * nj);
         if (!h->gapf)
-                goto fail;
+                return -ENOMEM;
         for (unsigned g = 0; g < EM_GAPF_N; g++)
                 for (unsigned j = 0; j < nj; j++)
                         h->gapf[g * nj + j] = gap_fraction(m, g, gap_residency(m, j));
+        return 0;
+}
+
+int em_host_new(const struct topology *t, const struct energy_model *m, struct em_host **ret)
+{
+        _cleanup_free_ struct core_key *keys_ = NULL;
+        unsigned n = t->n_cpus;
+        struct em_host *h;
+        int r = -ENOMEM;
+
+        if (energy_model_validate(m, NULL) < 0)
+                return -EINVAL;
+        h = calloc(1, sizeof(*h));
+        if (!h)
+                return -ENOMEM;
+        h->model = *m;
+        h->n_cpus = n;
+        h->cpu_core = malloc(sizeof(int) * (n ? n : 1));
+        h->cpu_thread = calloc(n ? n : 1, sizeof(int));
+        h->cpu_fdom = calloc(n ? n : 1, sizeof(unsigned));
+        h->cpu_node = malloc(sizeof(int) * (n ? n : 1));
+        keys_ = calloc(n ? n : 1, sizeof(*keys_));
+        if (!h->cpu_core || !h->cpu_thread || !h->cpu_fdom || !h->cpu_node || !keys_)
+                goto fail;
+        for (unsigned i = 0; i < n; i++)
+                h->cpu_node[i] = t->cpus[i].present && t->cpus[i].online ? t->cpus[i].node : -1;
+
+        r = em_host_core_keys(h, t, keys_);
+        if (r >= 0)
+                r = em_host_fill_cores(h, t, keys_, (unsigned) r);
+        if (r >= 0)
+                r = em_host_freq_domains(h, t, m);
+        if (r >= 0)
+                r = em_host_precompute(h, m);
+        if (r < 0)
+                goto fail;
         *ret = h;
         return 0;
 fail:

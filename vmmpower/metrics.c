@@ -479,11 +479,11 @@ static void render_daemon_metrics(const struct daemon *d, struct strbuf *out)
         counter(out, "vmmpower_period_overruns_total", "Control periods missed.", d->counters.overruns);
         gauge(out, "vmmpower_period_cpu_seconds", "Daemon CPU time spent in the last control period.",
               (double) d->counters.last_period_cpu_ns / NSEC_PER_SEC);
-        counter(out, "vmmpower_control_requests_total", "Control socket requests.", d->counters.control_requests);
+        counter(out, "vmmpower_control_requests_total", "Control socket requests.", d->counters.control.requests);
         counter(out, "vmmpower_control_denied_total", "Control requests denied by peer credentials.",
-                d->counters.control_denied);
+                d->counters.control.denied);
         counter(out, "vmmpower_control_rejected_total", "Control connections refused for lack of a client slot.",
-                d->counters.control_rejected);
+                d->counters.control.rejected);
         counter(out, "vmmpower_reload_errors_total", "Reloads rejected (bad configuration).",
                 d->counters.reload_errors);
         counter(out, "vmmpower_metrics_write_errors_total", "Failed writes of the metrics textfile.",

@@ -187,12 +187,6 @@
 #define WAKE_PROBE_WORK 0.1      /* load used to compare CPUs to wake: 10% of a CPU */
 #define FFD_WINDOW 4             /* positions scanned linearly before the segment tree search */
 
-const char *place_mode_to_string(enum place_mode m)
-{
-        static const char *const n[_PLACE_MODE_MAX] = { "pack", "spread", "dedicated", "exclude" };
-        return m < _PLACE_MODE_MAX ? n[m] : "?";
-}
-
 double plan_vcpu_wait(const struct plan_policy *pol, const struct plan_vcpu *v, bool cpu_overloaded)
 {
         if (v->wait_ratio > (cpu_overloaded ? 1.0 : WAIT_SEVERE_FACTOR) * pol->wait_budget)

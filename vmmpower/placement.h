@@ -6,6 +6,7 @@
 
 #include "cpuset.h"
 #include "energy_model.h"
+#include "policy_types.h"
 #include "util.h"
 
 /*
@@ -20,14 +21,7 @@
  * The algorithm and its constants are explained at the top of placement.c.
  */
 
-enum place_mode {
-        PLACE_PACK,       /* default: packed with others to save energy */
-        PLACE_SPREAD,     /* each vCPU alone on a CPU, one per core, spread over packages/LLCs */
-        PLACE_DEDICATED,  /* each vCPU owns a whole core (sibling kept free) */
-        PLACE_EXCLUDE,    /* never moved; its load counts on cur_cpu */
-        _PLACE_MODE_MAX,
-};
-const char *place_mode_to_string(enum place_mode m);
+/* enum place_mode and place_mode_to_string(): policy_types.h. */
 
 struct plan_vcpu {
         uint64_t key;          /* stable unique identity chosen by the caller (vmmpowerd: vcpu_ref_key()) */

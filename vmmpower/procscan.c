@@ -53,6 +53,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cpuset.h"
 #include "procscan.h"
 #include "util.h"
 

@@ -206,8 +206,8 @@ static void render_status_more(const struct daemon *d, struct strbuf *out)
         strbuf_printf(out,
                       "control:       %" PRIu64 " requests, %" PRIu64 " denied, %" PRIu64 " refused (no slot), %" PRIu64
                       " errors\n",
-                      d->counters.control_requests, d->counters.control_denied, d->counters.control_rejected,
-                      d->counters.control_errors);
+                      d->counters.control.requests, d->counters.control.denied, d->counters.control.rejected,
+                      d->counters.control.errors);
         strbuf_printf(out, "reloads:       %" PRIu64 " (%" PRIu64 " failed), %" PRIu64 " hook notifications\n",
                       d->counters.reloads, d->counters.reload_errors, d->counters.notifies);
 }
@@ -264,8 +264,8 @@ void render_status(const struct daemon *d, bool json, struct strbuf *out)
                               ",\"rejected\":%" PRIu64
                               "},\"notifies\":%" PRIu64 ",\"reloads\":%" PRIu64 ",\"reload_errors\":%" PRIu64
                               ",\"last_period_cpu_ns\":%" PRId64 "}\n",
-                              d->counters.control_requests, d->counters.control_denied,
-                              d->counters.control_errors, d->counters.control_rejected, d->counters.notifies,
+                              d->counters.control.requests, d->counters.control.denied,
+                              d->counters.control.errors, d->counters.control.rejected, d->counters.notifies,
                               d->counters.reloads,
                               d->counters.reload_errors, d->counters.last_period_cpu_ns);
                 return;

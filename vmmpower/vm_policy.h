@@ -6,7 +6,7 @@
 #include <stdint.h>
 
 #include "hint_proto.h"
-#include "placement.h"
+#include "policy_types.h"
 
 /*
  * Per-VM policy: what the host administrator says about one VM in the

@@ -258,6 +258,18 @@ static void test_gone_thread(void **state)
         restore_and_check(f);
 }
 
+/* Poll (deadline 10 s, 10 ms steps) until the applier counts at least min pin failures; its stats in *st. */
+static bool wait_pin_errors(struct applier *a, uint64_t min, struct apply_stats *st)
+{
+        for (nsec_t until = now_ns() + 10 * NSEC_PER_SEC;; usleep(10 * 1000)) {
+                applier_get_stats(a, st);
+                if (st->pin_errors >= min)
+                        return true;
+                if (now_ns() >= until)
+                        return false;
+        }
+}
+
 /* A libvirt pin without libvirt fails, is counted and retried with backoff
  * (not in a loop), and never blocks the plain pins of the same request. */
 static void test_libvirt_unreachable(void **state)
@@ -266,18 +278,20 @@ static void test_libvirt_unreachable(void **state)
         struct applier *a = start(f);
         struct apply_request *r = request(f, 1, 1, 0, -1);
         struct apply_stats st;
+        nsec_t begin;
 
         snprintf(r->pins[1].uuid, sizeof(r->pins[1].uuid), "00000000-0000-0000-0000-000000000001");
         submit_wait(a, r);
         assert_int_equal(affinity_of(f->tid[0]), 1);
-        usleep(300 * 1000); /* a few backoff steps (10, 20, 40, 80 ms...) */
-        applier_get_stats(a, &st);
-        assert_true(st.pin_errors >= 1);
+        /* A few backoff steps: the first attempt and two retries, each after its backoff.  Seen within one
+         * 10 ms poll step of the third failure, a busy loop would have failed far more often. */
+        begin = now_ns();
+        assert_true(wait_pin_errors(a, 3, &st));
         assert_true(st.pin_retries >= 1);
         assert_true(st.pin_errors <= 8); /* backoff, not a busy loop */
         assert_int_equal(st.last_error, -ENOTCONN);
-        print_message("libvirt unreachable: %" PRIu64 " attempts, %" PRIu64 " retries scheduled in 0.3 s\n",
-                      st.pin_errors, st.pin_retries);
+        print_message("libvirt unreachable: %" PRIu64 " attempts, %" PRIu64 " retries scheduled in %.3f s\n",
+                      st.pin_errors, st.pin_retries, (double) (now_ns() - begin) / NSEC_PER_SEC);
         applier_free(a);
         restore_and_check(f);
 }

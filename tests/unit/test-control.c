@@ -20,7 +20,6 @@
 #include <unistd.h>
 
 #include "control.h"
-#include "daemon.h"
 #include "event.h"
 #include "log.h"
 
@@ -113,11 +112,115 @@ static void test_ratelimit(void **state)
 #define PEER_GID 65534
 #define PEER_UID 60000
 
+/* The server's owner in these tests: no daemon, only what the ops record. */
+struct owner {
+        unsigned notifies, reloads;
+        int reload_result;                /* what "reload" returns */
+        struct control_counters counters;
+};
+
+static void owner_status(void *userdata, bool json, struct strbuf *out)
+{
+        strbuf_puts(out, json ? "{\"status\":1}\n" : "status\n");
+}
+
+static void owner_vms(void *userdata, bool json, struct strbuf *out)
+{
+        strbuf_puts(out, json ? "[]\n" : "vms\n");
+}
+
+static void owner_cpus(void *userdata, bool json, struct strbuf *out)
+{
+        strbuf_puts(out, "cpus\n");
+}
+
+static void owner_plan(void *userdata, bool json, struct strbuf *out)
+{
+        strbuf_puts(out, "plan\n");
+}
+
+static void owner_top(void *userdata, struct strbuf *out)
+{
+        strbuf_puts(out, "top\n");
+}
+
+static void owner_metrics(void *userdata, struct strbuf *out)
+{
+        strbuf_puts(out, "# metrics\n");
+}
+
+static void owner_notify(void *userdata)
+{
+        struct owner *o = userdata;
+
+        o->notifies++;
+}
+
+static int owner_reload(void *userdata, char *msg, size_t size)
+{
+        struct owner *o = userdata;
+
+        o->reloads++;
+        if (o->reload_result < 0)
+                snprintf(msg, size, "f.conf:3: bad value; running configuration kept");
+        return o->reload_result;
+}
+
+static const struct control_ops owner_ops = {
+        .status = owner_status,
+        .vms = owner_vms,
+        .cpus = owner_cpus,
+        .plan = owner_plan,
+        .top = owner_top,
+        .metrics = owner_metrics,
+        .notify = owner_notify,
+        .reload = owner_reload,
+};
+
+/* control_execute() reaches the owner only through the ops, and only with valid arguments. */
+static void test_execute_through_ops(void **state)
+{
+        struct owner o = { .reload_result = 0 };
+        char line[64], msg[CONTROL_ERROR_MAX] = "";
+        struct control_request req;
+        struct strbuf body;
+
+        strbuf_init(&body);
+        strcpy(line, "status --json\n");
+        assert_int_equal(control_parse_request(line, &req), 0);
+        assert_int_equal(control_execute(&owner_ops, &o, &req, &body, msg, sizeof(msg)), 0);
+        assert_string_equal(body.data, "{\"status\":1}\n");
+        strbuf_reset(&body);
+        strcpy(line, "top --json\n");
+        assert_int_equal(control_parse_request(line, &req), 0);
+        assert_int_equal(control_execute(&owner_ops, &o, &req, &body, msg, sizeof(msg)), -EOPNOTSUPP);
+        strcpy(line, "notify started x y\n");
+        assert_int_equal(control_parse_request(line, &req), 0);
+        assert_int_equal(control_execute(&owner_ops, &o, &req, &body, msg, sizeof(msg)), -EINVAL);
+        assert_int_equal(o.notifies, 0);
+        strcpy(line, "notify started x\n");
+        assert_int_equal(control_parse_request(line, &req), 0);
+        assert_int_equal(control_execute(&owner_ops, &o, &req, &body, msg, sizeof(msg)), 0);
+        assert_int_equal(o.notifies, 1);
+        strcpy(line, "reload\n");
+        assert_int_equal(control_parse_request(line, &req), 0);
+        assert_int_equal(control_execute(&owner_ops, &o, &req, &body, msg, sizeof(msg)), 0);
+        assert_string_equal(msg, "");
+        o.reload_result = -EINVAL;
+        assert_int_equal(control_execute(&owner_ops, &o, &req, &body, msg, sizeof(msg)), -EINVAL);
+        assert_string_equal(msg, "f.conf:3: bad value; running configuration kept");
+        assert_int_equal(o.reloads, 2);
+        strcpy(line, "shutdown\n");
+        assert_int_equal(control_parse_request(line, &req), 0);
+        assert_int_equal(control_execute(&owner_ops, &o, &req, &body, msg, sizeof(msg)), -ENOENT);
+        strbuf_free(&body);
+}
+
 struct server_fixture {
         char dir[64];
         char path[128];
         int epfd;
-        struct daemon d;
+        struct owner o;
         struct control_server *cs;
 };
 
@@ -135,7 +238,8 @@ static struct server_fixture *fixture_new(void)
         f->epfd = epoll_create1(EPOLL_CLOEXEC);
         assert_true(f->epfd >= 0);
         assert_non_null(getgrgid(PEER_GID));
-        assert_int_equal(control_server_new(&f->d, f->path, getgrgid(PEER_GID)->gr_name, f->epfd, &f->cs), 0);
+        assert_int_equal(control_server_new(f->path, getgrgid(PEER_GID)->gr_name, f->epfd, &owner_ops, &f->o,
+                                            &f->o.counters, &f->cs), 0);
         return f;
 }
 
@@ -284,12 +388,12 @@ static void test_root_not_locked_out(void **state)
         pump(f, 10);
         root_request(f, "notify started vmmpt-x\n", reply, sizeof(reply));
         assert_string_equal(reply, "OK\n");
-        assert_int_equal(f->d.counters.notifies, 1);
-        assert_int_equal(f->d.counters.control_rejected, N_PEERS * PER_PEER - held);
+        assert_int_equal(f->o.notifies, 1);
+        assert_int_equal(f->o.counters.rejected, N_PEERS * PER_PEER - held);
         /* and again: root is not limited to one slot */
         root_request(f, "notify stopped vmmpt-x\n", reply, sizeof(reply));
         assert_string_equal(reply, "OK\n");
-        assert_int_equal(f->d.counters.notifies, 2);
+        assert_int_equal(f->o.notifies, 2);
         peers_stop(pids, done, N_PEERS);
         fixture_free(f);
 }
@@ -340,7 +444,7 @@ static void test_denials_rate_limited(void **state)
         close(saved);
         close(logfd);
         peers_stop(&pid, &done, 1);
-        assert_int_equal(f->d.counters.control_denied, N);
+        assert_int_equal(f->o.counters.denied, N);
         in = fopen(logpath, "r");
         assert_non_null(in);
         while (fgets(line, sizeof(line), in))
@@ -382,7 +486,7 @@ static void test_socket_live_and_not_unlinked(void **state)
         unlink(f->path);
         assert_int_equal(control_socket_live(f->path, &owner), 0); /* nothing there */
         /* our own server's path is removed at exit */
-        assert_int_equal(control_server_new(&f->d, f->path, NULL, f->epfd, &f->cs), 0);
+        assert_int_equal(control_server_new(f->path, NULL, f->epfd, &owner_ops, &f->o, &f->o.counters, &f->cs), 0);
         control_server_free(f->cs);
         f->cs = NULL;
         assert_int_equal(stat(f->path, &st), -1);
@@ -397,6 +501,7 @@ int main(void)
                 cmocka_unit_test(test_peer_allowed),
                 cmocka_unit_test(test_slot_available),
                 cmocka_unit_test(test_ratelimit),
+                cmocka_unit_test(test_execute_through_ops),
                 cmocka_unit_test(test_root_not_locked_out),
                 cmocka_unit_test(test_denials_rate_limited),
                 cmocka_unit_test(test_socket_live_and_not_unlinked),

@@ -1,0 +1,2 @@
+#pragma once
+enum place_mode { PLACE_PACK };
