@@ -446,7 +446,11 @@ static int pstate_init(struct run *R, struct pstate *p, enum sim_policy id)
         return 0;
 }
 
-/* Levels and idle limits go through the sim power driver; what it reports back is what is evaluated. */
+/*
+ * Levels and idle limits go through the sim power driver, converted to knob
+ * values as the daemon's applier converts them (plan_level_khz,
+ * plan_latency_knob); what the driver reports back is what is evaluated.
+ */
 static int apply_knobs(struct run *R, struct pstate *p, uint8_t *changed_fdom)
 {
         const struct em_host *h = R->h;
@@ -458,19 +462,16 @@ static int apply_knobs(struct run *R, struct pstate *p, uint8_t *changed_fdom)
                 if (h->cpu_core[c] < 0)
                         continue;
                 unsigned f = h->cpu_fdom[c];
-                if (p->want_level[f] != p->level[f] && m->levels[p->want_level[f]].freq_khz > 0) {
+                if (p->want_level[f] != p->level[f] && plan_level_khz(h, p->want_level[f]) > 0) {
                         struct power_perf_request req = { .flags = POWER_PERF_MAX_KHZ,
-                                                          .max_khz = m->levels[p->want_level[f]].freq_khz };
+                                                          .max_khz = plan_level_khz(h, p->want_level[f]) };
                         r = power_driver_set_perf(p->drv, c, &req);
                         if (r < 0)
                                 return r;
                 }
                 if (p->want_lat[c] != p->lat[c]) {
-                        struct power_idle_constraint ic = {
-                                .deepest_state = -1,
-                                .latency_us = p->want_lat[c] == EM_LATENCY_ANY ? -1
-                                                                               : (int32_t) MIN(p->want_lat[c], (uint32_t) INT32_MAX),
-                        };
+                        struct power_idle_constraint ic = { .deepest_state = -1,
+                                                            .latency_us = plan_latency_knob(p->want_lat[c]) };
                         r = power_driver_enter_idle(p->drv, c, &ic);
                         if (r < 0)
                                 return r;
@@ -485,7 +486,7 @@ static int apply_knobs(struct run *R, struct pstate *p, uint8_t *changed_fdom)
                 unsigned f = h->cpu_fdom[c];
                 if (p->want_level[f] == p->level[f])
                         continue;
-                if (m->levels[p->want_level[f]].freq_khz == 0) {
+                if (plan_level_khz(h, p->want_level[f]) == 0) {
                         p->level[f] = p->want_level[f];
                 } else {
                         unsigned pm = power_sim_cpu(p->drv, c)->level_permille, L = 0;

@@ -1083,10 +1083,8 @@ static void submit_plan(struct daemon *d, const struct plan_policy *pol, const s
         for (unsigned c = 0; c < req->n_cpus && c < p->n_cpus; c++) {
                 if (h->cpu_core[c] < 0)
                         continue; /* offline */
-                req->cpu_max_khz[c] = h->model.levels[p->fdom_level[h->cpu_fdom[c]]].freq_khz;
-                req->cpu_latency_us[c] = p->cpu_max_latency_us[c] == EM_LATENCY_ANY
-                                                 ? -1
-                                                 : (int32_t) MIN(p->cpu_max_latency_us[c], (uint32_t) INT32_MAX);
+                req->cpu_max_khz[c] = plan_level_khz(h, p->fdom_level[h->cpu_fdom[c]]);
+                req->cpu_latency_us[c] = plan_latency_knob(p->cpu_max_latency_us[c]);
         }
         applier_submit(d->applier, req);
 }
