@@ -5,6 +5,7 @@
  * docs/simulator.md).
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -59,6 +60,9 @@ static void help(void)
                "      --progress / --no-progress  progress on stderr (default: when stderr is a terminal)\n"
                "      --power-curve         no simulation: print the model's power at SPECpower_ssj2008's\n"
                "                            load levels (active idle, 10..100%%) on the host (no --trace)\n"
+               "      --hints=FILE          replay guest hints to the planner: lines SECONDS VM MESSAGE, MESSAGE a\n"
+               "                            line of the hint protocol from the run's VM number VM (0-based),\n"
+               "                            taken under the configuration's [Hints] policy (Trust = full acts)\n"
                "      --measured=FILE       with --power-curve: a measured curve (\"LOAD_PCT WATTS\" lines)\n"
                "                            printed beside it with the error per level\n"
                "  -h, --help                this help\n"
@@ -160,7 +164,7 @@ static int bad(const char *opt, const char *val)
 int main(int argc, char **argv)
 {
         enum { O_VMS = 256, O_DIST, O_PERIOD, O_STEP, O_WINDOW, O_INTERVALS, O_FIRST, O_NORESIM, O_CSV, O_LABEL, O_SVG,
-               O_PROGRESS, O_NOPROGRESS, O_FORMAT, O_RESAMPLE, O_SPLIT, O_CURVE, O_MEASURED, O_UNIT,
+               O_PROGRESS, O_NOPROGRESS, O_FORMAT, O_RESAMPLE, O_SPLIT, O_CURVE, O_MEASURED, O_HINTS, O_UNIT,
                O_PROFILE, O_QBUDGET };
         static const struct option opts[] = {
                 { "trace", required_argument, NULL, 't' },
@@ -191,12 +195,14 @@ int main(int argc, char **argv)
                 { "no-progress", no_argument, NULL, O_NOPROGRESS },
                 { "power-curve", no_argument, NULL, O_CURVE },
                 { "measured", required_argument, NULL, O_MEASURED },
+                { "hints", required_argument, NULL, O_HINTS },
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, 'V' },
                 {}
         };
         const char *trace_path = NULL, *topo = NULL, *model = NULL, *config = NULL, *csv = NULL, *svg = NULL;
-        const char *measured = NULL;
+        const char *measured = NULL, *hints_path = NULL;
+        struct sim_hint_script *hints = NULL;
         bool curve = false;
         char label[512] = "";
         struct sim_config cfg;
@@ -317,6 +323,7 @@ int main(int argc, char **argv)
                 case O_NOPROGRESS: cfg.progress = false; break;
                 case O_CURVE: curve = true; break;
                 case O_MEASURED: measured = optarg; break;
+                case O_HINTS: hints_path = optarg; break;
                 case 'h': help(); return 0;
                 case 'V': printf("vmmpower-sim %s\n", VMMPOWER_VERSION); return 0;
                 default: return 2;
@@ -344,6 +351,7 @@ int main(int argc, char **argv)
                         return 1;
                 }
                 sim_policy_from_config(&vc, &cfg.policy);
+                cfg.hint_policy = vc.hint_defaults;
                 cfg.half_life_ns = vc.load_half_life_ns;
                 if (!period_set)
                         cfg.plan_period_ns = vc.period_ns;
@@ -374,6 +382,18 @@ int main(int argc, char **argv)
                         fprintf(stderr, "%s: %s\n", err.file, err.message);
                 return 1;
         }
+        if (hints_path) {
+                r = sim_hint_script_load(hints_path, &hints, &err);
+                if (r < 0) {
+                        if (err.line)
+                                fprintf(stderr, "%s:%u: %s\n", err.file, err.line, err.message);
+                        else
+                                fprintf(stderr, "%s: %s\n", err.file, r == -ENOMEM ? "out of memory" : err.message);
+                        sim_trace_free(tr);
+                        return 1;
+                }
+                cfg.hints = hints;
+        }
         r = sim_host_load(topo, model, &host, &err);
         if (r < 0) {
                 if (err.line)
@@ -381,6 +401,7 @@ int main(int argc, char **argv)
                 else
                         fprintf(stderr, "%s: %s\n", err.file, err.message);
                 sim_trace_free(tr);
+                sim_hint_script_free(hints);
                 return 1;
         }
         if (!label[0]) {
@@ -399,12 +420,17 @@ int main(int argc, char **argv)
         r = sim_run(&host, tr, &cfg, &res);
         if (r < 0) {
                 fprintf(stderr, "vmmpower-sim: simulation failed: %s%s\n", strerror(-r),
-                        r == -EINVAL ? " (the step and the trace interval must be multiples of the period)" : "");
+                        r == -EINVAL ? " (the step and the trace interval must be multiples of the period, the "
+                                       "hint script's VMs within the run's)" : "");
+                sim_hint_script_free(hints);
                 sim_host_done(&host);
                 sim_trace_free(tr);
                 return 1;
         }
         sim_print_table(&res, stdout);
+        if (hints)
+                printf("hints: %s, %" PRIu64 " lines replayed, %" PRIu64 " hints that may actuate (Trust = %s)\n",
+                       hints_path, res.hints_fed, res.hints_actuating, hint_trust_to_string(cfg.hint_policy.trust));
         if (csv) {
                 FILE *f = fopen(csv, "ae");
                 if (!f) {
@@ -432,6 +458,7 @@ int main(int argc, char **argv)
                 }
         }
         sim_result_free(&res);
+        sim_hint_script_free(hints);
         sim_host_done(&host);
         sim_trace_free(tr);
         return r < 0 ? 1 : 0;

@@ -92,16 +92,18 @@ void sim_config_defaults(struct sim_config *c)
                 .queue_budget = 0.01,
         };
         sim_policy_from_config(&cfg, &c->policy);
+        c->hint_policy = cfg.hint_defaults;
 }
 
 int sim_plan_step(const struct em_host *h, const struct plan_policy *pol, const struct sim_vcpu_sample *s,
-                  size_t n, const struct plan *prev, nsec_t now, struct plan **ret)
+                  size_t n, struct sim_hint_replay *hints, const struct plan *prev, nsec_t now, struct plan **ret)
 {
         _cleanup_free_ struct vcpu_load *l = calloc(n ? n : 1, sizeof(*l));
         _cleanup_free_ struct vm_load *vm = calloc(n ? n : 1, sizeof(*vm));
         _cleanup_free_ const struct vm_load **vp = calloc(n ? n : 1, sizeof(*vp));
         struct plan_input in = { 0 };
-        struct plan_input_sources src = { .n_cpus = h->n_cpus, .prev = prev, .now = now };
+        struct plan_input_sources src = { .n_cpus = h->n_cpus, .prev = prev, .now = now,
+                                          .vm_hints = hints ? sim_hint_replay_vm_state : NULL, .userdata = hints };
         size_t n_vms = 0;
         int r;
 
@@ -362,6 +364,7 @@ struct run {
         unsigned nv;
         unsigned *vm_of;            /* [nv] trace VM */
         uint32_t *pid;              /* [nv] */
+        struct sim_hint_replay *hints; /* cfg->hints over the run's VMs, NULL without */
         unsigned *vidx;             /* [nv] vCPU index in its VM */
         double *demand;             /* [nv] current interval */
         double demand_scale;        /* a fully busy vCPU's demand (sim_demand_scale) */
@@ -936,7 +939,9 @@ static int vmm_period(struct run *R, struct pstate *p, nsec_t now, uint64_t peri
         unsigned moved = 0;
         int r;
 
-        r = sim_plan_step(h, &R->cfg->policy, R->samples, R->nv, p->plan, now, &next);
+        if (R->hints)
+                sim_hint_replay_advance(R->hints, now);
+        r = sim_plan_step(h, &R->cfg->policy, R->samples, R->nv, R->hints, p->plan, now, &next);
         pr->decide_cpu_ns += thread_cputime_ns() - c0;
         pr->decisions++;
         if (r < 0)
@@ -1114,7 +1119,7 @@ static int run_setup(struct run *R)
                                 continue; /* would go over the target: the next VM that fits */
                         for (unsigned j = 0; j < tr->vcpus[vm]; j++) {
                                 R->vm_of[nv] = vm;
-                                R->pid[nv] = 10000 + n_vms;
+                                R->pid[nv] = SIM_VM_PID0 + n_vms;
                                 R->vidx[nv] = j;
                                 nv++;
                         }
@@ -1212,6 +1217,24 @@ void sim_result_free(struct sim_result *r)
         }
 }
 
+/* The replay of cfg->hints over the run's VMs (VM k: pid 10000 + k, run_setup()). */
+static int setup_hints(struct run *R)
+{
+        _cleanup_free_ unsigned *vcpus = calloc(R->res->n_vms + 1, sizeof(unsigned));
+        struct sim_error err = { 0 };
+        int r;
+
+        if (!vcpus)
+                return -ENOMEM;
+        for (unsigned i = 0; i < R->nv; i++)
+                vcpus[R->pid[i] - SIM_VM_PID0]++;
+        r = sim_hint_replay_new(R->cfg->hints, &R->cfg->hint_policy, SIM_VM_PID0, vcpus, R->res->n_vms, &R->hints,
+                                &err);
+        if (r == -EINVAL)
+                fprintf(stderr, "vmmpower-sim: %s\n", err.message);
+        return r;
+}
+
 int sim_run(const struct sim_host *host, const struct sim_trace *tr, const struct sim_config *cfg,
             struct sim_result *res)
 {
@@ -1258,6 +1281,11 @@ int sim_run(const struct sim_host *host, const struct sim_trace *tr, const struc
         r = run_setup(&R);
         if (r < 0)
                 goto out;
+        if (cfg->hints) {
+                r = setup_hints(&R);
+                if (r < 0)
+                        goto out;
+        }
         bound_mw = calloc(3, sizeof(double));
         if (!bound_mw) {
                 r = -ENOMEM;
@@ -1373,6 +1401,9 @@ int sim_run(const struct sim_host *host, const struct sim_trace *tr, const struc
         res->demand_cpu_s = util_sum * (double) tr->interval_ns / 1e9;
         r = 0;
 out:
+        if (R.hints)
+                sim_hint_replay_counts(R.hints, &res->hints_fed, &res->hints_actuating);
+        sim_hint_replay_free(R.hints);
         res->cpu_ns = process_cputime_ns() - c0;
         res->wall_ns = now_ns() - w0;
         for (int p = 0; p < _SIM_RUN_MAX; p++)

@@ -9,6 +9,7 @@
 #include "config.h"
 #include "energy_model.h"
 #include "evsim.h"
+#include "hints.h"
 #include "placement.h"
 #include "topology.h"
 #include "trace.h"
@@ -69,7 +70,12 @@ struct sim_config {
         enum sim_demand_unit demand_unit; /* what a trace's 100% is (sim_demand_scale) */
         double queue_budget;            /* share of wake-ups allowed to queue: the latency-constrained
                                          * bound's budget (default 0.01, the planner's default) */
+        const struct sim_hint_script *hints; /* guest hints replayed to the planner (NULL: none) */
+        struct hint_policy hint_policy; /* the [Hints] policy they are taken under (config_defaults) */
 };
+
+/* The run's VM k is QEMU pid SIM_VM_PID0 + k (plan keys, hint scripts' VM numbers). */
+#define SIM_VM_PID0 10000
 
 /* Defaults: the daemon's built-in configuration (config_defaults()), 1:1, seed 1, exp bursts of 10 ms. */
 void sim_config_defaults(struct sim_config *c);
@@ -103,6 +109,7 @@ struct sim_result {
         nsec_t cpu_ns, wall_ns;
         nsec_t window_ns, vmm_window_ns; /* burst window per step: baselines', vmmpower's */
         double queue_budget;            /* the latency-constrained bound's budget */
+        uint64_t hints_fed, hints_actuating; /* replayed hint lines, and hints that took a token */
         unsigned latbound_infeasible;   /* intervals where no placement meets it (the fluid bound is counted) */
         double latbound_cpus;           /* mean size of the latency-constrained bound's set over the others */
         struct sim_policy_result p[_SIM_POLICY_MAX];
@@ -142,8 +149,8 @@ unsigned sim_erlang_servers(double a, double budget, unsigned max_c);
  * tracker holds them (a VM: the samples of one pid in a row) through the
  * daemon's input step, plan_input_build() (key vcpu_ref_key(pid, index), mode
  * pack, util = decayed util, util_last = the last period's, wait_ratio = last
- * period's ratio, wait_avg = its decayed average; no thread CPUs, no hints),
- * then plan_compute().
+ * period's ratio, wait_avg = its decayed average; no thread CPUs; the hints of
+ * the replay hints at now, when not NULL), then plan_compute().
  */
 struct sim_vcpu_sample {
         uint32_t pid;
@@ -151,7 +158,7 @@ struct sim_vcpu_sample {
         double util_avg, util_last, wait_ratio, wait_avg;
 };
 int sim_plan_step(const struct em_host *h, const struct plan_policy *pol, const struct sim_vcpu_sample *s,
-                  size_t n, const struct plan *prev, nsec_t now, struct plan **ret);
+                  size_t n, struct sim_hint_replay *hints, const struct plan *prev, nsec_t now, struct plan **ret);
 
 /*
  * The model's power at SPECpower_ssj2008's load levels (curve.c; docs/energy-model.md §7): load[i]

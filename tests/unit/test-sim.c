@@ -757,6 +757,102 @@ static void test_calibrated_models(void **state)
         unlink(path);
 }
 
+/* Write text to a new temporary file; its path in path (a mkstemp template). */
+static void write_tmp(char *path, const char *text)
+{
+        int fd = mkstemp(path);
+
+        assert_true(fd >= 0);
+        assert_true(write(fd, text, strlen(text)) == (ssize_t) strlen(text));
+        close(fd);
+}
+
+/*
+ * vmmpower-sim replays guest hints (--hints): a script's lines go through the
+ * daemon's per-VM hint state (hint_proto.c) and reach the planner through
+ * plan_input_build, as in vmmpowerd.  Four idle one-vCPU VMs; VM 2 asks for
+ * LEVEL 1024 under Trust = full: its vCPU's domain runs higher than without
+ * the hint, at the top level or the one below (the model's power limit); under Trust = advisory the plan is the plan without
+ * hints.  A script naming a VM the run does not have, time going back, or a
+ * line without a message is refused with its line.
+ */
+static void test_hint_replay(void **state)
+{
+        struct sim_host h;
+        struct sim_hint_script *sc = NULL;
+        struct sim_hint_replay *rp = NULL;
+        struct sim_error err = { 0 };
+        struct plan_policy pol;
+        struct sim_vcpu_sample s[4];
+        struct hint_policy hp;
+        const unsigned vcpus[4] = { 1, 1, 1, 1 };
+        struct plan *none = NULL, *full = NULL, *adv = NULL;
+        char path[] = "/tmp/vmmpower-test-hints-XXXXXX";
+        unsigned top, lf, ln;
+
+        (void) state;
+        load_host(&h);
+        top = h.em->model.n_levels - 1;
+        plan_policy_defaults(&pol);
+        for (unsigned i = 0; i < 4; i++)
+                s[i] = (struct sim_vcpu_sample) { .pid = SIM_VM_PID0 + i, .index = 0, .util_avg = 0.02, .util_last = 0.02 };
+        write_tmp(path, "# VM 2 wants full speed\n0 2 HELLO 1 vcpus=1 agent=test\n0.5 2 LEVEL 0 1024\n\n5 2 LEVEL 0 1024\n");
+        assert_int_equal(sim_hint_script_load(path, &sc, &err), 0);
+        unlink(path);
+        assert_int_equal(sc->n, 3);
+
+        assert_int_equal(sim_plan_step(h.em, &pol, s, 4, NULL, NULL, NSEC_PER_SEC, &none), 0);
+        hint_policy_init(&hp);
+        hp.trust = HINT_TRUST_FULL;
+        assert_int_equal(sim_hint_replay_new(sc, &hp, SIM_VM_PID0, vcpus, 4, &rp, &err), 0);
+        sim_hint_replay_advance(rp, NSEC_PER_SEC); /* HELLO and the first LEVEL */
+        assert_int_equal(sim_plan_step(h.em, &pol, s, 4, rp, NULL, NSEC_PER_SEC, &full), 0);
+        assert_true(full->vcpu_cpu[2] >= 0 && none->vcpu_cpu[2] >= 0);
+        lf = full->fdom_level[h.em->cpu_fdom[full->vcpu_cpu[2]]];
+        ln = none->fdom_level[h.em->cpu_fdom[none->vcpu_cpu[2]]];
+        print_message("# VM 2's domain: level %u with LEVEL 1024 (full trust), %u without (top %u)\n", lf, ln, top);
+        assert_true(lf > ln && lf + 1 >= top); /* the top, or the highest a power limit allows */
+        uint64_t fed, act;
+        sim_hint_replay_counts(rp, &fed, &act);
+        assert_true(fed == 2 && act == 1);
+        sim_hint_replay_free(rp);
+
+        hp.trust = HINT_TRUST_ADVISORY;
+        assert_int_equal(sim_hint_replay_new(sc, &hp, SIM_VM_PID0, vcpus, 4, &rp, &err), 0);
+        sim_hint_replay_advance(rp, NSEC_PER_SEC);
+        assert_int_equal(sim_plan_step(h.em, &pol, s, 4, rp, NULL, NSEC_PER_SEC, &adv), 0);
+        assert_true(plan_equal(none, adv));
+        sim_hint_replay_free(rp);
+        /* a run of 2 VMs has no VM 2 */
+        assert_int_equal(sim_hint_replay_new(sc, &hp, SIM_VM_PID0, vcpus, 2, &rp, &err), -EINVAL);
+        assert_null(rp);
+        sim_hint_script_free(sc);
+
+        static const struct {
+                const char *text;
+                unsigned line;
+        } bad[] = {
+                { "1 0 HELLO 1 vcpus=1\n0.5 0 LEVEL 0 5\n", 2 },
+                { "# c\n1 0\n", 2 },
+                { "x 0 LEVEL 0 5\n", 1 },
+                { "1 -1 LEVEL 0 5\n", 1 },
+        };
+        for (size_t b = 0; b < sizeof(bad) / sizeof(bad[0]); b++) {
+                char p2[] = "/tmp/vmmpower-test-hints-XXXXXX";
+                write_tmp(p2, bad[b].text);
+                assert_int_equal(sim_hint_script_load(p2, &sc, &err), -EINVAL);
+                unlink(p2);
+                assert_null(sc);
+                if (err.line != bad[b].line)
+                        fail_msg("script %zu: refused at line %u, expected %u (%s)", b, err.line, bad[b].line,
+                                 err.message);
+        }
+        plan_free(none);
+        plan_free(full);
+        plan_free(adv);
+        sim_host_done(&h);
+}
+
 /*
  * Same decision as the daemon.  The daemon side goes through the daemon's own
  * code (plan_input.c: plan_policy_from_config, plan_input_build over
@@ -838,7 +934,7 @@ static void test_same_plan_as_daemon(void **state)
                                 assert_true(v[i].wait_ratio == vl[i].wait_ratio && v[i].wait_avg == vl[i].wait_avg);
                         }
                         assert_int_equal(plan_compute(h.em, &pd, v, n, NULL, 0, pa, now, &na), 0);
-                        assert_int_equal(sim_plan_step(h.em, &ps, s, n, pb, now, &nb), 0);
+                        assert_int_equal(sim_plan_step(h.em, &ps, s, n, NULL, pb, now, &nb), 0);
                         if (!plan_equal(na, nb))
                                 fail_msg("config %u period %u: plans differ (%s / %s)", ci, period, na->why.text,
                                          nb->why.text);
@@ -1281,6 +1377,7 @@ int main(void)
                 cmocka_unit_test(test_calibrated_models),
                 cmocka_unit_test(test_demand_unit),
                 cmocka_unit_test(test_same_plan_as_daemon),
+                cmocka_unit_test(test_hint_replay),
                 cmocka_unit_test(test_evsim_pinned),
                 cmocka_unit_test(test_evsim_queued),
                 cmocka_unit_test(test_queueing_vs_evsim),
