@@ -2,7 +2,6 @@
 /* Guest hints replayed into vmmpower-sim (hints.h). */
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,20 +18,6 @@ struct sim_hint_replay {
         struct hint_vm **vm;        /* [n_vms], NULL for a VM the script does not name */
         uint64_t fed, actuating;
 };
-
-static int fail(struct sim_error *err, const char *file, unsigned line, const char *fmt, ...)
-        __attribute__((format(printf, 4, 5)));
-static int fail(struct sim_error *err, const char *file, unsigned line, const char *fmt, ...)
-{
-        va_list ap;
-
-        snprintf(err->file, sizeof(err->file), "%s", file);
-        err->line = line;
-        va_start(ap, fmt);
-        vsnprintf(err->message, sizeof(err->message), fmt, ap);
-        va_end(ap);
-        return -EINVAL;
-}
 
 void sim_hint_script_free(struct sim_hint_script *s)
 {
@@ -54,15 +39,15 @@ static int parse_line(char *p, const char *path, unsigned ln, struct sim_hint_li
         errno = 0;
         sec = strtod(p, &end);
         if (end == p || errno || !isfinite(sec) || sec < 0 || sec > 1e9 || (*end != ' ' && *end != '\t'))
-                return fail(err, path, ln, "expected SECONDS VM MESSAGE (SECONDS a number >= 0)");
+                return sim_fail(err, path, ln, "expected SECONDS VM MESSAGE (SECONDS a number >= 0)");
         p = end + strspn(end, " \t");
         errno = 0;
         vm = strtoul(p, &end, 10);
         if (end == p || errno || *p == '-' || vm > 1000000 || (*end != ' ' && *end != '\t'))
-                return fail(err, path, ln, "expected SECONDS VM MESSAGE (VM the run's VM number, 0-based)");
+                return sim_fail(err, path, ln, "expected SECONDS VM MESSAGE (VM the run's VM number, 0-based)");
         p = end + strspn(end, " \t");
         if (!*p)
-                return fail(err, path, ln, "no protocol line after the VM number");
+                return sim_fail(err, path, ln, "no protocol line after the VM number");
         *ret = (struct sim_hint_line) { .at = (nsec_t) llround(sec * 1e9), .vm = (unsigned) vm, .text = strdup(p) };
         return ret->text ? 0 : -ENOMEM;
 }
@@ -85,7 +70,7 @@ static int load_file(FILE *f, const char *path, struct sim_hint_script **ret, st
                 ln++;
                 if (len > HINT_SCRIPT_LINE_MAX || (len == HINT_SCRIPT_LINE_MAX + 1 && buf[len - 1] != '\n')) {
                         sim_hint_script_free(s);
-                        return fail(err, path, ln, "line longer than %d bytes", HINT_SCRIPT_LINE_MAX);
+                        return sim_fail(err, path, ln, "line longer than %d bytes", HINT_SCRIPT_LINE_MAX);
                 }
                 while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
                         buf[--len] = '\0';
@@ -110,12 +95,12 @@ static int load_file(FILE *f, const char *path, struct sim_hint_script **ret, st
                 s->n++;
                 if (s->n > 1 && s->lines[s->n - 1].at < s->lines[s->n - 2].at) {
                         sim_hint_script_free(s);
-                        return fail(err, path, ln, "time goes back (lines must be in time order)");
+                        return sim_fail(err, path, ln, "time goes back (lines must be in time order)");
                 }
         }
         if (ferror(f)) {
                 sim_hint_script_free(s);
-                return fail(err, path, ln, "read error");
+                return sim_fail(err, path, ln, "read error");
         }
         *ret = s;
         return 0;
@@ -129,7 +114,7 @@ int sim_hint_script_load(const char *path, struct sim_hint_script **ret, struct 
         *ret = NULL;
         if (!f) {
                 r = -errno;
-                fail(err, path, 0, "cannot read: %s", strerror(-r));
+                sim_fail(err, path, 0, "cannot read: %s", strerror(-r));
                 return r;
         }
         r = load_file(f, path, ret, err);
@@ -155,12 +140,12 @@ int sim_hint_replay_new(const struct sim_hint_script *s, const struct hint_polic
 
                 if (k >= n_vms) {
                         sim_hint_replay_free(r);
-                        return fail(err, "hint script", 0, "line %zu names VM %u; the run has %u VMs", i + 1, k,
+                        return sim_fail(err, "hint script", 0, "line %zu names VM %u; the run has %u VMs", i + 1, k,
                                     n_vms);
                 }
                 if (!r->vm[k] && !(r->vm[k] = hint_vm_new(vcpus[k], pol, 0))) {
                         sim_hint_replay_free(r);
-                        return errno == EINVAL ? fail(err, "hint script", 0, "VM %u: %u vCPUs, or the [Hints] "
+                        return errno == EINVAL ? sim_fail(err, "hint script", 0, "VM %u: %u vCPUs, or the [Hints] "
                                                                              "policy, refused by the hint protocol",
                                                       k, vcpus[k])
                                                : -ENOMEM;

@@ -58,9 +58,7 @@ double sim_trace_vcpu_share(double u, unsigned n, unsigned j, double balance)
         return even + fmin(fmax(rest - before, 0), 1 - even);
 }
 
-static int fail(struct sim_error *err, const char *file, unsigned line, const char *fmt, ...)
-        __attribute__((format(printf, 4, 5)));
-static int fail(struct sim_error *err, const char *file, unsigned line, const char *fmt, ...)
+int sim_fail(struct sim_error *err, const char *file, unsigned line, const char *fmt, ...)
 {
         va_list ap;
 
@@ -191,15 +189,15 @@ static int parse_line(struct builder *b, bool generic, const char *s, size_t len
         int r;
 
         if (nf < first_u + 1)
-                return fail(err, file, lineno, "expected %s,u0,...: %zu field(s)", generic ? "name,vcpus" : "name",
+                return sim_fail(err, file, lineno, "expected %s,u0,...: %zu field(s)", generic ? "name,vcpus" : "name",
                             nf);
         if (b->n_intervals == 0) {
                 if (nf - first_u > TRACE_MAX_INTERVALS)
-                        return fail(err, file, lineno, "too many samples (%zu, at most %u)", nf - first_u,
+                        return sim_fail(err, file, lineno, "too many samples (%zu, at most %u)", nf - first_u,
                                     TRACE_MAX_INTERVALS);
                 b->n_intervals = (unsigned) (nf - first_u);
         } else if (nf - first_u != b->n_intervals)
-                return fail(err, file, lineno, "%zu samples, the first VM has %u", nf - first_u, b->n_intervals);
+                return sim_fail(err, file, lineno, "%zu samples, the first VM has %u", nf - first_u, b->n_intervals);
         if (b->n == b->alloc) {
                 r = builder_grow(b);
                 if (r < 0)
@@ -211,22 +209,22 @@ static int parse_line(struct builder *b, bool generic, const char *s, size_t len
 
                 if (f == 0) {
                         if (fl == 0 || fl >= TRACE_NAME_MAX)
-                                return fail(err, file, lineno, "VM name empty or longer than %d bytes",
+                                return sim_fail(err, file, lineno, "VM name empty or longer than %d bytes",
                                             TRACE_NAME_MAX - 1);
                         for (size_t i = 0; i < fl; i++)
                                 if (p[i] < 0x21 || p[i] > 0x7e)
-                                        return fail(err, file, lineno, "VM name has a byte 0x%02x",
+                                        return sim_fail(err, file, lineno, "VM name has a byte 0x%02x",
                                                     (unsigned char) p[i]);
                         memcpy(b->name[b->n], p, fl);
                         b->name[b->n][fl] = 0;
                 } else if (generic && f == 1) {
                         if (parse_uint(p, fl, TRACE_MAX_VCPUS, &vcpus) < 0)
-                                return fail(err, file, lineno, "vcpus \"%.*s\" is not an integer 1..%d",
+                                return sim_fail(err, file, lineno, "vcpus \"%.*s\" is not an integer 1..%d",
                                             (int) MIN(fl, 16), p, TRACE_MAX_VCPUS);
                 } else {
                         double v;
                         if (parse_pct(p, fl, !generic, &v) < 0)
-                                return fail(err, file, lineno, "sample %zu \"%.*s\" is not a %spercentage 0..100",
+                                return sim_fail(err, file, lineno, "sample %zu \"%.*s\" is not a %spercentage 0..100",
                                             f - first_u, (int) MIN(fl, 16), p, generic ? "" : "whole ");
                         b->util[(size_t) b->n * b->n_intervals + (f - first_u)] = (float) (v / 100.0);
                 }
@@ -261,11 +259,11 @@ static int parse_csv(const char *text, const char *file, bool generic, struct si
         int r = 0;
 
         if (generic && strncmp(text, TRACE_HEADER, strlen(TRACE_HEADER)) != 0)
-                return fail(err, file, 1,
+                return sim_fail(err, file, 1,
                             "expected \"%sinterval_s=N\" (the vmmpower format; state another with --trace-format)",
                             TRACE_HEADER);
         if (!generic && strncmp(text, TRACE_HEADER, strlen(TRACE_HEADER)) == 0)
-                return fail(err, file, 1, "a vmmpower-format header in a PlanetLab trace");
+                return sim_fail(err, file, 1, "a vmmpower-format header in a PlanetLab trace");
         while (*p) {
                 const char *nl = strchr(p, '\n');
                 size_t len = nl ? (size_t) (nl - p) : strlen(p);
@@ -274,12 +272,12 @@ static int parse_csv(const char *text, const char *file, bool generic, struct si
                 if (len > 0 && p[len - 1] == '\r')
                         len--;
                 if (len > TRACE_MAX_LINE) {
-                        r = fail(err, file, lineno, "line longer than %u bytes", TRACE_MAX_LINE);
+                        r = sim_fail(err, file, lineno, "line longer than %u bytes", TRACE_MAX_LINE);
                         break;
                 }
                 if (lineno == 1 && generic) {
                         if (parse_interval_header(p, len, &interval_ns) < 0) {
-                                r = fail(err, file, lineno, "expected \"%sinterval_s=N\" (N 1..86400)",
+                                r = sim_fail(err, file, lineno, "expected \"%sinterval_s=N\" (N 1..86400)",
                                          TRACE_HEADER);
                                 break;
                         }
@@ -293,10 +291,10 @@ static int parse_csv(const char *text, const char *file, bool generic, struct si
                 p = nl + 1;
         }
         if (r == 0 && b.n == 0)
-                r = fail(err, file, 0, "no VM in the trace");
+                r = sim_fail(err, file, 0, "no VM in the trace");
         if (r < 0) {
                 if (r != -EINVAL && err)
-                        fail(err, file, lineno, "%s", strerror(-r));
+                        sim_fail(err, file, lineno, "%s", strerror(-r));
                 free(b.name);
                 free(b.vcpus);
                 free(b.util);
@@ -342,42 +340,43 @@ static int bb_row(struct bb_series *v, const char *s, size_t len, bool *ms, cons
         for (;;) {
                 const char *q = memchr(p, ';', (size_t) (end - p));
                 if (nf == BB_FIELDS)
-                        return fail(err, file, lineno, "more than %d fields", BB_FIELDS);
+                        return sim_fail(err, file, lineno, "more than %d fields", BB_FIELDS);
                 f[nf] = p;
                 fl[nf] = q ? (size_t) (q - p) : (size_t) (end - p);
                 nf++;
                 if (!q)
                         break;
                 if (q + 1 >= end || q[1] != '\t')
-                        return fail(err, file, lineno, "field %u: expected \";\\t\" between fields", nf);
+                        return sim_fail(err, file, lineno, "field %u: expected \";\\t\" between fields", nf);
                 p = q + 2;
         }
         if (nf != BB_FIELDS)
-                return fail(err, file, lineno, "%u field(s), expected %d separated by \";\\t\"", nf, BB_FIELDS);
+                return sim_fail(err, file, lineno, "%u field(s), expected %d separated by \";\\t\"", nf, BB_FIELDS);
         for (unsigned i = 0; i < fl[0]; i++)
                 if (f[0][i] < '0' || f[0][i] > '9')
-                        return fail(err, file, lineno, "timestamp \"%.*s\" is not a whole number",
+                        return sim_fail(err, file, lineno, "timestamp \"%.*s\" is not a whole number",
                                     (int) MIN(fl[0], 24), f[0]);
         if (fl[0] == 0 || fl[0] > 15 || parse_dec(f[0], fl[0], 40, false, &ts) < 0)
-                return fail(err, file, lineno, "timestamp \"%.*s\" is not a whole number", (int) MIN(fl[0], 24), f[0]);
+                return sim_fail(err, file, lineno,
+                                "timestamp \"%.*s\" is not a whole number", (int) MIN(fl[0], 24), f[0]);
         if (v->n == 0)
                 *ms = ts >= 1e11; /* 13 digits: milliseconds, as the header says; 10: seconds (the published files) */
         ts = *ms ? ts / 1000.0 : ts;
         if (v->n > 0 && !(ts > v->t_s[v->n - 1]))
-                return fail(err, file, lineno, "timestamp does not increase");
+                return sim_fail(err, file, lineno, "timestamp does not increase");
         unsigned c;
         if (parse_uint(f[1], fl[1], TRACE_MAX_VCPUS, &c) < 0)
-                return fail(err, file, lineno, "CPU cores \"%.*s\" is not an integer 1..%d", (int) MIN(fl[1], 16), f[1],
-                            TRACE_MAX_VCPUS);
+                return sim_fail(err, file, lineno, "CPU cores \"%.*s\" is not an integer 1..%d",
+                                (int) MIN(fl[1], 16), f[1], TRACE_MAX_VCPUS);
         cores = c;
         for (unsigned i = 2; i < BB_FIELDS; i++) {
                 double x;
                 if (parse_dec(f[i], fl[i], 40, false, &x) < 0)
-                        return fail(err, file, lineno, "field %u \"%.*s\" is not a non-negative decimal", i + 1,
+                        return sim_fail(err, file, lineno, "field %u \"%.*s\" is not a non-negative decimal", i + 1,
                                     (int) MIN(fl[i], 16), f[i]);
         }
         if (parse_dec(f[4], fl[4], 40, false, &pct) < 0 || pct > 100.0)
-                return fail(err, file, lineno, "CPU usage [%%] \"%.*s\" is not a percentage 0..100",
+                return sim_fail(err, file, lineno, "CPU usage [%%] \"%.*s\" is not a percentage 0..100",
                             (int) MIN(fl[4], 16), f[4]);
         if (v->n == v->alloc) {
                 unsigned na = v->alloc ? v->alloc * 2 : 1024;
@@ -412,7 +411,8 @@ static int bb_parse(const char *text, const char *file, struct bb_series *v, str
         if (nl_len > 4 && strcmp(base + nl_len - 4, ".csv") == 0)
                 nl_len -= 4;
         if (nl_len == 0 || nl_len >= TRACE_NAME_MAX)
-                return fail(err, file, 0, "VM name (the file name) empty or longer than %d bytes", TRACE_NAME_MAX - 1);
+                return sim_fail(err, file, 0,
+                                "VM name (the file name) empty or longer than %d bytes", TRACE_NAME_MAX - 1);
         memcpy(v->name, base, nl_len);
         v->name[nl_len] = 0;
         for (size_t i = 0; i < nl_len; i++)
@@ -427,16 +427,16 @@ static int bb_parse(const char *text, const char *file, struct bb_series *v, str
                 if (len > 0 && p[len - 1] == '\r')
                         len--;
                 if (len > TRACE_MAX_LINE)
-                        return fail(err, file, lineno, "line longer than %u bytes", TRACE_MAX_LINE);
+                        return sim_fail(err, file, lineno, "line longer than %u bytes", TRACE_MAX_LINE);
                 if (lineno == 1) {
                         if (len != hl || memcmp(p, BB_HEADER, hl) != 0)
-                                return fail(err, file, 1,
-                                            "expected the Bitbrains column header \"Timestamp [ms];\\tCPU cores;\\t...\"");
+                                return sim_fail(err, file, 1,
+                                                "expected the Bitbrains column header \"Timestamp [ms];\\tCPU cores;\\t...\"");
                 } else if (len > 0) {
                         r = bb_row(v, p, len, &ms, file, lineno, err);
                         if (r < 0) {
                                 if (r != -EINVAL)
-                                        fail(err, file, lineno, "%s", strerror(-r));
+                                        sim_fail(err, file, lineno, "%s", strerror(-r));
                                 return r;
                         }
                 }
@@ -445,7 +445,8 @@ static int bb_parse(const char *text, const char *file, struct bb_series *v, str
                 p = nl + 1;
         }
         if (v->n < 2)
-                return fail(err, file, lineno, "%u row(s): at least 2 needed (a row holds until the next one)", v->n);
+                return sim_fail(err, file, lineno,
+                                "%u row(s): at least 2 needed (a row holds until the next one)", v->n);
         return 0;
 }
 
@@ -474,7 +475,7 @@ static int bb_resample(struct bb_series *vs, unsigned n, nsec_t interval_ns, str
         }
         double span = floor((end - start) / iv);
         if (!(span >= 1))
-                return fail(err, vs[late].file, 0, "starts at %.0f s, after %s ends (%.0f s): the files share no %g s interval",
+                return sim_fail(err, vs[late].file, 0, "starts at %.0f s, after %s ends (%.0f s): the files share no %g s interval",
                             start, vs[early].file, end, iv);
         unsigned n_int = span > TRACE_MAX_INTERVALS ? TRACE_MAX_INTERVALS : (unsigned) span;
         t = calloc(1, sizeof(*t));
@@ -523,7 +524,7 @@ static int read_text(const char *path, char **ret, struct sim_error *err)
         if (!f) {
                 r = -errno;
                 if (err)
-                        fail(err, path, 0, "cannot open: %s", strerror(-r));
+                        sim_fail(err, path, 0, "cannot open: %s", strerror(-r));
                 return r;
         }
         for (;;) {
@@ -546,14 +547,14 @@ static int read_text(const char *path, char **ret, struct sim_error *err)
                 free(buf);
                 fclose(f);
                 if (err)
-                        fail(err, path, 0, "read error");
+                        sim_fail(err, path, 0, "read error");
                 return -EIO;
         }
         fclose(f);
         if (memchr(buf, 0, len)) {
                 free(buf);
                 if (err)
-                        fail(err, path, 0, "NUL byte in the file");
+                        sim_fail(err, path, 0, "NUL byte in the file");
                 return -EINVAL;
         }
         buf[len] = 0;
@@ -578,7 +579,7 @@ static int bb_load(const char *path, nsec_t interval_ns, struct sim_trace **ret,
         if (!d && errno != ENOTDIR) {
                 r = -errno;
                 if (err)
-                        fail(err, path, 0, "cannot open: %s", strerror(-r));
+                        sim_fail(err, path, 0, "cannot open: %s", strerror(-r));
                 return r;
         }
         if (d) {
@@ -588,7 +589,7 @@ static int bb_load(const char *path, nsec_t interval_ns, struct sim_trace **ret,
                         if (de->d_name[0] == '.' || l < 5 || strcmp(de->d_name + l - 4, ".csv") != 0)
                                 continue;
                         if (n == BB_MAX_FILES) {
-                                r = fail(err, path, 0, "more than %u files", BB_MAX_FILES);
+                                r = sim_fail(err, path, 0, "more than %u files", BB_MAX_FILES);
                                 break;
                         }
                         if (n == alloc) {
@@ -609,7 +610,7 @@ static int bb_load(const char *path, nsec_t interval_ns, struct sim_trace **ret,
                 }
                 closedir(d);
                 if (r == 0 && n == 0)
-                        r = fail(err, path, 0, "no *.csv file in the directory");
+                        r = sim_fail(err, path, 0, "no *.csv file in the directory");
                 if (r == 0)
                         qsort(names, n, sizeof(char *), cmp_names);
         } else {
@@ -634,7 +635,7 @@ static int bb_load(const char *path, nsec_t interval_ns, struct sim_trace **ret,
         if (r == 0)
                 r = bb_resample(vs, n, interval_ns, ret, err);
         if (r < 0 && r != -EINVAL && err && !err->file[0])
-                fail(err, path, 0, "%s", strerror(-r));
+                sim_fail(err, path, 0, "%s", strerror(-r));
         for (unsigned k = 0; k < n; k++) {
                 if (vs)
                         bb_free(&vs[k]);

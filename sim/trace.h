@@ -57,6 +57,10 @@ struct sim_error {
         char message[256];
 };
 
+/* Fill *err (NULL: nothing) with file, line and the message; returns -EINVAL. */
+int sim_fail(struct sim_error *err, const char *file, unsigned line, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
+
 /*
  * -EINVAL with err = "FILE:LINE: message" parts on a bad line, -errno on I/O. ret only on success.
  * sim_trace_load_as(): for SIM_TRACE_BITBRAINS, path is one VM's file or a directory whose *.csv
