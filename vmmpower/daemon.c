@@ -41,6 +41,7 @@
 #include "plan_input.h"
 #include "qemu_hint.h"
 #include "qmp.h"
+#include "qmp_worker.h"
 #include "sd_notify.h"
 #include "version.h"
 
@@ -823,58 +824,58 @@ static bool qmp_answer_alive(const struct daemon *d, unsigned i)
 }
 
 /*
- * QMP discovery.  Every query blocks the loop for up to QMPTimeout, so one
- * pass spends at most half a control period on them (plus the query that
- * crosses the line), starting where the previous pass stopped; sockets not
- * asked this time keep their last answer.  What is published is every
- * socket's last good answer, as long as the QEMU process that gave it runs:
- * a query that fails (QEMU's monitor serves one client at a time, so anyone
- * holding it makes ours time out) keeps the VM on its last answer; it is
- * dropped only when that process is gone.  The first failure of a streak and
- * the recovery are logged; every failure is counted.
+ * QMP discovery, and the halt-poll time of KVM VMs with a QMP socket, on the
+ * QMP worker's thread (qmp_worker.h): a query blocks for up to QMPTimeout
+ * (QEMU's monitor serves one client at a time: anyone holding it makes ours
+ * time out), so the loop hands each period a batch to the worker when the
+ * previous one has been taken, and takes the answers at a later period; it
+ * never waits on a monitor.  KVM halt polling is on-CPU time the guest did not
+ * ask for, published per vCPU only through KVM's binary stats, which QEMU
+ * serves as query-stats (tracker_set_halt_poll takes it out of the vCPU's
+ * load).  What discovery publishes is every socket's last good answer, as
+ * long as the QEMU process that gave it runs: a query that fails keeps the VM
+ * on its last answer; it is dropped only when that process is gone.  The
+ * first failure of a streak and the recovery are logged; every failure is
+ * counted.
  */
-static void discover_qmp(struct daemon *d, nsec_t now)
+static void qmp_vm_answer(struct daemon *d, struct qmp_job *j)
+{
+        unsigned i = j->slot;
+        const char *sock = j->socket;
+
+        if (j->result < 0) {
+                d->counters.qmp_errors++;
+                if (d->qmp_cache_valid[i] && qmp_answer_alive(d, i)) {
+                        d->counters.qmp_kept++;
+                        if (d->qmp_failing[i] == 0)
+                                log_warning_errno(j->result, "QMP query of %s failed: %m; keeping VM %s (pid %d) "
+                                                  "on its last answer while its QEMU process runs.",
+                                                  sock, d->qmp_cache[i].name, (int) d->qmp_cache[i].pid);
+                } else if (d->qmp_failing[i] == 0)
+                        log_full_errno(d->qmp_cache_valid[i] ? LOG_LEVEL_INFO : LOG_LEVEL_NOTICE, j->result,
+                                       "QMP query of %s failed: %m; will retry every scan.", sock);
+                d->qmp_failing[i]++;
+                return;
+        }
+        if (d->qmp_failing[i] > 0)
+                log_info("QMP socket %s answers again after %u failed queries.", sock, d->qmp_failing[i]);
+        d->qmp_failing[i] = 0;
+        vm_info_done(&d->qmp_cache[i]);
+        d->qmp_cache[i] = j->vm; /* moved: the job keeps nothing to free */
+        j->vm = (struct vm_info) { 0 };
+        d->qmp_cache_valid[i] = true;
+        if (process_starttime(d->cfg.procfs_root, d->qmp_cache[i].pid, &d->qmp_cache_starttime[i]) < 0)
+                d->qmp_cache_starttime[i] = 0;
+}
+
+/* The QMP source for the tracker: every live last answer (asked[i]: socket i answered or failed now). */
+static void qmp_publish(struct daemon *d, const bool *asked, nsec_t now)
 {
         struct vm_info vms[CONFIG_MAX_QMP];
-        nsec_t t0 = now_ns(), budget = d->cfg.period_ns / 2;
         unsigned n_sock = MIN(d->cfg.n_qmp_sockets, CONFIG_MAX_QMP);
-        bool asked[CONFIG_MAX_QMP] = { false };
         size_t n = 0;
         int r;
 
-        for (unsigned k = 0; k < n_sock && now_ns() - t0 < budget; k++) {
-                unsigned i = (d->qmp_next + k) % n_sock;
-                const char *sock = d->cfg.qmp_sockets[i];
-                struct vm_info vm;
-
-                d->counters.qmp_queries++;
-                asked[i] = true;
-                r = qmp_query_vm(sock, d->cfg.qmp_timeout_ns, &vm);
-                if (r < 0) {
-                        d->counters.qmp_errors++;
-                        if (d->qmp_cache_valid[i] && qmp_answer_alive(d, i)) {
-                                d->counters.qmp_kept++;
-                                if (d->qmp_failing[i] == 0)
-                                        log_warning_errno(r, "QMP query of %s failed: %m; keeping VM %s (pid %d) "
-                                                          "on its last answer while its QEMU process runs.",
-                                                          sock, d->qmp_cache[i].name, (int) d->qmp_cache[i].pid);
-                        } else if (d->qmp_failing[i] == 0)
-                                log_full_errno(d->qmp_cache_valid[i] ? LOG_LEVEL_INFO : LOG_LEVEL_NOTICE, r,
-                                               "QMP query of %s failed: %m; will retry every scan.", sock);
-                        d->qmp_failing[i]++;
-                } else {
-                        if (d->qmp_failing[i] > 0)
-                                log_info("QMP socket %s answers again after %u failed queries.", sock,
-                                         d->qmp_failing[i]);
-                        d->qmp_failing[i] = 0;
-                        vm_info_done(&d->qmp_cache[i]);
-                        d->qmp_cache[i] = vm;
-                        d->qmp_cache_valid[i] = true;
-                        if (process_starttime(d->cfg.procfs_root, vm.pid, &d->qmp_cache_starttime[i]) < 0)
-                                d->qmp_cache_starttime[i] = 0;
-                }
-                d->qmp_next = (i + 1) % n_sock;
-        }
         for (unsigned i = 0; i < n_sock; i++) {
                 if (!d->qmp_cache_valid[i])
                         continue;
@@ -896,6 +897,110 @@ static void discover_qmp(struct daemon *d, nsec_t now)
                 log_warning_errno(r, "Failed to apply QMP results: %m");
 }
 
+/* A KVM VM's halt-poll time per vCPU onto the tracker. */
+static void qmp_halt_poll_answer(struct daemon *d, const struct qmp_job *j)
+{
+        const struct vm_load *vm;
+
+        if (j->result < 0) {
+                d->counters.qmp_errors++;
+                return;
+        }
+        vm = tracker_find_vm(d->tracker, j->pid);
+        for (unsigned k = 0; vm && j->result > 0 && k < vm->n_vcpus; k++) {
+                int idx = vm->vcpus[k].index;
+                if (idx >= 0 && idx < VM_MAX_VCPUS && j->halt_poll_ns[idx] != UINT64_MAX)
+                        tracker_set_halt_poll(d->tracker, vm->info.pid, idx, j->halt_poll_ns[idx]);
+        }
+}
+
+/* The answers of a finished batch: discovery (then published) and halt-poll times. */
+static void qmp_answers(struct daemon *d, struct qmp_job *jobs, size_t n, nsec_t now)
+{
+        unsigned n_sock = MIN(d->cfg.n_qmp_sockets, CONFIG_MAX_QMP);
+        bool asked[CONFIG_MAX_QMP] = { false }, discovery = false;
+
+        for (size_t k = 0; k < n; k++) {
+                struct qmp_job *j = &jobs[k];
+
+                if (j->kind == QMP_JOB_HALT_POLL) {
+                        qmp_halt_poll_answer(d, j);
+                        continue;
+                }
+                discovery = true;
+                /* a reload may have changed the sockets since the batch left */
+                if (j->slot >= n_sock || strcmp(d->cfg.qmp_sockets[j->slot], j->socket) != 0)
+                        continue;
+                asked[j->slot] = true;
+                qmp_vm_answer(d, j);
+        }
+        if (discovery)
+                qmp_publish(d, asked, now);
+}
+
+/* Take the worker's finished batch, if any. */
+static void qmp_collect(struct daemon *d, nsec_t now)
+{
+        struct qmp_job *jobs;
+        size_t n;
+
+        if (d->qmp_worker && qmp_worker_take(d->qmp_worker, &jobs, &n) > 0) {
+                qmp_answers(d, jobs, n, now);
+                qmp_jobs_free(jobs, n);
+        }
+}
+
+/*
+ * The next batch, when the worker is free: every configured socket when a
+ * discovery scan is due, and each KVM VM with a QMP socket for its halt-poll
+ * time.  Without a worker (it failed to start, or before daemon_run) the
+ * batch runs here, on the loop.
+ */
+static void qmp_dispatch(struct daemon *d, nsec_t now)
+{
+        unsigned n_sock = d->qmp_scan_due ? MIN(d->cfg.n_qmp_sockets, CONFIG_MAX_QMP) : 0;
+        size_t n = n_sock, k = 0;
+        struct qmp_job *jobs;
+
+        if (d->qmp_worker && qmp_worker_busy(d->qmp_worker))
+                return;
+        for (size_t i = 0; i < tracker_n_vms(d->tracker); i++) {
+                const struct vm_load *vm = tracker_vm(d->tracker, i);
+                n += vm->info.accel == VM_ACCEL_KVM && vm->info.qmp_socket[0];
+        }
+        if (n == 0) {
+                if (d->qmp_scan_due) /* no sockets (any more): the source is empty */
+                        qmp_publish(d, (bool[CONFIG_MAX_QMP]) { false }, now);
+                d->qmp_scan_due = false;
+                return;
+        }
+        jobs = calloc(n, sizeof(*jobs));
+        if (!jobs)
+                return;
+        for (unsigned i = 0; i < n_sock; i++, k++) {
+                jobs[k].kind = QMP_JOB_VM;
+                jobs[k].slot = i;
+                snprintf(jobs[k].socket, sizeof(jobs[k].socket), "%s", d->cfg.qmp_sockets[i]);
+        }
+        for (size_t i = 0; i < tracker_n_vms(d->tracker) && k < n; i++) {
+                const struct vm_load *vm = tracker_vm(d->tracker, i);
+
+                if (vm->info.accel != VM_ACCEL_KVM || !vm->info.qmp_socket[0])
+                        continue;
+                jobs[k].kind = QMP_JOB_HALT_POLL;
+                jobs[k].pid = vm->info.pid;
+                snprintf(jobs[k].socket, sizeof(jobs[k].socket), "%s", vm->info.qmp_socket);
+                k++;
+        }
+        d->counters.qmp_queries += k;
+        d->qmp_scan_due = false;
+        if (d->qmp_worker && qmp_worker_submit(d->qmp_worker, jobs, k, d->cfg.qmp_timeout_ns) == 0)
+                return;
+        qmp_jobs_run(jobs, k, d->cfg.qmp_timeout_ns);
+        qmp_answers(d, jobs, k, now);
+        qmp_jobs_free(jobs, k);
+}
+
 static void qmp_cache_clear(struct daemon *d)
 {
         for (unsigned i = 0; i < CONFIG_MAX_QMP; i++) {
@@ -904,7 +1009,6 @@ static void qmp_cache_clear(struct daemon *d)
                 d->qmp_cache_starttime[i] = 0;
                 d->qmp_failing[i] = 0;
         }
-        d->qmp_next = 0;
 }
 
 static void discover(struct daemon *d, nsec_t now)
@@ -926,7 +1030,7 @@ static void discover(struct daemon *d, nsec_t now)
                 }
         } else if (tracker_set_source(d->tracker, VM_SOURCE_PROC, NULL, 0, now) < 0)
                 log_warning("Failed to clear the procfs source.");
-        discover_qmp(d, now);
+        d->qmp_scan_due = true; /* the QMP sockets: in the next batch (qmp_dispatch) */
         d->next_scan_ns = now + d->cfg.proc_scan_interval_ns;
         d->scan_requested = false;
 }
@@ -955,42 +1059,6 @@ static void write_textfile(struct daemon *d)
                 d->metrics_failing = false;
         }
         strbuf_free(&sb);
-}
-
-/*
- * KVM halt polling is on-CPU time the guest did not ask for.  Per vCPU it is
- * only published through KVM's binary stats, which QEMU serves as QMP
- * query-stats (debugfs has per-VM sums only, see kvmstat.h): so for KVM VMs
- * reached through a configured QMP socket, feed it to the tracker before
- * sampling.  Bounded by QMPTimeout per VM; TCG VMs have no such stats.
- */
-static void sample_halt_poll(struct daemon *d)
-{
-        static uint64_t halt_poll_ns[VM_MAX_VCPUS];
-        nsec_t t0 = now_ns();
-
-        /* At most a quarter of the period (plus the query crossing it). */
-        for (size_t i = 0; i < tracker_n_vms(d->tracker) && now_ns() - t0 < d->cfg.period_ns / 4; i++) {
-                const struct vm_load *vm = tracker_vm(d->tracker, i);
-                int n;
-
-                if (vm->info.accel != VM_ACCEL_KVM || !vm->info.qmp_socket[0])
-                        continue;
-                d->counters.qmp_queries++;
-                for (unsigned j = 0; j < VM_MAX_VCPUS; j++)
-                        halt_poll_ns[j] = UINT64_MAX; /* "no stats for this vCPU" */
-                n = qmp_query_halt_poll(vm->info.qmp_socket, d->cfg.qmp_timeout_ns, halt_poll_ns,
-                                        VM_MAX_VCPUS);
-                if (n < 0) {
-                        d->counters.qmp_errors++;
-                        continue;
-                }
-                for (unsigned j = 0; j < vm->n_vcpus; j++) {
-                        int idx = vm->vcpus[j].index;
-                        if (n > 0 && idx >= 0 && idx < VM_MAX_VCPUS && halt_poll_ns[idx] != UINT64_MAX)
-                                tracker_set_halt_poll(d->tracker, vm->info.pid, idx, halt_poll_ns[idx]);
-                }
-        }
 }
 
 /*
@@ -1201,7 +1269,8 @@ void daemon_period(struct daemon *d, nsec_t now)
 
         if (d->scan_requested || now >= d->next_scan_ns)
                 discover(d, now);
-        sample_halt_poll(d);
+        qmp_collect(d, now);
+        qmp_dispatch(d, now);
         feed_load_scale(d);
         (void) tracker_sample(d->tracker, now);
         hints_period(d, now);
@@ -1247,6 +1316,10 @@ static void timer_event(struct io_watch *w, uint32_t events)
         /* --once: wait (bounded) for libvirt's first snapshot, then two
          * periods so that every vCPU has a measured utilisation. */
         if (d->opts.once && d->libvirt && !d->libvirt_snapshot_seen && now - d->start_ns < ONCE_LIBVIRT_WAIT_NS)
+                return;
+        /* and for the QMP worker's first answers (each query is bounded by QMPTimeout) */
+        if (d->opts.once && d->qmp_worker && qmp_worker_busy(d->qmp_worker) && d->counters.periods >= 1 &&
+            !qmp_worker_wait(d->qmp_worker, d->cfg.qmp_timeout_ns * (MIN(d->cfg.n_qmp_sockets, CONFIG_MAX_QMP) + 1)))
                 return;
         daemon_period(d, now);
         if (d->opts.once && d->counters.periods >= 2) {
@@ -1408,6 +1481,9 @@ int daemon_run(struct daemon *d)
         r = start_libvirt(d);
         if (r < 0)
                 log_warning("Continuing without libvirt discovery.");
+        r = qmp_worker_new(&d->qmp_worker);
+        if (r < 0)
+                log_warning_errno(r, "Failed to start the QMP worker thread: %m; QMP queries run on the loop.");
         d->running = true;
         start_applier(d);
         r = arm_timer(d);
@@ -1463,6 +1539,8 @@ int daemon_run(struct daemon *d)
 void daemon_done(struct daemon *d)
 {
         stop_applier(d, &d->cfg);
+        qmp_worker_free(d->qmp_worker); /* waits for the query in progress, at most QMPTimeout */
+        d->qmp_worker = NULL;
         stop_libvirt(d);
         hint_server_free(d->hints);
         d->hints = NULL;

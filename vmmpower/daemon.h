@@ -22,12 +22,14 @@
 /*
  * The daemon: one thread runs an epoll loop over a signalfd, a periodic
  * timerfd (the control period), the control socket and the libvirt
- * source's eventfd.  Everything that may block for long (libvirt calls)
- * lives on the libvirt source's own thread; the loop itself only does
- * pread()s of kept-open fds and short procfs scans.
+ * source's eventfd.  Everything that may block for long lives on a thread
+ * of its own: libvirt calls on the libvirt source's, QMP queries on the QMP
+ * worker's (qmp_worker.h), knob writes on the applier's; the loop itself
+ * only does pread()s of kept-open fds and short procfs scans.
  */
 
 struct control_server;
+struct qmp_worker;
 struct applier;
 struct apply_request;
 
@@ -98,7 +100,8 @@ struct daemon {
         bool qmp_cache_valid[CONFIG_MAX_QMP];
         uint64_t qmp_cache_starttime[CONFIG_MAX_QMP]; /* of the answering process (0: unknown) */
         unsigned qmp_failing[CONFIG_MAX_QMP]; /* failed queries in a row per socket */
-        unsigned qmp_next;        /* where the next QMP pass starts */
+        struct qmp_worker *qmp_worker; /* QMP queries off the loop (NULL: run on it) */
+        bool qmp_scan_due;        /* the next QMP batch asks every configured socket */
         struct daemon_counters counters;
         struct coexist_report coexist; /* other tuners and knobs set by others (coexist.h) */
         int epoll_fd, signal_fd, timer_fd, watchdog_fd;

@@ -697,8 +697,11 @@ class DaemonQmpBusy(unittest.TestCase):
         e0 = d.status()["qmp"]["errors"]
         t0 = time.monotonic()
         seen = 0
+        slowest = 0.0
         while True:
+            t1 = time.monotonic()
             st = d.status()
+            slowest = max(slowest, time.monotonic() - t1)
             self.assertIsNotNone(d.vm_by_pid(pid), "VM dropped after %d failed QMP queries:\n%s" % (
                 st["qmp"]["errors"] - e0, d.log()))
             seen += 1
@@ -712,8 +715,10 @@ class DaemonQmpBusy(unittest.TestCase):
         self.assertEqual(rc, 0, err)
         self.assertRegex(text, r"QMP: +1 sockets?, \d+ queries, [1-9]\d* errors \(1 failing, [1-9]\d* kept")
         self.assertIn("QMP query of %s failed" % qmp, d.log())
-        log("QMP monitor held for %.1fs: %d failed queries, VM present at each of %d polls" % (
-            time.monotonic() - t0, st["qmp"]["errors"] - e0, seen))
+        # the queries wait on the QMP worker's thread, not on the loop that serves the control
+        # socket: the slowest status answer while the monitor was held (printed, not asserted)
+        log("QMP monitor held for %.1fs: %d failed queries, VM present at each of %d polls; slowest status "
+            "answer %.0f ms" % (time.monotonic() - t0, st["qmp"]["errors"] - e0, seen, slowest * 1000))
 
         hold.close()
         d.wait_for(lambda: d.status()["qmp"]["failing"] == 0, 15, "QMP answering again")

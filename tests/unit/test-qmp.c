@@ -24,6 +24,7 @@
 
 #include "log.h"
 #include "qmp.h"
+#include "qmp_worker.h"
 #include "util.h"
 
 static char *load(const char *name)
@@ -399,6 +400,106 @@ static void test_fake_halt_poll(void **state)
         assert_true(hp[0] == 99 && hp[1] == 11);
 }
 
+/*
+ * The QMP worker (qmp_worker.h): a batch submitted while a monitor does not
+ * answer leaves the caller free at once (submit returns, nothing to take,
+ * the worker busy, a second batch refused with -EBUSY); the answer comes when
+ * the query ends (here: the listening socket closed, which resets the queued
+ * connection), as a failed job; then a batch of a discovery and a halt-poll
+ * query answered by fake monitors comes back with both answers.
+ */
+static struct qmp_job *one_job(enum qmp_job_kind kind, const char *path)
+{
+        struct qmp_job *j = calloc(1, sizeof(*j));
+
+        assert_non_null(j);
+        j->kind = kind;
+        j->slot = 7;
+        j->pid = 4242;
+        snprintf(j->socket, sizeof(j->socket), "%s", path);
+        return j;
+}
+
+static void test_worker(void **state)
+{
+        struct qmp_worker *w;
+        struct qmp_job *jobs, *got = NULL, *other;
+        size_t n = 0;
+
+        (void) state;
+        assert_int_equal(qmp_worker_new(&w), 0);
+        assert_false(qmp_worker_busy(w));
+        {
+                struct fake f = { .no_accept = true };
+
+                fake_start(&f);
+                jobs = one_job(QMP_JOB_VM, f.path);
+                assert_int_equal(qmp_worker_submit(w, jobs, 1, 60 * NSEC_PER_SEC), 0);
+                /* the query waits for a greeting that does not come: the caller does not */
+                assert_true(qmp_worker_busy(w));
+                assert_int_equal(qmp_worker_take(w, &got, &n), 0);
+                other = one_job(QMP_JOB_VM, f.path);
+                assert_int_equal(qmp_worker_submit(w, other, 1, NSEC_PER_SEC), -EBUSY);
+                qmp_jobs_free(other, 1);
+                fake_stop(&f); /* closes the listening socket: the queued connection is reset */
+                assert_true(qmp_worker_wait(w, 30 * NSEC_PER_SEC));
+                assert_int_equal(qmp_worker_take(w, &got, &n), 1);
+                assert_int_equal(n, 1);
+                assert_true(got[0].result < 0);
+                assert_int_equal(got[0].slot, 7);
+                qmp_jobs_free(got, n);
+                assert_false(qmp_worker_busy(w));
+        }
+        {
+                const char *const replies[] = {
+                        "{\"return\": {}}\n",
+                        "{\"return\": {\"name\": \"vm1\"}}\n",
+                        "{\"return\": [{\"cpu-index\": 0, \"thread-id\": 10, \"qom-path\": \"/a\"}]}\n",
+                        "{\"return\": {\"enabled\": true, \"present\": true}}\n",
+                };
+                struct fake f = { .greeting = GREETING, .replies = replies, .n_replies = ELEMENTSOF(replies) };
+
+                fake_start(&f);
+                assert_int_equal(qmp_worker_submit(w, one_job(QMP_JOB_VM, f.path), 1, 5 * NSEC_PER_SEC), 0);
+                assert_true(qmp_worker_wait(w, 30 * NSEC_PER_SEC));
+                fake_stop(&f);
+                assert_int_equal(qmp_worker_take(w, &got, &n), 1);
+                assert_int_equal(got[0].result, 0);
+                assert_string_equal(got[0].vm.name, "vm1");
+                assert_int_equal(got[0].vm.n_vcpus, 1);
+                qmp_jobs_free(got, n);
+        }
+        {
+                const char *const replies[] = {
+                        "{\"return\": {}}\n",
+                        "{\"return\": [{\"cpu-index\": 0, \"thread-id\": 10, \"qom-path\": \"/a\"},"
+                        " {\"cpu-index\": 1, \"thread-id\": 20, \"qom-path\": \"/b\"}]}\n",
+                        "{\"return\": [{\"provider\": \"kvm\", \"qom-path\": \"/b\", \"stats\": ["
+                        "{\"name\": \"halt_poll_fail_ns\", \"value\": 5}, {\"name\": \"halt_poll_success_ns\", \"value\": 6}]}]}\n",
+                };
+                struct fake f = { .greeting = GREETING, .replies = replies, .n_replies = ELEMENTSOF(replies) };
+
+                fake_start(&f);
+                assert_int_equal(qmp_worker_submit(w, one_job(QMP_JOB_HALT_POLL, f.path), 1, 5 * NSEC_PER_SEC), 0);
+                assert_true(qmp_worker_wait(w, 30 * NSEC_PER_SEC));
+                fake_stop(&f);
+                assert_int_equal(qmp_worker_take(w, &got, &n), 1);
+                assert_int_equal(got[0].result, 1);
+                assert_true(got[0].halt_poll_ns[0] == UINT64_MAX && got[0].halt_poll_ns[1] == 11);
+                assert_int_equal(got[0].pid, 4242);
+                qmp_jobs_free(got, n);
+        }
+        /* freed with a batch in flight: waits for it, frees it */
+        {
+                struct fake f = { .no_accept = true };
+
+                fake_start(&f);
+                assert_int_equal(qmp_worker_submit(w, one_job(QMP_JOB_VM, f.path), 1, 200 * NSEC_PER_MSEC), 0);
+                qmp_worker_free(w);
+                fake_stop(&f);
+        }
+}
+
 static void test_fake_errors(void **state)
 {
         struct vm_info vm = {};
@@ -588,6 +689,7 @@ int main(void)
                 cmocka_unit_test(test_cpus_fast_malformed),
                 cmocka_unit_test(test_fake_events_skipped),
                 cmocka_unit_test(test_fake_halt_poll),
+                cmocka_unit_test(test_worker),
                 cmocka_unit_test(test_fake_errors),
                 cmocka_unit_test(test_fake_oversize),
                 cmocka_unit_test(test_fake_timeout),
