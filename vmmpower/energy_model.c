@@ -686,15 +686,18 @@ int energy_model_from_topology(const struct topology *t, struct energy_model *re
         if (!c0)
                 return -ENODEV;
 
-        /* Perf levels: the cpufreq table, else min..max in 7 steps plus base_frequency. */
+        /* Perf levels: the cpufreq table, else min..max in 7 steps plus base_frequency.  A 0 kHz
+         * entry means nothing (and would be the divisor below): skipped. */
         if (c0->policy >= 0 && (unsigned) c0->policy < t->n_policies) {
                 const struct topo_cpufreq_policy *p = &t->policies[c0->policy];
                 if (p->n_freqs > 0) {
                         for (unsigned i = 0; i < p->n_freqs && nf < EM_MAX_LEVELS; i++)
-                                if (nf == 0 || p->freqs_khz[i] > freqs[nf - 1])
+                                if (p->freqs_khz[i] > 0 && (nf == 0 || p->freqs_khz[i] > freqs[nf - 1]))
                                         freqs[nf++] = p->freqs_khz[i];
                 } else if (p->cpuinfo_max_khz > 0) {
-                        uint32_t lo = p->cpuinfo_min_khz ? p->cpuinfo_min_khz : p->cpuinfo_max_khz;
+                        uint32_t lo = p->cpuinfo_min_khz && p->cpuinfo_min_khz <= p->cpuinfo_max_khz
+                                              ? p->cpuinfo_min_khz
+                                              : p->cpuinfo_max_khz;
                         for (unsigned i = 0; i <= 6; i++) {
                                 uint32_t f = lo + (uint32_t) ((uint64_t) (p->cpuinfo_max_khz - lo) * i / 6);
                                 if (i > 0 && i < 6)

@@ -288,6 +288,45 @@ static void test_defaults_debian(void **state)
         topology_free(t);
 }
 
+/*
+ * A cpufreq table whose only entry is 0 kHz (found by fuzz-topology: the
+ * largest frequency was the divisor of every level's capacity) gives the
+ * one-level model of a host without a table, and a table with a 0 among real
+ * entries its real levels; cpuinfo_min above cpuinfo_max spans nothing.
+ */
+static void test_defaults_zero_freq(void **state)
+{
+        struct topology *t = load_topology("xeon-spr-2s");
+        struct topo_cpufreq_policy *p;
+        struct energy_model m;
+
+        (void) state;
+        p = &t->policies[t->cpus[0].policy];
+        p->n_freqs = 1;
+        p->freqs_khz[0] = 0;
+        assert_int_equal(energy_model_from_topology(t, &m), 0);
+        assert_int_equal(m.n_levels, 1);
+        assert_int_equal(m.levels[0].capacity, EM_CAPACITY_SCALE);
+        assert_int_equal(energy_model_validate(&m, &(struct em_error) { 0 }), 0);
+
+        p->n_freqs = 3;
+        p->freqs_khz[1] = 1000000;
+        p->freqs_khz[2] = 2000000;
+        assert_int_equal(energy_model_from_topology(t, &m), 0);
+        assert_int_equal(m.n_levels, 2);
+        assert_int_equal(m.levels[0].freq_khz, 1000000);
+        assert_int_equal(m.levels[1].capacity, EM_CAPACITY_SCALE);
+
+        p->n_freqs = 0;
+        p->cpuinfo_min_khz = 3000000;
+        p->cpuinfo_max_khz = 2000000;
+        assert_int_equal(energy_model_from_topology(t, &m), 0);
+        assert_int_equal(m.levels[m.n_levels - 1].freq_khz, 2000000);
+        for (unsigned i = 0; i < m.n_levels; i++)
+                assert_true(m.levels[i].freq_khz <= 2000000);
+        topology_free(t);
+}
+
 static void test_defaults_spr(void **state)
 {
         struct topology *t = load_topology("xeon-spr-2s");
@@ -712,6 +751,7 @@ int main(void)
                 cmocka_unit_test(test_bad_strings),
                 cmocka_unit_test(test_defaults_debian),
                 cmocka_unit_test(test_defaults_spr),
+                cmocka_unit_test(test_defaults_zero_freq),
                 cmocka_unit_test(test_defaults_genoa),
                 cmocka_unit_test(test_power_genoa),
                 cmocka_unit_test(test_power_spr_all_packages),
