@@ -50,9 +50,6 @@
 #define ONCE_LIBVIRT_WAIT_NS (5 * NSEC_PER_SEC)
 #define HINT_REPLAN_MIN_NS (100 * NSEC_PER_MSEC) /* hint-driven plans, at most 10/s in all */
 
-static struct io_watch signal_watch, timer_watch, libvirt_watch, watchdog_watch;
-static struct daemon *the_daemon; /* the watches' context: one daemon per process */
-
 static void qmp_cache_clear(struct daemon *d);
 static int restore_journal_counted(struct daemon *d, const struct vp_config *cfg);
 static void write_textfile(struct daemon *d);
@@ -267,7 +264,7 @@ static int arm_timer(struct daemon *d)
 
 static void libvirt_event(struct io_watch *w, uint32_t events)
 {
-        struct daemon *d = the_daemon;
+        struct daemon *d = container_of(w, struct daemon, libvirt_watch);
         struct vm_info *vms = NULL;
         size_t n = 0;
         int r;
@@ -297,7 +294,7 @@ static int start_libvirt(struct daemon *d)
         r = libvirt_src_start(d->cfg.libvirt_uri, d->cfg.libvirt_run_dir, d->cfg.procfs_root, &d->libvirt);
         if (r < 0)
                 return log_error_errno(r, "Failed to start libvirt source: %m");
-        r = io_watch_add(d->epoll_fd, &libvirt_watch, libvirt_src_fd(d->libvirt), EPOLLIN, libvirt_event);
+        r = io_watch_add(d->epoll_fd, &d->libvirt_watch, libvirt_src_fd(d->libvirt), EPOLLIN, libvirt_event);
         if (r < 0) {
                 libvirt_src_stop(d->libvirt);
                 d->libvirt = NULL;
@@ -310,7 +307,7 @@ static void stop_libvirt(struct daemon *d)
 {
         if (!d->libvirt)
                 return;
-        io_watch_del(d->epoll_fd, &libvirt_watch);
+        io_watch_del(d->epoll_fd, &d->libvirt_watch);
         libvirt_src_stop(d->libvirt);
         d->libvirt = NULL;
         /* Disabled or reconfigured: what it said no longer holds. */
@@ -1304,7 +1301,7 @@ static void once_report(struct daemon *d)
 
 static void timer_event(struct io_watch *w, uint32_t events)
 {
-        struct daemon *d = the_daemon;
+        struct daemon *d = container_of(w, struct daemon, timer_watch);
         uint64_t expirations;
         nsec_t now;
 
@@ -1357,7 +1354,7 @@ static int start_watchdog(struct daemon *d)
                 close(fd);
                 return r;
         }
-        r = io_watch_add(d->epoll_fd, &watchdog_watch, fd, EPOLLIN, watchdog_event);
+        r = io_watch_add(d->epoll_fd, &d->watchdog_watch, fd, EPOLLIN, watchdog_event);
         if (r < 0) {
                 close(fd);
                 return r;
@@ -1368,7 +1365,7 @@ static int start_watchdog(struct daemon *d)
 
 static void signal_event(struct io_watch *w, uint32_t events)
 {
-        struct daemon *d = the_daemon;
+        struct daemon *d = container_of(w, struct daemon, signal_watch);
         struct signalfd_siginfo si;
 
         if (read(w->fd, &si, sizeof(si)) != sizeof(si))
@@ -1397,7 +1394,6 @@ int daemon_init(struct daemon *d, const struct daemon_options *opts)
 
         *d = (struct daemon) { .epoll_fd = -1, .signal_fd = -1, .timer_fd = -1, .watchdog_fd = -1, .instance_fd = -1,
                                .opts = *opts };
-        the_daemon = d;
         snprintf(d->config_path, sizeof(d->config_path), "%s",
                  opts->config_path ? opts->config_path : VMMPOWER_SYSCONFDIR "/vmmpower.conf");
         d->start_ns = now_ns();
@@ -1441,7 +1437,7 @@ int daemon_init(struct daemon *d, const struct daemon_options *opts)
         d->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
         if (d->timer_fd < 0)
                 return log_error_errno(errno, "timerfd_create failed: %m");
-        r = io_watch_add(d->epoll_fd, &timer_watch, d->timer_fd, EPOLLIN, timer_event);
+        r = io_watch_add(d->epoll_fd, &d->timer_watch, d->timer_fd, EPOLLIN, timer_event);
         if (r < 0)
                 return r;
 
@@ -1474,7 +1470,7 @@ int daemon_run(struct daemon *d)
                 d->signal_fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
                 if (d->signal_fd < 0)
                         return log_error_errno(errno, "signalfd failed: %m");
-                r = io_watch_add(d->epoll_fd, &signal_watch, d->signal_fd, EPOLLIN, signal_event);
+                r = io_watch_add(d->epoll_fd, &d->signal_watch, d->signal_fd, EPOLLIN, signal_event);
                 if (r < 0)
                         return log_error_errno(r, "Failed to watch the signalfd: %m");
         }

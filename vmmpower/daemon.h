@@ -8,6 +8,7 @@
 #include "config.h"
 #include "control.h"
 #include "energy_model.h"
+#include "event.h"
 #include "guest_hint.h"
 #include "journal.h"
 #include "placement.h"
@@ -105,6 +106,7 @@ struct daemon {
         struct daemon_counters counters;
         struct coexist_report coexist; /* other tuners and knobs set by others (coexist.h) */
         int epoll_fd, signal_fd, timer_fd, watchdog_fd;
+        struct io_watch signal_watch, timer_watch, libvirt_watch, watchdog_watch; /* found with container_of */
         nsec_t start_ns;          /* monotonic */
         nsec_t start_realtime_ns;
         nsec_t last_period_ns;
