@@ -67,10 +67,14 @@ struct applier {
         pthread_t thread;
         pthread_mutex_t lock;
         pthread_cond_t cond;       /* new request or quit (CLOCK_MONOTONIC) */
-        pthread_cond_t idle_cond;  /* a pass finished */
+        pthread_cond_t idle_cond;  /* a pass finished, or the thread ended */
         struct apply_request *pending; /* under lock */
         uint64_t submitted, finished;  /* under lock: requests handed over / passes done over them */
         bool quit;                     /* under lock */
+        bool restore_on_quit;          /* under lock: applier_stop() */
+        bool stopped;                  /* under lock: the thread has ended (and restored, if asked) */
+        int restore_result;            /* under lock, once stopped: journal_restore_all()'s */
+        struct restore_stats restored; /* under lock, once stopped */
         struct apply_stats stats;      /* under lock (the thread copies its own counters in) */
 
         /* thread-only state */
@@ -472,11 +476,36 @@ static void applier_on_event(void *userdata, const struct power_event *ev)
         log_full_errno(power_event_level(ev), 0, "%s/%s", a->sysfs_root, msg);
 }
 
+/*
+ * applier_stop(), on the thread: close the driver and the journal, then
+ * restore the journal as `vmmpowerd --restore` would, libvirt pins through
+ * this thread's connection (opened now if there is none, whatever the backoff).
+ */
+static void stop_and_restore(struct applier *a)
+{
+        struct restore_stats st = { 0 };
+        virConnectPtr conn = NULL;
+        int r;
+
+        a->drv = power_driver_free(a->drv);
+        a->journal = journal_free(a->journal);
+        if (a->libvirt_uri) {
+                a->conn_next_ns = 0;
+                conn = applier_conn(a, now_ns());
+        }
+        r = journal_restore_all(a->state_dir, a->sysfs_root, conn, &st);
+        pthread_mutex_lock(&a->lock);
+        a->restore_result = r;
+        a->restored = st;
+        pthread_mutex_unlock(&a->lock);
+}
+
 static void *applier_thread(void *userdata)
 {
         struct applier *a = userdata;
         struct apply_request *cur = NULL;
         nsec_t next = now_ns();
+        bool restore;
 
         pthread_mutex_lock(&a->lock);
         for (;;) {
@@ -521,8 +550,15 @@ static void *applier_thread(void *userdata)
                 a->finished = taken;
                 pthread_cond_broadcast(&a->idle_cond);
         }
+        restore = a->restore_on_quit;
         pthread_mutex_unlock(&a->lock);
         apply_request_free(cur);
+        if (restore)
+                stop_and_restore(a);
+        pthread_mutex_lock(&a->lock);
+        a->stopped = true;
+        pthread_cond_broadcast(&a->idle_cond);
+        pthread_mutex_unlock(&a->lock);
         return NULL;
 }
 
@@ -628,6 +664,36 @@ void applier_free(struct applier *a)
         free(a->sysfs_root);
         free(a->libvirt_uri);
         free(a);
+}
+
+void applier_stop(struct applier *a)
+{
+        pthread_mutex_lock(&a->lock);
+        a->quit = true;
+        a->restore_on_quit = true;
+        pthread_cond_broadcast(&a->cond);
+        pthread_mutex_unlock(&a->lock);
+}
+
+bool applier_stopped(struct applier *a, bool wait, int *ret_result, struct restore_stats *ret)
+{
+        bool done;
+
+        pthread_mutex_lock(&a->lock);
+        while (wait && !a->stopped)
+                pthread_cond_wait(&a->idle_cond, &a->lock);
+        done = a->stopped;
+        if (done && ret_result)
+                *ret_result = a->restore_result;
+        if (done && ret)
+                *ret = a->restored;
+        pthread_mutex_unlock(&a->lock);
+        return done;
+}
+
+const char *applier_state_dir(const struct applier *a)
+{
+        return a->state_dir;
 }
 
 void applier_submit(struct applier *a, struct apply_request *r)

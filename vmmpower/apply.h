@@ -8,6 +8,8 @@
 #include "actuator.h"
 #include "util.h"
 
+struct restore_stats;
+
 /*
  * The applier: turns the planner's decisions into host changes, off the
  * decision path (DESIGN §3, the seed's late_callback).  It owns a thread, the
@@ -102,8 +104,27 @@ struct applier;
 
 /* Opens the journal and the sysfs driver, starts the thread.  -errno, logged. */
 int applier_new(const struct apply_config *cfg, struct applier **ret);
-/* Stops the thread (finishing the pass in progress) and frees; never restores. */
+/* Stops the thread (finishing the pass in progress) and frees; never restores by
+ * itself (after applier_stop(): waits for its restore to end). */
 void applier_free(struct applier *a);
+/*
+ * Stop acting and put back every knob of the journal, on the applier's own
+ * thread: the pass in progress ends, the driver and the journal are closed,
+ * and the journal under the state directory is restored (journal_restore_all:
+ * sysfs knobs, affinities, libvirt vCPU pins through a connection of that
+ * thread).  Returns at once; requests submitted afterwards are dropped.  The
+ * daemon's loop calls it on a reload so that no libvirt connection or sysfs
+ * write runs on the loop.
+ */
+void applier_stop(struct applier *a);
+/*
+ * After applier_stop(): false while the restore runs (wait = false), true
+ * once it is done, with journal_restore_all()'s result (entries kept, or
+ * -errno) in *ret_result and what it did in *ret (either may be NULL).
+ * wait = true blocks until then.  applier_free() is then immediate.
+ */
+bool applier_stopped(struct applier *a, bool wait, int *ret_result, struct restore_stats *ret);
+const char *applier_state_dir(const struct applier *a);
 /* Hand over a desired state (ownership moves to the applier). */
 void applier_submit(struct applier *a, struct apply_request *r);
 void applier_get_stats(struct applier *a, struct apply_stats *ret);

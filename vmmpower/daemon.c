@@ -51,7 +51,9 @@
 #define HINT_REPLAN_MIN_NS (100 * NSEC_PER_MSEC) /* hint-driven plans, at most 10/s in all */
 
 static void qmp_cache_clear(struct daemon *d);
-static int restore_journal_counted(struct daemon *d, const struct vp_config *cfg);
+static int log_restore(const char *state_dir, int r, const struct restore_stats *st);
+static int restore_journal(const struct vp_config *cfg, struct restore_stats *ret);
+static void start_applier(struct daemon *d);
 static void write_textfile(struct daemon *d);
 
 /* A guest's hints took a token (trust = full, within its bucket): they may
@@ -366,16 +368,51 @@ static bool applier_config_changed(const struct vp_config *a, const struct vp_co
                a->libvirt_enabled != b->libvirt_enabled || strcmp(a->libvirt_uri, b->libvirt_uri) != 0;
 }
 
-/* Stop acting: the thread ends, then every knob it touched is put back. */
-static void stop_applier(struct daemon *d, const struct vp_config *cfg)
+/* What a restore did, counted for metrics (vmmpower_restore_*) and said. */
+static int count_restore(struct daemon *d, const char *state_dir, int r, const struct restore_stats *st)
+{
+        d->counters.restore_runs++;
+        if (r < 0)
+                d->counters.restore_errors++;
+        d->counters.restored.restored += st->restored;
+        d->counters.restored.unchanged += st->unchanged;
+        d->counters.restored.foreign += st->foreign;
+        d->counters.restored.gone += st->gone;
+        d->counters.restored.failed += st->failed;
+        d->counters.restored.skipped += st->skipped;
+        return log_restore(state_dir, r, st);
+}
+
+/*
+ * Stop acting: the applier's thread ends and puts every knob it touched
+ * back (applier_stop), off the loop: a libvirt connection and the sysfs
+ * writes of a restore may take seconds.  reap_applier() collects it; no
+ * applier starts before (the journal is the retiring one's until then).
+ */
+static void retire_applier(struct daemon *d)
 {
         if (!d->applier)
                 return;
-        applier_free(d->applier);
+        applier_stop(d->applier);
+        d->retiring_applier = d->applier;
         d->applier = NULL;
         apply_request_free(d->apply_scratch);
         d->apply_scratch = NULL;
-        (void) restore_journal_counted(d, cfg);
+}
+
+/* The retired applier, once its restore is done (wait: block until then), then the applier the configuration wants. */
+static void reap_applier(struct daemon *d, bool wait)
+{
+        struct applier *a = d->retiring_applier;
+        struct restore_stats st = { 0 };
+        int r = 0;
+
+        if (!a || !applier_stopped(a, wait, &r, &st))
+                return;
+        (void) count_restore(d, applier_state_dir(a), r, &st);
+        applier_free(a);
+        d->retiring_applier = NULL;
+        start_applier(d);
 }
 
 static void start_applier(struct daemon *d)
@@ -390,7 +427,7 @@ static void start_applier(struct daemon *d)
         _cleanup_free_ const char **foreign = NULL;
         int r;
 
-        if (d->applier || !d->running || !want_applier(d, &d->cfg, d->em != NULL))
+        if (d->applier || d->retiring_applier || !d->running || !want_applier(d, &d->cfg, d->em != NULL))
                 return;
         foreign = coexist_foreign_paths(&d->coexist);
         if (!foreign) {
@@ -609,7 +646,7 @@ static int daemon_apply_config(struct daemon *d, const struct vp_config *cfg, bo
         /* Commit.  A new topology or model invalidates the previous plan. */
         if (d->applier && (!want_applier(d, cfg, em != NULL) || applier_config_changed(old, cfg) ||
                            coexist_foreign_classes(&coexist) != coexist_foreign_classes(&d->coexist)))
-                stop_applier(d, old);
+                retire_applier(d);
         if (!coexist.knobs_scanned)
                 coexist_report_move_knobs(&coexist, &d->coexist);
         coexist_report_clear(&d->coexist);
@@ -675,22 +712,13 @@ fail:
         return r;
 }
 
-/* Journal restores of a running daemon: counted for metrics (vmmpower_restore_*). */
+/* Journal restores of a running daemon (at start, after a crash). */
 static int restore_journal_counted(struct daemon *d, const struct vp_config *cfg)
 {
         struct restore_stats st = { 0 };
-        int r = daemon_restore_journal_stats(cfg, &st);
+        int r = restore_journal(cfg, &st);
 
-        d->counters.restore_runs++;
-        if (r < 0)
-                d->counters.restore_errors++;
-        d->counters.restored.restored += st.restored;
-        d->counters.restored.unchanged += st.unchanged;
-        d->counters.restored.foreign += st.foreign;
-        d->counters.restored.gone += st.gone;
-        d->counters.restored.failed += st.failed;
-        d->counters.restored.skipped += st.skipped;
-        return r;
+        return count_restore(d, cfg->state_dir, r, &st);
 }
 
 int daemon_restore_journal(const struct vp_config *cfg)
@@ -700,37 +728,41 @@ int daemon_restore_journal(const struct vp_config *cfg)
         return daemon_restore_journal_stats(cfg, &st);
 }
 
-int daemon_restore_journal_stats(const struct vp_config *cfg, struct restore_stats *ret)
+/* What a journal restore did, said once (by whoever ran it: the loop, or the applier's thread). */
+static int log_restore(const char *state_dir, int r, const struct restore_stats *st)
 {
-        struct restore_stats st = { 0 };
+        if (r < 0)
+                return log_error_errno(r, "Failed to restore the journal in %s: %m", state_dir);
+        if (st->restored + st->unchanged + st->foreign + st->gone + st->failed + st->skipped + st->torn > 0)
+                log_notice("Journal %s: %u restored, %u already original, %u changed by someone else (left), "
+                           "%u gone, %u failed, %u kept for later, %u torn records ignored.",
+                           state_dir, st->restored, st->unchanged, st->foreign, st->gone, st->failed, st->skipped,
+                           st->torn);
+        if (r > 0)
+                log_warning("%d journal entries could not be restored yet and are kept in %s.", r, state_dir);
+        return r;
+}
+
+/* The journal under cfg's state directory, restored; not logged. */
+static int restore_journal(const struct vp_config *cfg, struct restore_stats *ret)
+{
         virConnectPtr conn = NULL;
-        struct journal *j = NULL;
         int r;
 
         /* vCPU pins made through libvirt are put back through libvirt; without a
          * connection those entries stay in the journal for a later restore. */
         if (cfg->libvirt_enabled)
                 conn = virConnectOpen(cfg->libvirt_uri);
-        r = journal_open_existing(cfg->state_dir, &j);
-        if (r == 0 && j) {
-                /* What the journal found (corrupt records kept aside, the knobs they name): said here. */
-                journal_report_load(j, cfg->state_dir);
-                r = journal_restore_builtin(j, cfg->sysfs_root, conn, &st);
-                journal_free(j);
-        }
+        r = journal_restore_all(cfg->state_dir, cfg->sysfs_root, conn, ret);
         if (conn)
                 virConnectClose(conn);
-        *ret = st;
-        if (r < 0)
-                return log_error_errno(r, "Failed to restore the journal in %s: %m", cfg->state_dir);
-        if (st.restored + st.unchanged + st.foreign + st.gone + st.failed + st.skipped + st.torn > 0)
-                log_notice("Journal %s: %u restored, %u already original, %u changed by someone else (left), "
-                           "%u gone, %u failed, %u kept for later, %u torn records ignored.",
-                           cfg->state_dir, st.restored, st.unchanged, st.foreign, st.gone, st.failed, st.skipped,
-                           st.torn);
-        if (r > 0)
-                log_warning("%d journal entries could not be restored yet and are kept in %s.", r, cfg->state_dir);
         return r;
+}
+
+int daemon_restore_journal_stats(const struct vp_config *cfg, struct restore_stats *ret)
+{
+        *ret = (struct restore_stats) { 0 };
+        return log_restore(cfg->state_dir, restore_journal(cfg, ret), ret);
 }
 
 static void log_config_error(const struct config_error *err)
@@ -1271,6 +1303,7 @@ void daemon_period(struct daemon *d, nsec_t now)
         feed_load_scale(d);
         (void) tracker_sample(d->tracker, now);
         hints_period(d, now);
+        reap_applier(d, false);
         plan_period(d, now);
         r = pcpu_stat_sample(d->pcpu, now);
         if (r < 0)
@@ -1534,7 +1567,9 @@ int daemon_run(struct daemon *d)
 
 void daemon_done(struct daemon *d)
 {
-        stop_applier(d, &d->cfg);
+        d->running = false; /* reap_applier() starts no new applier */
+        retire_applier(d);
+        reap_applier(d, true);
         qmp_worker_free(d->qmp_worker); /* waits for the query in progress, at most QMPTimeout */
         d->qmp_worker = NULL;
         stop_libvirt(d);

@@ -86,6 +86,7 @@ struct daemon {
         struct plan_input plan_in;      /* the inputs of the current plan (plan_in.v[i] is its vCPU i) */
         struct plan_input plan_scratch; /* inputs being built for the next plan */
         struct applier *applier;  /* acts on the plan; NULL: advisory (Apply=no, --dry-run, no planner) */
+        struct applier *retiring_applier; /* stopped by a reload, restoring its journal on its thread */
         struct apply_request *apply_scratch; /* pins being built with the plan inputs */
         cpuset_t *pin_sets;       /* plan_pin_sets() output, kept across periods */
         size_t pin_sets_alloc;

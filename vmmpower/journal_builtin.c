@@ -97,6 +97,7 @@ int journal_restore_all(const char *state_dir, const char *sysfs_root, void *lib
                         *ret = (struct restore_stats) { 0 };
                 return 0;
         }
+        journal_report_load(j, state_dir);
         r = journal_restore_builtin(j, sysfs_root, libvirt_conn, ret);
         journal_free(j);
         return r;

@@ -15,8 +15,9 @@
  * the journal under state_dir (no journal: 0, stats zeroed), sysfs knobs
  * under sysfs_root, affinity through sched_setaffinity, vCPU pins through
  * libvirt_conn (a virConnectPtr; NULL: vCPU pin entries are kept).
- * Returns the number of entries kept or -errno (-EBUSY: a running daemon
- * holds the journal).
+ * What the load found is said first (journal_report_load).  Returns the
+ * number of entries kept or -errno (-EBUSY: a running daemon holds the
+ * journal).
  */
 int journal_restore_all(const char *state_dir, const char *sysfs_root, void *libvirt_conn,
                         struct restore_stats *ret);

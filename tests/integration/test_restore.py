@@ -189,6 +189,9 @@ class RestoreFixture(unittest.TestCase):
                 f.write(conf.replace("[Planner]\n", "[Planner]\nApply = no\n", 1))
             d.signal(signal.SIGHUP)
             d.wait_for(lambda: d.json("plan").get("advisory") is True, 10, "plans advisory after the reload")
+            # the stopped applier restores on its own thread (not on the loop): done within a period or two
+            d.wait_for(lambda: tree_diff(self.pristine, self.tree) == [] and self.affinities() == self.before, 10,
+                       "every file and affinity restored after the reload")
             self.assertEqual(tree_diff(self.pristine, self.tree), [])
             self.assertEqual(self.affinities(), self.before)
             log("reload with Apply = no: every file and affinity restored, daemon still running")

@@ -209,6 +209,35 @@ static void test_apply_and_restore(void **state)
         restore_and_check(f);
 }
 
+/* applier_stop(): the applier's own thread puts every knob and pin back (a
+ * reload does not restore on the daemon's loop); a request submitted after
+ * the stop is not applied. */
+static void test_stop_restores(void **state)
+{
+        struct fixture *f = *state;
+        struct applier *a = start(f);
+        struct restore_stats st = { 0 };
+        cpu_set_t now;
+        int r = -1;
+
+        submit_wait(a, request(f, 1, 0, 2000000, 20));
+        assert_int_equal(affinity_of(f->tid[0]), 1);
+        applier_stop(a);
+        applier_submit(a, request(f, 0, 1, 1500000, 30));
+        assert_true(applier_stopped(a, true, &r, &st));
+        assert_int_equal(r, 0);
+        assert_int_equal(st.failed, 0);
+        assert_true(st.restored >= 4); /* two affinities, the cap, the latency limit */
+        sh("diff -r '%s' '%s'", f->pristine, f->root);
+        for (int i = 0; i < 2; i++) {
+                assert_int_equal(sched_getaffinity(f->tid[i], sizeof(now), &now), 0);
+                assert_true(CPU_EQUAL(&now, &f->orig));
+        }
+        assert_string_equal(applier_state_dir(a), f->state);
+        applier_free(a);
+        restore_and_check(f); /* nothing left in the journal */
+}
+
 /* A VM let go (mode exclude): the pins we made go back to the original mask;
  * a thread we never pinned is left as it is. */
 static void test_release(void **state)
@@ -482,6 +511,7 @@ int main(void)
 {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_apply_and_restore, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_stop_restores, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_release, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_gone_thread, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_libvirt_unreachable, setup, teardown),
