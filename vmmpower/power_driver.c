@@ -32,16 +32,8 @@ int power_driver_validate(const struct power_driver_ops *ops, const char **ret_m
                 missing = "ops";
         else if (!ops->name || !*ops->name)
                 missing = "name";
-        else if (!ops->at_max_capacity)
-                missing = "at_max_capacity";
-        else if (!ops->go_faster)
-                missing = "go_faster";
-        else if (!ops->go_slower)
-                missing = "go_slower";
         else if (!ops->enter_idle)
                 missing = "enter_idle";
-        else if (!ops->load_scale)
-                missing = "load_scale";
         else if (!ops->set_perf)
                 missing = "set_perf";
         else if (ops->exit && !ops->init)
@@ -119,61 +111,9 @@ void power_driver_set_now(struct power_driver *drv, nsec_t now)
         drv->now = now;
 }
 
-int power_driver_at_max_capacity(struct power_driver *drv, unsigned cpu)
-{
-        return drv->ops->at_max_capacity(drv, cpu);
-}
-
-int power_driver_go_faster(struct power_driver *drv, const cpuset_t *cpus, unsigned magnitude_permille)
-{
-        return drv->ops->go_faster(drv, cpus, MIN(magnitude_permille, 1000u));
-}
-
-int power_driver_go_slower(struct power_driver *drv, const cpuset_t *cpus, unsigned magnitude_permille)
-{
-        return drv->ops->go_slower(drv, cpus, MIN(magnitude_permille, 1000u));
-}
-
-static int best_cpu(struct power_driver *drv, bool wake, const cpuset_t *candidates)
-{
-        int (*op)(struct power_driver *, const cpuset_t *) =
-                wake ? drv->ops->best_wake_cpu : drv->ops->best_sleep_cpu;
-
-        if (cpuset_empty(candidates))
-                return -ENOENT;
-        if (op)
-                return op(drv, candidates);
-        if (drv->cfg.best_cpu)
-                return drv->cfg.best_cpu(drv->cfg.best_cpu_userdata, wake, candidates);
-        return -EOPNOTSUPP;
-}
-
-int power_driver_best_wake_cpu(struct power_driver *drv, const cpuset_t *candidates)
-{
-        return best_cpu(drv, true, candidates);
-}
-
-int power_driver_best_sleep_cpu(struct power_driver *drv, const cpuset_t *candidates)
-{
-        return best_cpu(drv, false, candidates);
-}
-
 int power_driver_enter_idle(struct power_driver *drv, unsigned cpu, const struct power_idle_constraint *c)
 {
         return drv->ops->enter_idle(drv, cpu, c);
-}
-
-int power_driver_load_scale(struct power_driver *drv, unsigned cpu)
-{
-        return drv->ops->load_scale(drv, cpu);
-}
-
-int power_driver_task_boost(struct power_driver *drv, unsigned cpu, nsec_t duration_ns, nsec_t now)
-{
-        drv->now = now;
-        if (!drv->ops->task_boost)
-                return -EOPNOTSUPP;
-        return drv->ops->task_boost(drv, cpu, duration_ns, now);
 }
 
 int power_driver_late_callback(struct power_driver *drv, nsec_t now)
@@ -187,13 +127,6 @@ int power_driver_late_callback(struct power_driver *drv, nsec_t now)
 int power_driver_set_perf(struct power_driver *drv, unsigned cpu, const struct power_perf_request *req)
 {
         return drv->ops->set_perf(drv, cpu, req);
-}
-
-int power_driver_set_halt_poll(struct power_driver *drv, uint64_t halt_poll_ns)
-{
-        if (!drv->ops->set_halt_poll)
-                return -EOPNOTSUPP;
-        return drv->ops->set_halt_poll(drv, halt_poll_ns);
 }
 
 const char *power_driver_name(const struct power_driver *drv)
@@ -237,7 +170,6 @@ const char *power_knob_class_to_string(enum power_knob_class c)
                 [POWER_KNOB_CPUFREQ] = "cpufreq",
                 [POWER_KNOB_CPUIDLE] = "cpuidle",
                 [POWER_KNOB_PM_QOS] = "pm_qos",
-                [POWER_KNOB_HALT_POLL] = "halt_poll",
         };
 
         return c < _POWER_KNOB_CLASS_MAX ? names[c] : NULL;

@@ -13,17 +13,18 @@
 #include "util.h"
 
 /*
- * Power driver: the mechanism through which plans reach the host, in the
- * shape of the 2013 power-driver proposal (at_max_capacity, go_faster,
- * go_slower, best_wake_cpu, best_sleep_cpu, enter_idle, load_scale,
- * task_boost, late_callback) plus set_perf for explicit limits.  One const
- * ops table per backend, validated once at registration like struct
- * cpufreq_driver.  Backends:
+ * Power driver: the actuator through which plans reach the host.  Of the
+ * 2013 power-driver proposal's ops it keeps enter_idle (idle constraints)
+ * and late_callback (deferred retries), plus set_perf for explicit limits;
+ * the proposal's other decisions (which CPU to wake or put to sleep, faster,
+ * slower, boost, load scale) are the planner's, one level up (why, and where
+ * each is done: docs/power-driver.md).  One const ops table per backend,
+ * validated once at registration like struct cpufreq_driver.  Backends:
  *
  *  - "sysfs": the real host, every path under a configurable sysfs root.
  *    cpufreq limits per policy (scaling_min_freq / scaling_max_freq,
  *    energy_performance_preference where present), cpuidle per-state
- *    `disable` per CPU, per-CPU PM QoS resume latency, KVM halt_poll_ns.
+ *    `disable` per CPU, per-CPU PM QoS resume latency.
  *    Every write: journal first, then one checked write(), then read back:
  *    a read-back that differs (cpufreq clamps silently) is -ERANGE with the
  *    actual value in power_driver_last_write(), never success.  Errors are
@@ -52,8 +53,6 @@
  * cpuinfo_min_freq..cpuinfo_max_freq, written as scaling_max_freq (snapped
  * to scaling_available_frequencies where the driver lists them).
  */
-
-#define POWER_CAPACITY_SCALE 1024 /* load_scale() unit, as SCHED_CAPACITY_SCALE */
 
 struct power_driver;
 
@@ -89,28 +88,12 @@ struct power_driver_ops {
         /* optional: free private state (never restores: that is the journal's job) */
         void (*exit)(struct power_driver *drv);
 
-        /* required: 1 if cpu runs at its highest allowed capacity, 0 if not, -errno */
-        int (*at_max_capacity)(struct power_driver *drv, unsigned cpu);
-        /* required: raise / lower the perf level of the domains covering cpus
-         * by magnitude_permille of their range (at least one step) */
-        int (*go_faster)(struct power_driver *drv, const cpuset_t *cpus, unsigned magnitude_permille);
-        int (*go_slower)(struct power_driver *drv, const cpuset_t *cpus, unsigned magnitude_permille);
-        /* optional: pick a CPU from candidates; when NULL the driver delegates
-         * to the planner's callback in power_driver_config */
-        int (*best_wake_cpu)(struct power_driver *drv, const cpuset_t *candidates);
-        int (*best_sleep_cpu)(struct power_driver *drv, const cpuset_t *candidates);
         /* required: idle constraint of one CPU (deepest state, wake latency) */
         int (*enter_idle)(struct power_driver *drv, unsigned cpu, const struct power_idle_constraint *c);
-        /* required: current / max capacity of cpu in POWER_CAPACITY_SCALE units */
-        int (*load_scale)(struct power_driver *drv, unsigned cpu);
-        /* optional: run cpu's domain at its maximum until now + duration_ns */
-        int (*task_boost)(struct power_driver *drv, unsigned cpu, nsec_t duration_ns, nsec_t now);
-        /* optional: deferred work (retries, boost expiry); may block */
+        /* optional: deferred work (retries); may block */
         int (*late_callback)(struct power_driver *drv, nsec_t now);
         /* required: explicit limits for the policy of cpu */
         int (*set_perf)(struct power_driver *drv, unsigned cpu, const struct power_perf_request *req);
-        /* optional: KVM halt polling (global module parameter), -EOPNOTSUPP if absent */
-        int (*set_halt_poll)(struct power_driver *drv, uint64_t halt_poll_ns);
 };
 
 struct power_event;
@@ -121,9 +104,6 @@ struct power_driver_config {
         struct backoff backoff;   /* zero: BACKOFF_DEFAULT */
         unsigned n_cpus;          /* sim: number of CPUs (required) */
         uint32_t sim_max_khz;     /* sim: frequency at level 1000 (default 1000000) */
-        /* best_wake_cpu / best_sleep_cpu delegate (the planner), optional */
-        int (*best_cpu)(void *userdata, bool wake, const cpuset_t *candidates);
-        void *best_cpu_userdata;
         /* sim: called after every state change of cpu */
         void (*sim_hook)(void *userdata, struct power_driver *drv, unsigned cpu);
         void *sim_userdata;
@@ -150,7 +130,6 @@ enum power_knob_class {
         POWER_KNOB_CPUFREQ,
         POWER_KNOB_CPUIDLE,
         POWER_KNOB_PM_QOS,
-        POWER_KNOB_HALT_POLL,
         _POWER_KNOB_CLASS_MAX,
 };
 
@@ -224,17 +203,9 @@ struct power_driver *power_driver_free(struct power_driver *drv);
 /* The time used to schedule retries by ops that take no `now`. */
 void power_driver_set_now(struct power_driver *drv, nsec_t now);
 
-int power_driver_at_max_capacity(struct power_driver *drv, unsigned cpu);
-int power_driver_go_faster(struct power_driver *drv, const cpuset_t *cpus, unsigned magnitude_permille);
-int power_driver_go_slower(struct power_driver *drv, const cpuset_t *cpus, unsigned magnitude_permille);
-int power_driver_best_wake_cpu(struct power_driver *drv, const cpuset_t *candidates); /* -EOPNOTSUPP if no op, no delegate */
-int power_driver_best_sleep_cpu(struct power_driver *drv, const cpuset_t *candidates);
 int power_driver_enter_idle(struct power_driver *drv, unsigned cpu, const struct power_idle_constraint *c);
-int power_driver_load_scale(struct power_driver *drv, unsigned cpu);
-int power_driver_task_boost(struct power_driver *drv, unsigned cpu, nsec_t duration_ns, nsec_t now);
 int power_driver_late_callback(struct power_driver *drv, nsec_t now);
 int power_driver_set_perf(struct power_driver *drv, unsigned cpu, const struct power_perf_request *req);
-int power_driver_set_halt_poll(struct power_driver *drv, uint64_t halt_poll_ns);
 
 const char *power_driver_name(const struct power_driver *drv);
 const struct power_driver_config *power_driver_get_config(const struct power_driver *drv);
@@ -277,7 +248,6 @@ struct power_sysfs_info {
         unsigned n_idle_knobs;
         unsigned n_pm_qos;
         bool has_epp;
-        bool has_halt_poll;
 };
 int power_sysfs_get_info(const struct power_driver *drv, struct power_sysfs_info *ret);
 /* Current cap of cpu's policy in kHz as the driver tracks it. */
@@ -290,12 +260,9 @@ struct power_sim_cpu {
         unsigned min_permille;     /* floor */
         char epp[32];
         struct power_idle_constraint idle;
-        nsec_t boost_until_ns;     /* 0: no boost */
-        unsigned saved_level_permille;
         uint64_t changes;
 };
 const struct power_sim_cpu *power_sim_cpu(const struct power_driver *drv, unsigned cpu);
-uint64_t power_sim_halt_poll_ns(const struct power_driver *drv);
 
 extern const struct power_driver_ops power_driver_sysfs_ops;
 extern const struct power_driver_ops power_driver_sim_ops;

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * The sim power driver backend (power_driver.h; the core is power_driver.c):
- * per-CPU perf level, floor, EPP, idle constraint, boost and the halt-poll
- * value in memory; power_driver_config.sim_hook is called after every change
+ * per-CPU perf level, floor, EPP and idle constraint in memory;
+ * power_driver_config.sim_hook is called after every change
  * (the energy model is plugged in there).  No host writes, no journal.
  */
 #define POWER_DRIVER_BACKEND /* struct power_driver (power_driver.h) */
@@ -19,7 +19,6 @@
 struct sim {
         unsigned n_cpus;
         struct power_sim_cpu *cpus;
-        uint64_t halt_poll_ns;
 };
 
 static int sim_init(struct power_driver *drv)
@@ -71,44 +70,6 @@ static void sim_changed(struct power_driver *drv, unsigned cpu)
                 drv->cfg.sim_hook(drv->cfg.sim_userdata, drv, cpu);
 }
 
-static int sim_at_max_capacity(struct power_driver *drv, unsigned cpu)
-{
-        struct power_sim_cpu *c = sim_cpu(drv, cpu);
-        if (!c)
-                return -ENOENT;
-        return c->level_permille >= 1000;
-}
-
-static int sim_step(struct power_driver *drv, const cpuset_t *cpus, unsigned m, bool up)
-{
-        struct sim *s = drv->priv;
-
-        m = MAX(m, 10u);
-        CPUSET_FOREACH(cpu, cpus) {
-                if ((unsigned) cpu >= s->n_cpus)
-                        return -ENOENT;
-                struct power_sim_cpu *c = &s->cpus[cpu];
-                unsigned *lvl = c->boost_until_ns ? &c->saved_level_permille : &c->level_permille;
-                unsigned nl = up ? MIN(*lvl + m, 1000u) : (*lvl > m ? *lvl - m : 0);
-                nl = MAX(nl, c->min_permille);
-                if (nl != *lvl) {
-                        *lvl = nl;
-                        sim_changed(drv, (unsigned) cpu);
-                }
-        }
-        return 0;
-}
-
-static int sim_go_faster(struct power_driver *drv, const cpuset_t *cpus, unsigned m)
-{
-        return sim_step(drv, cpus, m, true);
-}
-
-static int sim_go_slower(struct power_driver *drv, const cpuset_t *cpus, unsigned m)
-{
-        return sim_step(drv, cpus, m, false);
-}
-
 static int sim_enter_idle(struct power_driver *drv, unsigned cpu, const struct power_idle_constraint *ic)
 {
         struct power_sim_cpu *c = sim_cpu(drv, cpu);
@@ -120,45 +81,6 @@ static int sim_enter_idle(struct power_driver *drv, unsigned cpu, const struct p
         return 0;
 }
 
-static int sim_load_scale(struct power_driver *drv, unsigned cpu)
-{
-        struct power_sim_cpu *c = sim_cpu(drv, cpu);
-
-        if (!c)
-                return -ENOENT;
-        return (int) (c->level_permille * POWER_CAPACITY_SCALE / 1000);
-}
-
-static int sim_task_boost(struct power_driver *drv, unsigned cpu, nsec_t duration_ns, nsec_t now)
-{
-        struct power_sim_cpu *c = sim_cpu(drv, cpu);
-
-        if (!c)
-                return -ENOENT;
-        if (!c->boost_until_ns) {
-                c->saved_level_permille = c->level_permille;
-                c->level_permille = 1000;
-        }
-        c->boost_until_ns = MAX(c->boost_until_ns, now + duration_ns);
-        sim_changed(drv, cpu);
-        return 0;
-}
-
-static int sim_late_callback(struct power_driver *drv, nsec_t now)
-{
-        struct sim *s = drv->priv;
-
-        for (unsigned cpu = 0; cpu < s->n_cpus; cpu++) {
-                struct power_sim_cpu *c = &s->cpus[cpu];
-                if (c->boost_until_ns && now >= c->boost_until_ns) {
-                        c->boost_until_ns = 0;
-                        c->level_permille = c->saved_level_permille;
-                        sim_changed(drv, cpu);
-                }
-        }
-        return 0;
-}
-
 static unsigned khz_to_permille(const struct power_driver *drv, uint32_t khz)
 {
         return (unsigned) MIN((uint64_t) khz * 1000 / drv->cfg.sim_max_khz, 1000u);
@@ -167,28 +89,20 @@ static unsigned khz_to_permille(const struct power_driver *drv, uint32_t khz)
 static int sim_set_perf(struct power_driver *drv, unsigned cpu, const struct power_perf_request *req)
 {
         struct power_sim_cpu *c = sim_cpu(drv, cpu);
-        unsigned *lvl;
 
         if (!c)
                 return -ENOENT;
-        lvl = c->boost_until_ns ? &c->saved_level_permille : &c->level_permille;
         if (req->flags & POWER_PERF_LEVEL)
-                *lvl = MIN(req->level_permille, 1000u);
+                c->level_permille = MIN(req->level_permille, 1000u);
         if (req->flags & POWER_PERF_MAX_KHZ)
-                *lvl = khz_to_permille(drv, req->max_khz);
+                c->level_permille = khz_to_permille(drv, req->max_khz);
         if (req->flags & POWER_PERF_MIN_KHZ)
                 c->min_permille = khz_to_permille(drv, req->min_khz);
-        if (*lvl < c->min_permille)
-                *lvl = c->min_permille;
+        if (c->level_permille < c->min_permille)
+                c->level_permille = c->min_permille;
         if (req->flags & POWER_PERF_EPP)
                 snprintf(c->epp, sizeof(c->epp), "%s", req->epp);
         sim_changed(drv, cpu);
-        return 0;
-}
-
-static int sim_set_halt_poll(struct power_driver *drv, uint64_t ns)
-{
-        ((struct sim *) drv->priv)->halt_poll_ns = ns;
         return 0;
 }
 
@@ -199,22 +113,10 @@ const struct power_sim_cpu *power_sim_cpu(const struct power_driver *drv, unsign
         return sim_cpu((struct power_driver *) drv, cpu);
 }
 
-uint64_t power_sim_halt_poll_ns(const struct power_driver *drv)
-{
-        return drv->ops == &power_driver_sim_ops ? ((struct sim *) drv->priv)->halt_poll_ns : 0;
-}
-
 const struct power_driver_ops power_driver_sim_ops = {
         .name = "sim",
         .init = sim_init,
         .exit = sim_exit,
-        .at_max_capacity = sim_at_max_capacity,
-        .go_faster = sim_go_faster,
-        .go_slower = sim_go_slower,
         .enter_idle = sim_enter_idle,
-        .load_scale = sim_load_scale,
-        .task_boost = sim_task_boost,
-        .late_callback = sim_late_callback,
         .set_perf = sim_set_perf,
-        .set_halt_poll = sim_set_halt_poll,
 };

@@ -15,10 +15,10 @@
  *      (restore must still recognise it as ours), -ERANGE is returned.
  * Errno actions are in power_driver.h and docs/power-driver.md.
  *
- * Perf level arithmetic: a step of magnitude m (permille) moves the cap by
- * max(m * (cpuinfo_max - cpuinfo_min) / 1000, one available frequency step
- * or 1% of the range when the driver lists none).  The cap never goes
- * below the policy's floor (scaling_min_freq as we know it).
+ * Perf level arithmetic: level m (permille) is cpuinfo_min + m * (cpuinfo_max -
+ * cpuinfo_min) / 1000, snapped up to an available frequency where the driver
+ * lists them.  The cap never goes below the policy's floor (scaling_min_freq
+ * as we know it).
  */
 #define POWER_DRIVER_BACKEND /* struct power_driver (power_driver.h) */
 
@@ -215,9 +215,6 @@ struct policy {
         uint32_t *avail_khz; /* ascending */
         size_t n_avail;
         uint32_t cap_khz, floor_khz;
-        bool boosted;
-        nsec_t boost_until;
-        uint32_t saved_cap_khz;
         struct knob kmin, kmax, kepp;
         bool has_epp;
 };
@@ -237,8 +234,6 @@ struct sysfs {
         size_t n_policies;
         struct scpu *cpus;
         unsigned n_cpus;
-        struct knob halt_poll;
-        bool has_halt_poll;
 };
 
 static int knob_init(struct knob *k, enum power_knob_class cls, const char *fmt, ...)
@@ -635,7 +630,6 @@ static void sysfs_exit(struct power_driver *drv)
                 knob_free(&s->cpus[c].qos);
         }
         free(s->cpus);
-        knob_free(&s->halt_poll);
         free(s->root);
         free(s);
         drv->priv = NULL;
@@ -707,8 +701,6 @@ static void sysfs_preset_foreign(struct power_driver *drv)
                 if (s->cpus[c].has_qos)
                         knob_preset_foreign(drv, &s->cpus[c].qos);
         }
-        if (s->has_halt_poll)
-                knob_preset_foreign(drv, &s->halt_poll);
         drv->cfg.foreign_paths = NULL; /* the caller's: only valid during init */
 }
 
@@ -812,10 +804,6 @@ static int sysfs_init(struct power_driver *drv)
                         s->n_policies++;
                 }
         }
-        r = knob_init(&s->halt_poll, POWER_KNOB_HALT_POLL, "module/kvm/parameters/halt_poll_ns");
-        if (r < 0)
-                goto fail;
-        s->has_halt_poll = sysfs_exists(s, s->halt_poll.path);
         sysfs_preset_foreign(drv);
         return 0;
 fail:
@@ -840,24 +828,12 @@ static uint32_t snap_up(const struct policy *p, uint32_t khz)
         return MIN(khz, p->cpuinfo_max_khz);
 }
 
-static uint32_t snap_down(const struct policy *p, uint32_t khz)
-{
-        for (size_t i = p->n_avail; i > 0; i--)
-                if (p->avail_khz[i - 1] <= khz)
-                        return p->avail_khz[i - 1];
-        return MAX(khz, p->cpuinfo_min_khz);
-}
-
-/* Write the cap of a policy (or remember it for after a boost). */
+/* Write the cap of a policy. */
 static int policy_set_cap(struct power_driver *drv, struct policy *p, uint32_t khz)
 {
         int r;
 
         khz = MAX(MIN(khz, p->cpuinfo_max_khz), MAX(p->cpuinfo_min_khz, p->floor_khz));
-        if (p->boosted) {
-                p->saved_cap_khz = khz;
-                return 0;
-        }
         r = knob_write_u32(drv, &p->kmax, khz);
         if (r == 0)
                 p->cap_khz = khz;
@@ -867,65 +843,6 @@ static int policy_set_cap(struct power_driver *drv, struct policy *p, uint32_t k
                         p->cap_khz = act;
         }
         return r;
-}
-
-static int sysfs_at_max_capacity(struct power_driver *drv, unsigned cpu)
-{
-        struct sysfs *s = drv->priv;
-        struct policy *p;
-
-        if (cpu >= s->n_cpus || !s->cpus[cpu].present)
-                return -ENOENT;
-        p = cpu_policy(drv, cpu);
-        if (!p)
-                return 1; /* no cpufreq: capacity is fixed, hence at its maximum */
-        return p->cap_khz >= p->cpuinfo_max_khz;
-}
-
-static int sysfs_step(struct power_driver *drv, const cpuset_t *cpus, unsigned m, bool up)
-{
-        struct sysfs *s = drv->priv;
-        int ret = 0;
-
-        for (size_t i = 0; i < s->n_policies; i++) {
-                struct policy *p = &s->policies[i];
-                bool hit = false;
-                CPUSET_FOREACH(c, cpus)
-                        if (cpuset_isset(&p->cpus, (unsigned) c)) {
-                                hit = true;
-                                break;
-                        }
-                if (!hit)
-                        continue;
-                uint32_t range = p->cpuinfo_max_khz - p->cpuinfo_min_khz;
-                uint32_t step = (uint32_t) ((uint64_t) range * m / 1000);
-                uint32_t base = p->boosted ? p->saved_cap_khz : p->cap_khz, khz;
-                if (step < range / 100)
-                        step = MAX(range / 100, 1u);
-                if (up)
-                        khz = snap_up(p, base + MIN(step, p->cpuinfo_max_khz - MIN(base, p->cpuinfo_max_khz)));
-                else
-                        khz = snap_down(p, base > step ? base - step : 0);
-                /* a snap must still move by at least one listed step */
-                if (up && khz == base && p->n_avail)
-                        khz = snap_up(p, base + 1);
-                if (!up && khz == base && p->n_avail && base > 0)
-                        khz = snap_down(p, base - 1);
-                int r = policy_set_cap(drv, p, khz);
-                if (r < 0 && ret == 0)
-                        ret = r;
-        }
-        return ret;
-}
-
-static int sysfs_go_faster(struct power_driver *drv, const cpuset_t *cpus, unsigned m)
-{
-        return sysfs_step(drv, cpus, m, true);
-}
-
-static int sysfs_go_slower(struct power_driver *drv, const cpuset_t *cpus, unsigned m)
-{
-        return sysfs_step(drv, cpus, m, false);
 }
 
 static int sysfs_enter_idle(struct power_driver *drv, unsigned cpu, const struct power_idle_constraint *ic)
@@ -959,38 +876,6 @@ static int sysfs_enter_idle(struct power_driver *drv, unsigned cpu, const struct
         } else if (ic->latency_us >= 0 && ret == 0)
                 ret = -EOPNOTSUPP;
         return ret;
-}
-
-static int sysfs_load_scale(struct power_driver *drv, unsigned cpu)
-{
-        struct sysfs *s = drv->priv;
-        struct policy *p;
-
-        if (cpu >= s->n_cpus || !s->cpus[cpu].present)
-                return -ENOENT;
-        p = cpu_policy(drv, cpu);
-        if (!p)
-                return POWER_CAPACITY_SCALE;
-        return (int) ((uint64_t) MIN(p->cap_khz, p->cpuinfo_max_khz) * POWER_CAPACITY_SCALE / p->cpuinfo_max_khz);
-}
-
-static int sysfs_task_boost(struct power_driver *drv, unsigned cpu, nsec_t duration_ns, nsec_t now)
-{
-        struct policy *p = cpu_policy(drv, cpu);
-        int r;
-
-        if (!p)
-                return -EOPNOTSUPP;
-        if (!p->boosted) {
-                uint32_t saved = p->cap_khz;
-                r = policy_set_cap(drv, p, p->cpuinfo_max_khz);
-                if (r < 0 && r != -ERANGE)
-                        return r;
-                p->saved_cap_khz = saved;
-                p->boosted = true;
-        }
-        p->boost_until = MAX(p->boost_until, now + duration_ns);
-        return 0;
 }
 
 static int sysfs_set_perf(struct power_driver *drv, unsigned cpu, const struct power_perf_request *req)
@@ -1049,17 +934,6 @@ static int sysfs_set_perf(struct power_driver *drv, unsigned cpu, const struct p
         return ret;
 }
 
-static int sysfs_set_halt_poll(struct power_driver *drv, uint64_t ns)
-{
-        struct sysfs *s = drv->priv;
-        char v[24];
-
-        if (!s->has_halt_poll)
-                return -EOPNOTSUPP;
-        snprintf(v, sizeof(v), "%" PRIu64, ns);
-        return knob_write(drv, &s->halt_poll, v);
-}
-
 static int retry_knob(struct power_driver *drv, struct knob *k, nsec_t now)
 {
         char v[VALUE_MAX];
@@ -1076,18 +950,8 @@ static int sysfs_late_callback(struct power_driver *drv, nsec_t now)
         struct sysfs *s = drv->priv;
         int ret = 0, r;
 
-        for (size_t i = 0; i < s->n_policies; i++) {
-                struct policy *p = &s->policies[i];
-                if (p->boosted && now >= p->boost_until) {
-                        p->boosted = false;
-                        p->boost_until = 0;
-                        r = policy_set_cap(drv, p, p->saved_cap_khz);
-                        if (r < 0 && ret == 0)
-                                ret = r;
-                }
-        }
         if (drv->pending_retries == 0)
-                return ret;
+                return 0;
         for (size_t i = 0; i < s->n_policies; i++) {
                 struct policy *p = &s->policies[i];
                 struct knob *ks[] = { &p->kmin, &p->kmax, &p->kepp };
@@ -1102,8 +966,6 @@ static int sysfs_late_callback(struct power_driver *drv, nsec_t now)
                 if ((r = retry_knob(drv, &s->cpus[c].qos, now)) < 0 && ret == 0)
                         ret = r;
         }
-        if ((r = retry_knob(drv, &s->halt_poll, now)) < 0 && ret == 0)
-                ret = r;
         return ret;
 }
 
@@ -1125,7 +987,6 @@ int power_sysfs_get_info(const struct power_driver *drv, struct power_sysfs_info
         }
         for (size_t i = 0; i < s->n_policies; i++)
                 info.has_epp |= s->policies[i].has_epp;
-        info.has_halt_poll = s->has_halt_poll;
         *ret = info;
         return 0;
 }
@@ -1147,13 +1008,7 @@ const struct power_driver_ops power_driver_sysfs_ops = {
         .name = "sysfs",
         .init = sysfs_init,
         .exit = sysfs_exit,
-        .at_max_capacity = sysfs_at_max_capacity,
-        .go_faster = sysfs_go_faster,
-        .go_slower = sysfs_go_slower,
         .enter_idle = sysfs_enter_idle,
-        .load_scale = sysfs_load_scale,
-        .task_boost = sysfs_task_boost,
         .late_callback = sysfs_late_callback,
         .set_perf = sysfs_set_perf,
-        .set_halt_poll = sysfs_set_halt_poll,
 };

@@ -727,9 +727,12 @@ static _Noreturn void child_loop(const char *root, const char *sd, uint64_t seed
                         (void) power_driver_enter_idle(drv, cpu, &ic);
                         break;
                 }
-                case 3:
-                        (void) power_driver_set_halt_poll(drv, rnd() % 400000);
+                case 3: {
+                        struct power_perf_request req = { .flags = POWER_PERF_MAX_KHZ,
+                                                          .max_khz = 800000 + rnd() % 3000001 };
+                        (void) power_driver_set_perf(drv, cpu, &req);
                         break;
+                }
                 case 4: {
                         struct power_perf_request req = { .flags = POWER_PERF_MIN_KHZ,
                                                           .min_khz = 800000 + rnd() % 1000000 };
