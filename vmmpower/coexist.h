@@ -30,7 +30,8 @@
  *                              constraint"; "n/a" = no latency tolerated)
  *
  * energy_performance_preference has no kernel default (firmware sets it at
- * boot) and is not judged; halt_poll_ns is not judged either.
+ * boot) and is not judged; halt_poll_ns is not judged either (vmmpowerd
+ * does not write it).
  *
  * The check runs at start and at reload, after the journal of a previous run
  * was restored (so the knobs hold the host's own values, not ours), and

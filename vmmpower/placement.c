@@ -1669,7 +1669,7 @@ static double finalize(struct ws *w, struct em_breakdown *b)
                         w->active[c] = 1;
                 w->lat[c] = w->active[c] ? w->pol->active_max_latency_us : EM_LATENCY_ANY;
                 /* A boosted vCPU's pCPU stays out of deep idle for the boost: at most the
-                 * shallowest state's exit latency (task_boost, DESIGN §5). */
+                 * shallowest state's exit latency (a BOOST hint, DESIGN §5). */
                 if (w->cpu_boost[c] && m->n_idle > 0)
                         w->lat[c] = MIN(w->lat[c], m->idle[0].exit_latency_us);
         }
