@@ -32,6 +32,7 @@
 
 #include "control.h"
 #include "daemon.h"
+#include "daemon_view.h"
 #include "apply.h"
 #include "journal.h"
 #include "journal_builtin.h"
@@ -434,32 +435,50 @@ static int take_instance_lock(const struct vp_config *cfg, bool starting)
 
 static void control_status(void *userdata, bool json, struct strbuf *out)
 {
-        render_status(userdata, json, out);
+        struct daemon_view v;
+
+        daemon_view(userdata, now_ns(), &v);
+        render_status(&v, json, out);
 }
 
 static void control_vms(void *userdata, bool json, struct strbuf *out)
 {
-        render_vms(userdata, json, out);
+        struct daemon_view v;
+
+        daemon_view(userdata, now_ns(), &v);
+        render_vms(&v, json, out);
 }
 
 static void control_cpus(void *userdata, bool json, struct strbuf *out)
 {
-        render_cpus(userdata, json, out);
+        struct daemon_view v;
+
+        daemon_view(userdata, now_ns(), &v);
+        render_cpus(&v, json, out);
 }
 
 static void control_plan(void *userdata, bool json, struct strbuf *out)
 {
-        render_plan(userdata, json, out);
+        struct daemon_view v;
+
+        daemon_view(userdata, now_ns(), &v);
+        render_plan(&v, json, out);
 }
 
 static void control_top(void *userdata, struct strbuf *out)
 {
-        render_top(userdata, out);
+        struct daemon_view v;
+
+        daemon_view(userdata, now_ns(), &v);
+        render_top(&v, out);
 }
 
 static void control_metrics(void *userdata, struct strbuf *out)
 {
-        render_metrics(userdata, out);
+        struct daemon_view v;
+
+        daemon_view(userdata, now_ns(), &v);
+        render_metrics(&v, out);
 }
 
 static void control_notify(void *userdata)
@@ -1034,13 +1053,15 @@ static void discover(struct daemon *d, nsec_t now)
 
 static void write_textfile(struct daemon *d)
 {
+        struct daemon_view v;
         struct strbuf sb;
         int r;
 
         if (!d->cfg.metrics_textfile[0])
                 return;
+        daemon_view(d, now_ns(), &v);
         strbuf_init(&sb);
-        render_metrics(d, &sb);
+        render_metrics(&v, &sb);
         /* No fsync: the rename is atomic, and a metrics file lost in a crash is
          * rewritten within a period; fsync would stall the loop on a slow disk. */
         r = sb.oom ? -ENOMEM : write_file_atomic_nosync(d->cfg.metrics_textfile, sb.data, sb.len, 0644);
@@ -1286,14 +1307,16 @@ void daemon_period(struct daemon *d, nsec_t now)
 
 static void once_report(struct daemon *d)
 {
+        struct daemon_view v;
         struct strbuf sb;
 
+        daemon_view(d, now_ns(), &v);
         strbuf_init(&sb);
-        render_status(d, false, &sb);
+        render_status(&v, false, &sb);
         strbuf_puts(&sb, "\n");
-        render_cpus(d, false, &sb);
+        render_cpus(&v, false, &sb);
         strbuf_puts(&sb, "\n");
-        render_vms(d, false, &sb);
+        render_vms(&v, false, &sb);
         fputs(sb.data ? sb.data : "", stdout);
         fflush(stdout);
         strbuf_free(&sb);
@@ -1579,4 +1602,45 @@ void daemon_done(struct daemon *d)
         /* Last: the next daemon may start once the host is restored and the socket gone. */
         instance_unlock(d->instance_fd, d->instance_dir);
         d->instance_fd = -1;
+}
+
+/* Configured QMP sockets whose last query failed. */
+static unsigned qmp_failing_count(const struct daemon *d)
+{
+        unsigned n = 0;
+
+        for (unsigned i = 0; i < d->cfg.n_qmp_sockets && i < CONFIG_MAX_QMP; i++)
+                n += d->qmp_failing[i] > 0;
+        return n;
+}
+
+void daemon_view(struct daemon *d, nsec_t now, struct daemon_view *ret)
+{
+        *ret = (struct daemon_view) {
+                .now = now,
+                .start_ns = d->start_ns,
+                .start_realtime_ns = d->start_realtime_ns,
+                .dry_run = d->opts.dry_run,
+                .config_path = d->config_path,
+                .cfg = &d->cfg,
+                .topo = d->topo,
+                .tracker = d->tracker,
+                .pcpu = d->pcpu,
+                .hints = d->hints,
+                .em = d->em,
+                .model_source = d->model_source,
+                .plan = d->plan,
+                .plan_in = &d->plan_in,
+                .counters = &d->counters,
+                .coexist = &d->coexist,
+                .procscan_stats = &d->procscan_stats,
+                .qmp_failing = qmp_failing_count(d),
+                .applier = d->applier != NULL,
+                .libvirt = d->libvirt != NULL,
+        };
+        /* kept by the applier's and the libvirt source's threads under their locks: copied */
+        if (d->applier)
+                applier_get_stats(d->applier, &ret->apply);
+        if (d->libvirt)
+                libvirt_src_get_stats(d->libvirt, &ret->libvirt_stats);
 }

@@ -7,6 +7,7 @@
 #include "coexist.h"
 #include "config.h"
 #include "control.h"
+#include "daemon_view.h"
 #include "energy_model.h"
 #include "event.h"
 #include "guest_hint.h"
@@ -43,31 +44,6 @@ struct daemon_options {
         bool once;                 /* one period after discovery, print, exit */
         bool log_level_set;
         enum log_level log_level;
-};
-
-struct daemon_counters {
-        uint64_t periods;
-        uint64_t overruns;            /* timerfd expirations > 1: periods missed */
-        uint64_t proc_scans;
-        uint64_t qmp_queries, qmp_errors;
-        uint64_t qmp_kept;            /* failed discovery queries whose VM stayed on its last answer */
-        uint64_t qmp_gone;            /* last answers dropped because their QEMU process exited */
-        uint64_t reloads, reload_errors;
-        uint64_t notifies;            /* hook notifications received */
-        struct control_counters control; /* the control socket's (control.h) */
-        uint64_t metrics_write_errors;
-        uint64_t plans, plan_errors;
-        uint64_t numa_ignored;        /* VMs of the last plan whose <numatune> nodes have no online CPU
-                                       * here (or do not parse): packed anywhere, warned */
-        uint64_t apply_start_errors;  /* the applier could not start (plans stayed advisory) */
-        uint64_t hint_wakeups;        /* reads whose hints took a token (may actuate) */
-        uint64_t hint_replans;        /* plans redone at once because of such hints */
-        uint64_t qemu_hint_refused;   /* [QEMU] HintSocket paths refused (not a socket, owner, name), per period */
-        uint64_t restore_runs, restore_errors; /* journal restores run by this daemon, failed as a whole */
-        struct restore_stats restored; /* their entries by result, summed (metrics) */
-        nsec_t last_plan_cpu_ns;      /* thread CPU time of the last plan_compute() */
-        nsec_t last_period_cpu_ns;    /* thread CPU time of the last control period */
-        nsec_t last_period_wall_ns;
 };
 
 struct daemon {
@@ -123,6 +99,8 @@ struct daemon {
 int daemon_init(struct daemon *d, const struct daemon_options *opts);
 int daemon_run(struct daemon *d);
 void daemon_done(struct daemon *d);
+/* A snapshot of the daemon for the renderers (daemon_view.h), taken at now (monotonic). */
+void daemon_view(struct daemon *d, nsec_t now, struct daemon_view *ret);
 /* Re-read the configuration through the start-up path; keeps the old one on error. */
 int daemon_reload(struct daemon *d);
 /* Ask for a discovery pass at the next period (hook notification). */
@@ -140,14 +118,3 @@ int daemon_restore_journal(const struct vp_config *cfg);
 int daemon_restore_journal_stats(const struct vp_config *cfg, struct restore_stats *ret);
 /* Load config + conf.d into *c, applying command-line overrides. */
 int daemon_load_config(const struct daemon_options *opts, struct vp_config *c, struct config_error *err);
-
-/* Renderers shared by the control socket and --once (render.c). */
-struct strbuf;
-void render_status(const struct daemon *d, bool json, struct strbuf *out);
-void render_vms(const struct daemon *d, bool json, struct strbuf *out);
-void render_cpus(const struct daemon *d, bool json, struct strbuf *out);
-void render_top(const struct daemon *d, struct strbuf *out);
-void render_metrics(const struct daemon *d, struct strbuf *out);
-/* The pack sets of plan p (NULL: none) as Prometheus gauges, part of render_metrics(). */
-void render_pack_set_metrics(const struct plan *p, struct strbuf *out);
-void render_plan(const struct daemon *d, bool json, struct strbuf *out);

@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "daemon.h"
+#include "daemon_view.h"
 #include "energy_model.h"
 #include "placement.h"
 #include "topology.h"
