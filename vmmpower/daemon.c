@@ -30,26 +30,91 @@
 
 #include <libvirt/libvirt.h>
 
+#include "coexist.h"
+#include "config.h"
 #include "control.h"
 #include "daemon.h"
 #include "daemon_view.h"
 #include "apply.h"
+#include "energy_model.h"
+#include "guest_hint.h"
 #include "journal.h"
 #include "journal_builtin.h"
 #include "event.h"
 #include "instance.h"
+#include "libvirt_src.h"
 #include "log.h"
+#include "pcpu_stat.h"
+#include "placement.h"
 #include "plan_input.h"
+#include "procscan.h"
 #include "qemu_hint.h"
 #include "qmp.h"
 #include "qmp_worker.h"
 #include "sd_notify.h"
+#include "topology.h"
+#include "vcpu_track.h"
 #include "version.h"
 
 /* In --once mode, how long to wait for libvirt's first snapshot before
  * reporting without it (libvirtd down is reported, not waited for). */
 #define ONCE_LIBVIRT_WAIT_NS (5 * NSEC_PER_SEC)
 #define HINT_REPLAN_MIN_NS (100 * NSEC_PER_MSEC) /* hint-driven plans, at most 10/s in all */
+
+struct control_server;
+struct qmp_worker;
+struct applier;
+struct apply_request;
+
+struct daemon {
+        struct daemon_options opts;
+        struct vp_config cfg;
+        char config_path[CONFIG_PATH_MAX];
+        struct config_error reload_error; /* of the last failed reload, for its control reply; file "" if none */
+        struct topology *topo;
+        struct tracker *tracker;
+        struct pcpu_stat *pcpu;
+        struct libvirt_src *libvirt;
+        struct hint_server *hints;/* guest hint channels (org.vmmpower.hint.0) */
+        struct em_host *em;       /* energy model bound to the topology; NULL: planner off */
+        char model_source[CONFIG_PATH_MAX]; /* model file, or "derived from sysfs" */
+        struct plan *plan;        /* the current (advisory) plan, NULL before the first */
+        struct plan_input plan_in;      /* the inputs of the current plan (plan_in.v[i] is its vCPU i) */
+        struct plan_input plan_scratch; /* inputs being built for the next plan */
+        struct applier *applier;  /* acts on the plan; NULL: advisory (Apply=no, --dry-run, no planner) */
+        struct apply_request *apply_scratch; /* pins being built with the plan inputs */
+        cpuset_t *pin_sets;       /* plan_pin_sets() output, kept across periods */
+        size_t pin_sets_alloc;
+        bool running;             /* daemon_run() started (threads may be created) */
+        int instance_fd;          /* instance.h: the lock on instance_dir, held for the daemon's life */
+        char instance_dir[CONFIG_PATH_MAX]; /* the state directory locked (cfg.state_dir once running) */
+        struct control_server *control;
+        struct control_server *retired_control; /* replaced by a reload; freed after the epoll batch */
+        bool batch_invalid;       /* a handler freed watches: stop dispatching this batch */
+        bool metrics_failing;     /* in a streak of failed textfile writes */
+        struct procscan_stats procscan_stats;
+        struct vm_info qmp_cache[CONFIG_MAX_QMP]; /* last good answer per configured QMP socket */
+        bool qmp_cache_valid[CONFIG_MAX_QMP];
+        uint64_t qmp_cache_starttime[CONFIG_MAX_QMP]; /* of the answering process (0: unknown) */
+        unsigned qmp_failing[CONFIG_MAX_QMP]; /* failed queries in a row per socket */
+        struct qmp_worker *qmp_worker; /* QMP queries off the loop (NULL: run on it) */
+        bool qmp_scan_due;        /* the next QMP batch asks every configured socket */
+        struct daemon_counters counters;
+        struct coexist_report coexist; /* other tuners and knobs set by others (coexist.h) */
+        int epoll_fd, signal_fd, timer_fd, watchdog_fd;
+        struct io_watch signal_watch, timer_watch, libvirt_watch, watchdog_watch; /* found with container_of */
+        nsec_t start_ns;          /* monotonic */
+        nsec_t start_realtime_ns;
+        nsec_t last_period_ns;
+        nsec_t next_scan_ns;
+        bool scan_requested;
+        bool libvirt_snapshot_seen;
+        bool hint_replan;         /* hints took a token: plan again after this epoll batch */
+        nsec_t last_hint_replan_ns;
+        nsec_t qemu_hint_warned_ns;  /* last warning about a refused HintSocket path (one a minute) */
+        bool quit;
+        int exit_status;
+};
 
 static void qmp_cache_clear(struct daemon *d);
 static int restore_journal_counted(struct daemon *d, const struct vp_config *cfg);
@@ -1408,7 +1473,7 @@ static void signal_event(struct io_watch *w, uint32_t events)
         }
 }
 
-int daemon_init(struct daemon *d, const struct daemon_options *opts)
+static int daemon_init(struct daemon *d, const struct daemon_options *opts)
 {
         struct config_error err = { 0 };
         struct vp_config cfg;
@@ -1555,7 +1620,7 @@ int daemon_run(struct daemon *d)
         return 0;
 }
 
-void daemon_done(struct daemon *d)
+static void daemon_done(struct daemon *d)
 {
         stop_applier(d, &d->cfg);
         qmp_worker_free(d->qmp_worker); /* waits for the query in progress, at most QMPTimeout */
@@ -1602,6 +1667,46 @@ void daemon_done(struct daemon *d)
         /* Last: the next daemon may start once the host is restored and the socket gone. */
         instance_unlock(d->instance_fd, d->instance_dir);
         d->instance_fd = -1;
+}
+
+int daemon_new(const struct daemon_options *opts, struct daemon **ret)
+{
+        struct daemon *d = malloc(sizeof(*d));
+        int r;
+
+        if (!d)
+                return log_error_errno(-ENOMEM, "Failed to allocate the daemon: %m");
+        r = daemon_init(d, opts);
+        if (r < 0) {
+                daemon_free(d);
+                return r;
+        }
+        *ret = d;
+        return 0;
+}
+
+struct daemon *daemon_free(struct daemon *d)
+{
+        if (!d)
+                return NULL;
+        daemon_done(d);
+        free(d);
+        return NULL;
+}
+
+int daemon_exit_status(const struct daemon *d)
+{
+        return d->exit_status;
+}
+
+int daemon_write_pid(struct daemon *d)
+{
+        int r = instance_lock_write_pid(d->instance_fd);
+
+        if (r < 0)
+                log_warning_errno(r, "Failed to write the pid to %s/%s: %m, ignoring.", d->instance_dir,
+                                  INSTANCE_LOCK_FILE);
+        return r;
 }
 
 /* Configured QMP sockets whose last query failed. */
