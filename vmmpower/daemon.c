@@ -30,25 +30,92 @@
 
 #include <libvirt/libvirt.h>
 
+#include "coexist.h"
+#include "config.h"
 #include "control.h"
 #include "daemon.h"
+#include "daemon_view.h"
 #include "apply.h"
+#include "energy_model.h"
+#include "guest_hint.h"
 #include "journal.h"
 #include "journal_builtin.h"
 #include "event.h"
 #include "instance.h"
+#include "libvirt_src.h"
 #include "log.h"
+#include "pcpu_stat.h"
+#include "placement.h"
 #include "plan_input.h"
+#include "procscan.h"
 #include "qemu_hint.h"
 #include "qmp.h"
 #include "qmp_worker.h"
 #include "sd_notify.h"
+#include "topology.h"
+#include "vcpu_track.h"
 #include "version.h"
 
 /* In --once mode, how long to wait for libvirt's first snapshot before
  * reporting without it (libvirtd down is reported, not waited for). */
 #define ONCE_LIBVIRT_WAIT_NS (5 * NSEC_PER_SEC)
 #define HINT_REPLAN_MIN_NS (100 * NSEC_PER_MSEC) /* hint-driven plans, at most 10/s in all */
+
+struct control_server;
+struct qmp_worker;
+struct applier;
+struct apply_request;
+
+struct daemon {
+        struct daemon_options opts;
+        struct vp_config cfg;
+        char config_path[CONFIG_PATH_MAX];
+        struct config_error reload_error; /* of the last failed reload, for its control reply; file "" if none */
+        struct topology *topo;
+        struct tracker *tracker;
+        struct pcpu_stat *pcpu;
+        struct libvirt_src *libvirt;
+        struct hint_server *hints;/* guest hint channels (org.vmmpower.hint.0) */
+        struct em_host *em;       /* energy model bound to the topology; NULL: planner off */
+        char model_source[CONFIG_PATH_MAX]; /* model file, or "derived from sysfs" */
+        struct plan *plan;        /* the current (advisory) plan, NULL before the first */
+        struct plan_input plan_in;      /* the inputs of the current plan (plan_in.v[i] is its vCPU i) */
+        struct plan_input plan_scratch; /* inputs being built for the next plan */
+        struct applier *applier;  /* acts on the plan; NULL: advisory (Apply=no, --dry-run, no planner) */
+        struct applier *retiring_applier; /* stopped by a reload, restoring its journal on its thread */
+        struct apply_request *apply_scratch; /* pins being built with the plan inputs */
+        cpuset_t *pin_sets;       /* plan_pin_sets() output, kept across periods */
+        size_t pin_sets_alloc;
+        bool running;             /* daemon_run() started (threads may be created) */
+        int instance_fd;          /* instance.h: the lock on instance_dir, held for the daemon's life */
+        char instance_dir[CONFIG_PATH_MAX]; /* the state directory locked (cfg.state_dir once running) */
+        struct control_server *control;
+        struct control_server *retired_control; /* replaced by a reload; freed after the epoll batch */
+        bool batch_invalid;       /* a handler freed watches: stop dispatching this batch */
+        bool metrics_failing;     /* in a streak of failed textfile writes */
+        struct procscan_stats procscan_stats;
+        struct vm_info qmp_cache[CONFIG_MAX_QMP]; /* last good answer per configured QMP socket */
+        bool qmp_cache_valid[CONFIG_MAX_QMP];
+        uint64_t qmp_cache_starttime[CONFIG_MAX_QMP]; /* of the answering process (0: unknown) */
+        unsigned qmp_failing[CONFIG_MAX_QMP]; /* failed queries in a row per socket */
+        struct qmp_worker *qmp_worker; /* QMP queries off the loop (NULL: run on it) */
+        bool qmp_scan_due;        /* the next QMP batch asks every configured socket */
+        struct daemon_counters counters;
+        struct coexist_report coexist; /* other tuners and knobs set by others (coexist.h) */
+        int epoll_fd, signal_fd, timer_fd, watchdog_fd;
+        struct io_watch signal_watch, timer_watch, libvirt_watch, watchdog_watch; /* found with container_of */
+        nsec_t start_ns;          /* monotonic */
+        nsec_t start_realtime_ns;
+        nsec_t last_period_ns;
+        nsec_t next_scan_ns;
+        bool scan_requested;
+        bool libvirt_snapshot_seen;
+        bool hint_replan;         /* hints took a token: plan again after this epoll batch */
+        nsec_t last_hint_replan_ns;
+        nsec_t qemu_hint_warned_ns;  /* last warning about a refused HintSocket path (one a minute) */
+        bool quit;
+        int exit_status;
+};
 
 static void qmp_cache_clear(struct daemon *d);
 static int log_restore(const char *state_dir, int r, const struct restore_stats *st);
@@ -471,32 +538,50 @@ static int take_instance_lock(const struct vp_config *cfg, bool starting)
 
 static void control_status(void *userdata, bool json, struct strbuf *out)
 {
-        render_status(userdata, json, out);
+        struct daemon_view v;
+
+        daemon_view(userdata, now_ns(), &v);
+        render_status(&v, json, out);
 }
 
 static void control_vms(void *userdata, bool json, struct strbuf *out)
 {
-        render_vms(userdata, json, out);
+        struct daemon_view v;
+
+        daemon_view(userdata, now_ns(), &v);
+        render_vms(&v, json, out);
 }
 
 static void control_cpus(void *userdata, bool json, struct strbuf *out)
 {
-        render_cpus(userdata, json, out);
+        struct daemon_view v;
+
+        daemon_view(userdata, now_ns(), &v);
+        render_cpus(&v, json, out);
 }
 
 static void control_plan(void *userdata, bool json, struct strbuf *out)
 {
-        render_plan(userdata, json, out);
+        struct daemon_view v;
+
+        daemon_view(userdata, now_ns(), &v);
+        render_plan(&v, json, out);
 }
 
 static void control_top(void *userdata, struct strbuf *out)
 {
-        render_top(userdata, out);
+        struct daemon_view v;
+
+        daemon_view(userdata, now_ns(), &v);
+        render_top(&v, out);
 }
 
 static void control_metrics(void *userdata, struct strbuf *out)
 {
-        render_metrics(userdata, out);
+        struct daemon_view v;
+
+        daemon_view(userdata, now_ns(), &v);
+        render_metrics(&v, out);
 }
 
 static void control_notify(void *userdata)
@@ -1066,13 +1151,15 @@ static void discover(struct daemon *d, nsec_t now)
 
 static void write_textfile(struct daemon *d)
 {
+        struct daemon_view v;
         struct strbuf sb;
         int r;
 
         if (!d->cfg.metrics_textfile[0])
                 return;
+        daemon_view(d, now_ns(), &v);
         strbuf_init(&sb);
-        render_metrics(d, &sb);
+        render_metrics(&v, &sb);
         /* No fsync: the rename is atomic, and a metrics file lost in a crash is
          * rewritten within a period; fsync would stall the loop on a slow disk. */
         r = sb.oom ? -ENOMEM : write_file_atomic_nosync(d->cfg.metrics_textfile, sb.data, sb.len, 0644);
@@ -1319,14 +1406,16 @@ void daemon_period(struct daemon *d, nsec_t now)
 
 static void once_report(struct daemon *d)
 {
+        struct daemon_view v;
         struct strbuf sb;
 
+        daemon_view(d, now_ns(), &v);
         strbuf_init(&sb);
-        render_status(d, false, &sb);
+        render_status(&v, false, &sb);
         strbuf_puts(&sb, "\n");
-        render_cpus(d, false, &sb);
+        render_cpus(&v, false, &sb);
         strbuf_puts(&sb, "\n");
-        render_vms(d, false, &sb);
+        render_vms(&v, false, &sb);
         fputs(sb.data ? sb.data : "", stdout);
         fflush(stdout);
         strbuf_free(&sb);
@@ -1418,7 +1507,7 @@ static void signal_event(struct io_watch *w, uint32_t events)
         }
 }
 
-int daemon_init(struct daemon *d, const struct daemon_options *opts)
+static int daemon_init(struct daemon *d, const struct daemon_options *opts)
 {
         struct config_error err = { 0 };
         struct vp_config cfg;
@@ -1565,7 +1654,7 @@ int daemon_run(struct daemon *d)
         return 0;
 }
 
-void daemon_done(struct daemon *d)
+static void daemon_done(struct daemon *d)
 {
         d->running = false; /* reap_applier() starts no new applier */
         retire_applier(d);
@@ -1614,4 +1703,85 @@ void daemon_done(struct daemon *d)
         /* Last: the next daemon may start once the host is restored and the socket gone. */
         instance_unlock(d->instance_fd, d->instance_dir);
         d->instance_fd = -1;
+}
+
+int daemon_new(const struct daemon_options *opts, struct daemon **ret)
+{
+        struct daemon *d = malloc(sizeof(*d));
+        int r;
+
+        if (!d)
+                return log_error_errno(-ENOMEM, "Failed to allocate the daemon: %m");
+        r = daemon_init(d, opts);
+        if (r < 0) {
+                daemon_free(d);
+                return r;
+        }
+        *ret = d;
+        return 0;
+}
+
+struct daemon *daemon_free(struct daemon *d)
+{
+        if (!d)
+                return NULL;
+        daemon_done(d);
+        free(d);
+        return NULL;
+}
+
+int daemon_exit_status(const struct daemon *d)
+{
+        return d->exit_status;
+}
+
+int daemon_write_pid(struct daemon *d)
+{
+        int r = instance_lock_write_pid(d->instance_fd);
+
+        if (r < 0)
+                log_warning_errno(r, "Failed to write the pid to %s/%s: %m, ignoring.", d->instance_dir,
+                                  INSTANCE_LOCK_FILE);
+        return r;
+}
+
+/* Configured QMP sockets whose last query failed. */
+static unsigned qmp_failing_count(const struct daemon *d)
+{
+        unsigned n = 0;
+
+        for (unsigned i = 0; i < d->cfg.n_qmp_sockets && i < CONFIG_MAX_QMP; i++)
+                n += d->qmp_failing[i] > 0;
+        return n;
+}
+
+void daemon_view(struct daemon *d, nsec_t now, struct daemon_view *ret)
+{
+        *ret = (struct daemon_view) {
+                .now = now,
+                .start_ns = d->start_ns,
+                .start_realtime_ns = d->start_realtime_ns,
+                .dry_run = d->opts.dry_run,
+                .config_path = d->config_path,
+                .cfg = &d->cfg,
+                .topo = d->topo,
+                .tracker = d->tracker,
+                .pcpu = d->pcpu,
+                .hints = d->hints,
+                .em = d->em,
+                .model_source = d->model_source,
+                .plan = d->plan,
+                .plan_in = &d->plan_in,
+                .counters = &d->counters,
+                .coexist = &d->coexist,
+                .procscan_stats = &d->procscan_stats,
+                .qmp_failing = qmp_failing_count(d),
+                .applier = d->applier != NULL,
+                .libvirt = d->libvirt != NULL,
+        };
+        /* kept by the applier's and the libvirt source's threads under their locks: copied */
+        if (d->applier)
+                applier_get_stats(d->applier, &ret->apply);
+        if (d->libvirt)
+                libvirt_src_get_stats(d->libvirt, &ret->libvirt_stats);
 }

@@ -9,8 +9,8 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "daemon.h"
-#include "instance.h"
 #include "log.h"
 #include "version.h"
 
@@ -114,7 +114,7 @@ int main(int argc, char *argv[])
         };
         struct daemon_options opts = { 0 };
         bool foreground = false, check = false, dump = false, restore = false;
-        struct daemon d;
+        struct daemon *d = NULL;
         int c, r, ready_fd = -1;
 
         while ((c = getopt_long(argc, argv, "c:fnVh", options, NULL)) >= 0) {
@@ -206,31 +206,26 @@ int main(int argc, char *argv[])
         }
 
         raise_nofile();
-        r = daemon_init(&d, &opts);
-        if (r < 0) {
-                daemon_done(&d);
+        r = daemon_new(&opts, &d);
+        if (r < 0)
                 return 1;
-        }
         if (!foreground) {
                 r = daemonize(&ready_fd);
                 if (r < 0) {
                         log_error_errno(r, "Failed to daemonize: %m");
-                        daemon_done(&d);
+                        daemon_free(d);
                         return 1;
                 }
                 detach_stdio();
                 /* The lock went with the fork; the pid in it is the parent's. */
-                r = instance_lock_write_pid(d.instance_fd);
-                if (r < 0)
-                        log_warning_errno(r, "Failed to write the pid to %s/%s: %m, ignoring.", d.instance_dir,
-                                          INSTANCE_LOCK_FILE);
+                (void) daemon_write_pid(d);
         }
         if (ready_fd >= 0) {
                 char ok = 0;
                 (void) write(ready_fd, &ok, 1);
                 close(ready_fd);
         }
-        r = daemon_run(&d);
-        daemon_done(&d);
-        return r < 0 ? 1 : d.exit_status;
+        r = daemon_run(d) < 0 ? 1 : daemon_exit_status(d);
+        daemon_free(d);
+        return r;
 }

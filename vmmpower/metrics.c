@@ -19,9 +19,18 @@
 #include <string.h>
 
 #include "apply.h"
-#include "daemon.h"
+#include "config.h"
+#include "daemon_view.h"
+#include "guest_hint.h"
 #include "journal.h"
+#include "libvirt_src.h"
+#include "pcpu_stat.h"
+#include "placement.h"
+#include "plan_input.h"
 #include "power_driver.h"
+#include "procscan.h"
+#include "topology.h"
+#include "vcpu_track.h"
 #include "version.h"
 
 static void label_value(struct strbuf *out, const char *s)
@@ -98,7 +107,7 @@ static double v_wait_s(const struct vcpu_load *v, bool *ok)
         return (double) v->last.wait_ns / NSEC_PER_SEC;
 }
 
-static void vcpu_family(const struct daemon *d, struct strbuf *out, const char *name, const char *type,
+static void vcpu_family(const struct daemon_view *d, struct strbuf *out, const char *name, const char *type,
                         const char *help, vcpu_value_fn fn)
 {
         header(out, name, type, help);
@@ -129,7 +138,7 @@ static void gauge(struct strbuf *out, const char *name, const char *help, double
         strbuf_printf(out, "%s %.6g\n", name, v);
 }
 
-static void render_vcpu_metrics(const struct daemon *d, struct strbuf *out)
+static void render_vcpu_metrics(const struct daemon_view *d, struct strbuf *out)
 {
         vcpu_family(d, out, "vmmpower_vcpu_utilization_ratio", "gauge",
                     "On-CPU share of the last control period, halt polling excluded.", v_util);
@@ -150,7 +159,7 @@ static void render_vcpu_metrics(const struct daemon *d, struct strbuf *out)
                     "Run-queue wait of the vCPU thread (schedstat).", v_wait_s);
 }
 
-static void render_cpu_metrics(const struct daemon *d, struct strbuf *out)
+static void render_cpu_metrics(const struct daemon_view *d, struct strbuf *out)
 {
         const struct topology *t = d->topo;
 
@@ -207,7 +216,7 @@ static uint64_t hint_family_value(size_t f, const struct hint_vm_status *st)
         }
 }
 
-static void render_hint_metrics(const struct daemon *d, struct strbuf *out)
+static void render_hint_metrics(const struct daemon_view *d, struct strbuf *out)
 {
         static const struct {
                 const char *name, *type, *help;
@@ -245,20 +254,20 @@ static void render_hint_metrics(const struct daemon *d, struct strbuf *out)
 /*
  * Online pCPUs packed vCPUs may use: online minus the CPUs the plan gives a
  * spread, dedicated (with its SMT siblings) or excluded vCPU.  The plan's
- * vCPUs are in the order of d->plan_in.v (its inputs).
+ * vCPUs are in the order of d->plan_in->v (its inputs).
  */
-static unsigned packable_cpus(const struct daemon *d)
+static unsigned packable_cpus(const struct daemon_view *d)
 {
         const struct plan *p = d->plan;
         cpuset_t set = d->topo->online;
 
-        for (unsigned i = 0; p && i < p->n_vcpus && i < d->plan_in.n; i++) {
+        for (unsigned i = 0; p && i < p->n_vcpus && i < d->plan_in->n; i++) {
                 int c = p->vcpu_cpu[i];
 
-                if (c < 0 || (unsigned) c >= d->topo->n_cpus || d->plan_in.v[i].mode == PLACE_PACK)
+                if (c < 0 || (unsigned) c >= d->topo->n_cpus || d->plan_in->v[i].mode == PLACE_PACK)
                         continue;
                 cpuset_clear(&set, (unsigned) c);
-                if (d->plan_in.v[i].mode != PLACE_DEDICATED)
+                if (d->plan_in->v[i].mode != PLACE_DEDICATED)
                         continue;
                 for (int s = cpuset_next(&d->topo->cpus[c].smt_siblings, 0); s >= 0;
                      s = cpuset_next(&d->topo->cpus[c].smt_siblings, (unsigned) s + 1))
@@ -318,7 +327,7 @@ void render_pack_set_metrics(const struct plan *p, struct strbuf *out)
 }
 
 /* The plan in watts and pCPUs: what a fleet engine reads (docs/fleet.md). */
-static void render_plan_metrics(const struct daemon *d, struct strbuf *out)
+static void render_plan_metrics(const struct daemon_view *d, struct strbuf *out)
 {
         const struct plan *p = d->plan;
 
@@ -327,13 +336,13 @@ static void render_plan_metrics(const struct daemon *d, struct strbuf *out)
               "1 while plans are applied to the host; 0 while advisory (dry run, Apply = no, applier not started).",
               d->applier ? 1 : 0);
         gauge(out, "vmmpower_dry_run", "1 when the daemon runs with --dry-run (nothing on the host is changed).",
-              d->opts.dry_run ? 1 : 0);
+              d->dry_run ? 1 : 0);
         gauge(out, "vmmpower_numa_binding_ignored_vms",
               "VMs whose <numatune> memory nodes have no online CPU here (or do not parse): packed on any node.",
-              (double) d->counters.numa_ignored);
+              (double) d->counters->numa_ignored);
         gauge(out, "vmmpower_wait_budget_ratio",
               "Run-queue wait per wall time a vCPU may have before the plan grows ([Planner] WaitBudgetPercent).",
-              d->cfg.wait_budget_pct / 100.0);
+              d->cfg->wait_budget_pct / 100.0);
         if (!p)
                 return; /* planner off or no plan yet: no modelled watts */
         render_pack_set_metrics(p, out);
@@ -353,14 +362,12 @@ static void render_plan_metrics(const struct daemon *d, struct strbuf *out)
               packable_cpus(d));
 }
 
-static void render_apply_metrics(const struct daemon *d, struct strbuf *out)
+static void render_apply_metrics(const struct daemon_view *d, struct strbuf *out)
 {
-        struct apply_stats a = { 0 };
-
         /* Every family in every mode (dry run and Apply = no: zeros), so rules
          * and dashboards see the same series whether plans are applied or not. */
-        if (d->applier)
-                applier_get_stats(d->applier, &a);
+        const struct apply_stats a = d->apply;
+
         counter(out, "vmmpower_apply_pins_total", "vCPU pins changed by the applier (read back equal).", a.pins);
         counter(out, "vmmpower_apply_pin_errors_total", "Failed vCPU pin attempts (retried with backoff).",
                 a.pin_errors);
@@ -390,9 +397,9 @@ static void render_apply_metrics(const struct daemon *d, struct strbuf *out)
 }
 
 /* Journal restores this daemon ran (at start after a crash, when a reload stops the applier). */
-static void render_restore_metrics(const struct daemon *d, struct strbuf *out)
+static void render_restore_metrics(const struct daemon_view *d, struct strbuf *out)
 {
-        const struct restore_stats *r = &d->counters.restored;
+        const struct restore_stats *r = &d->counters->restored;
         const struct {
                 const char *result;
                 unsigned v;
@@ -400,11 +407,11 @@ static void render_restore_metrics(const struct daemon *d, struct strbuf *out)
                 { "restored", r->restored }, { "unchanged", r->unchanged }, { "foreign", r->foreign },
                 { "gone", r->gone },         { "failed", r->failed },       { "skipped", r->skipped },
         };
-        int corrupt = journal_count_corrupt_files(d->cfg.state_dir, NULL, 0);
+        int corrupt = journal_count_corrupt_files(d->cfg->state_dir, NULL, 0);
 
-        counter(out, "vmmpower_restore_runs_total", "Journal restores run by this daemon.", d->counters.restore_runs);
+        counter(out, "vmmpower_restore_runs_total", "Journal restores run by this daemon.", d->counters->restore_runs);
         counter(out, "vmmpower_restore_errors_total", "Journal restores that failed as a whole (journal unreadable).",
-                d->counters.restore_errors);
+                d->counters->restore_errors);
         header(out, "vmmpower_restore_knobs_total", "counter",
                "Journal entries handled by restores, by result (failed and skipped stay in the journal).");
         for (size_t i = 0; i < ELEMENTSOF(res); i++)
@@ -413,16 +420,14 @@ static void render_restore_metrics(const struct daemon *d, struct strbuf *out)
               MAX(corrupt, 0));
 }
 
-static void render_source_metrics(const struct daemon *d, struct strbuf *out)
+static void render_source_metrics(const struct daemon_view *d, struct strbuf *out)
 {
         const struct tracker_stats *ts = tracker_stats(d->tracker);
-        struct libvirt_src_stats ls = { 0 };
+        const struct libvirt_src_stats ls = d->libvirt_stats; /* zeros without libvirt */
         unsigned n_vcpus = 0;
 
         for (size_t i = 0; i < tracker_n_vms(d->tracker); i++)
                 n_vcpus += tracker_vm(d->tracker, i)->n_vcpus;
-        if (d->libvirt)
-                libvirt_src_get_stats(d->libvirt, &ls);
         gauge(out, "vmmpower_vms", "VMs tracked.", (double) tracker_n_vms(d->tracker));
         gauge(out, "vmmpower_vcpus", "vCPU threads tracked.", (double) n_vcpus);
         gauge(out, "vmmpower_libvirt_connected", "1 while connected to libvirtd.", ls.connected ? 1 : 0);
@@ -446,13 +451,13 @@ static void render_source_metrics(const struct daemon *d, struct strbuf *out)
               (double) ts->vcpus_untracked);
         gauge(out, "vmmpower_vms_with_untracked_vcpus", "VMs that have vCPUs counted in vmmpower_vcpus_untracked.",
               (double) ts->vms_with_untracked);
-        counter(out, "vmmpower_procscan_scans_total", "procfs scans for QEMU processes.", d->procscan_stats.scans);
+        counter(out, "vmmpower_procscan_scans_total", "procfs scans for QEMU processes.", d->procscan_stats->scans);
         counter(out, "vmmpower_procscan_vanished_total", "Processes or threads gone mid-scan.",
-                d->procscan_stats.vanished);
-        counter(out, "vmmpower_qmp_errors_total", "Failed QMP queries.", d->counters.qmp_errors);
+                d->procscan_stats->vanished);
+        counter(out, "vmmpower_qmp_errors_total", "Failed QMP queries.", d->counters->qmp_errors);
 }
 
-static void render_daemon_metrics(const struct daemon *d, struct strbuf *out)
+static void render_daemon_metrics(const struct daemon_view *d, struct strbuf *out)
 {
         header(out, "vmmpower_build_info", "gauge", "Always 1; the version of the running vmmpowerd as a label.");
         strbuf_puts(out, "vmmpower_build_info{version=\"");
@@ -460,14 +465,14 @@ static void render_daemon_metrics(const struct daemon *d, struct strbuf *out)
         strbuf_puts(out, "\"} 1\n");
         header(out, "vmmpower_start_time_seconds", "gauge", "Start time of the daemon since the Unix epoch.");
         strbuf_printf(out, "vmmpower_start_time_seconds %.3f\n", (double) d->start_realtime_ns / NSEC_PER_SEC);
-        counter(out, "vmmpower_periods_total", "Control periods run.", d->counters.periods);
+        counter(out, "vmmpower_periods_total", "Control periods run.", d->counters->periods);
         counter(out, "vmmpower_hint_wakeups_total", "Hint reads whose hints took a token (trust = full).",
-                d->counters.hint_wakeups);
+                d->counters->hint_wakeups);
         counter(out, "vmmpower_hint_replans_total", "Plans redone at once because of such hints.",
-                d->counters.hint_replans);
+                d->counters->hint_replans);
         counter(out, "vmmpower_qemu_hint_refused_total",
                 "Periods a plain-QEMU VM's [QEMU] HintSocket path was refused (not a socket, not owned by QEMU's user, bad name).",
-                d->counters.qemu_hint_refused);
+                d->counters->qemu_hint_refused);
         if (d->hints) {
                 struct hint_io_stats io;
 
@@ -476,21 +481,21 @@ static void render_daemon_metrics(const struct daemon *d, struct strbuf *out)
                         "Hint channel reads stopped by the host-wide read budget ([Hints] HostReadBytesPerSecond).",
                         io.host_throttles);
         }
-        counter(out, "vmmpower_period_overruns_total", "Control periods missed.", d->counters.overruns);
+        counter(out, "vmmpower_period_overruns_total", "Control periods missed.", d->counters->overruns);
         gauge(out, "vmmpower_period_cpu_seconds", "Daemon CPU time spent in the last control period.",
-              (double) d->counters.last_period_cpu_ns / NSEC_PER_SEC);
-        counter(out, "vmmpower_control_requests_total", "Control socket requests.", d->counters.control.requests);
+              (double) d->counters->last_period_cpu_ns / NSEC_PER_SEC);
+        counter(out, "vmmpower_control_requests_total", "Control socket requests.", d->counters->control.requests);
         counter(out, "vmmpower_control_denied_total", "Control requests denied by peer credentials.",
-                d->counters.control.denied);
+                d->counters->control.denied);
         counter(out, "vmmpower_control_rejected_total", "Control connections refused for lack of a client slot.",
-                d->counters.control.rejected);
+                d->counters->control.rejected);
         counter(out, "vmmpower_reload_errors_total", "Reloads rejected (bad configuration).",
-                d->counters.reload_errors);
+                d->counters->reload_errors);
         counter(out, "vmmpower_metrics_write_errors_total", "Failed writes of the metrics textfile.",
-                d->counters.metrics_write_errors);
+                d->counters->metrics_write_errors);
 }
 
-void render_metrics(const struct daemon *d, struct strbuf *out)
+void render_metrics(const struct daemon_view *d, struct strbuf *out)
 {
         render_daemon_metrics(d, out);
         render_plan_metrics(d, out);

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * What the control socket shows: plain tables for people, JSON for scripts
- * (--json), and Prometheus text for metrics.  Pure formatting of daemon
- * state; no I/O.
+ * (--json), and Prometheus text for metrics.  Pure formatting of a
+ * snapshot of the daemon (daemon_view.h); no I/O.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -10,10 +10,20 @@
 #include <unistd.h>
 
 #include "apply.h"
-#include "daemon.h"
+#include "coexist.h"
+#include "config.h"
+#include "daemon_view.h"
+#include "energy_model.h"
+#include "guest_hint.h"
 #include "journal.h"
+#include "libvirt_src.h"
+#include "pcpu_stat.h"
+#include "placement.h"
 #include "plan_input.h"
 #include "power_driver.h"
+#include "procscan.h"
+#include "topology.h"
+#include "vcpu_track.h"
 #include "version.h"
 
 static double pct(double ratio)
@@ -60,7 +70,7 @@ static void json_ratio(struct strbuf *out, const char *key, bool valid, double v
                 strbuf_printf(out, "\"%s\":null", key);
 }
 
-static unsigned total_vcpus(const struct daemon *d)
+static unsigned total_vcpus(const struct daemon_view *d)
 {
         unsigned n = 0;
 
@@ -74,33 +84,32 @@ static unsigned total_vcpus(const struct daemon *d)
  * long for the text status: an applier that failed to start must not read
  * like Apply = no, nor like one that applies.
  */
-static const char *advisory_reason(const struct daemon *d, bool text)
+static const char *advisory_reason(const struct daemon_view *d, bool text)
 {
         if (d->applier)
                 return NULL;
-        if (d->opts.dry_run)
+        if (d->dry_run)
                 return text ? "advisory, --dry-run: nothing on the host is changed" : "dry run";
         if (!d->em)
                 return text ? "off, [Planner] Enabled = no: no plans" : "planner off";
-        if (!d->cfg.planner_apply)
+        if (!d->cfg->planner_apply)
                 return text ? "advisory, [Planner] Apply = no: plans are shown, not applied" : "Apply=no";
-        if (d->counters.apply_start_errors > 0)
+        if (d->counters->apply_start_errors > 0)
                 return text ? "NOT APPLIED: the applier failed to start (see the log); plans stay advisory"
                             : "failed to start";
         return text ? "advisory: the applier has not started yet" : "not started";
 }
 
 /* The applier's state as a JSON object ("enabled":false when plans are advisory). */
-static void render_apply_json(const struct daemon *d, struct strbuf *out)
+static void render_apply_json(const struct daemon_view *d, struct strbuf *out)
 {
-        struct apply_stats a;
+        const struct apply_stats *a = &d->apply;
 
         if (!d->applier) {
                 strbuf_printf(out, "{\"enabled\":false,\"why\":\"%s\",\"start_errors\":%" PRIu64 "}",
-                              advisory_reason(d, false), d->counters.apply_start_errors);
+                              advisory_reason(d, false), d->counters->apply_start_errors);
                 return;
         }
-        applier_get_stats(d->applier, &a);
         strbuf_printf(out,
                       "{\"enabled\":true,\"requests\":%" PRIu64 ",\"superseded\":%" PRIu64 ",\"passes\":%" PRIu64
                       ",\"pins\":%" PRIu64 ",\"pins_current\":%u,\"pin_errors\":%" PRIu64 ",\"pin_retries\":%" PRIu64
@@ -111,11 +120,11 @@ static void render_apply_json(const struct daemon *d, struct strbuf *out)
                       ",\"last_pass_ns\":%" PRId64 ",\"last_pass_cpu_ns\":%" PRId64
                       ",\"cpufreq_policies\":%u,\"pm_qos_knobs\":%u,\"sysfs_writes\":%u,\"sysfs_clamped\":%u"
                       ",\"sysfs_denied\":%u,\"sysfs_busy\":%u}",
-                      a.requests, a.superseded, a.passes, a.pins, a.pins_current, a.pin_errors, a.pin_retries,
-                      a.pin_gave_up, a.pin_gone, a.pin_narrowed, a.pin_released, a.libvirt_connects, a.libvirt_connect_errors,
-                      a.knob_changes, a.knob_errors, a.last_error, a.last_pass_ns, a.last_pass_cpu_ns,
-                      a.driver_policies, a.driver_pm_qos, a.driver_writes, a.driver_clamped, a.driver_denied,
-                      a.driver_busy);
+                      a->requests, a->superseded, a->passes, a->pins, a->pins_current, a->pin_errors, a->pin_retries,
+                      a->pin_gave_up, a->pin_gone, a->pin_narrowed, a->pin_released, a->libvirt_connects,
+                      a->libvirt_connect_errors, a->knob_changes, a->knob_errors, a->last_error, a->last_pass_ns,
+                      a->last_pass_cpu_ns, a->driver_policies, a->driver_pm_qos, a->driver_writes, a->driver_clamped,
+                      a->driver_denied, a->driver_busy);
 }
 
 /* Knob classes the power driver has disabled now (EACCES/EPERM/EROFS, retried with backoff), comma-separated. */
@@ -135,25 +144,23 @@ static void disabled_classes(unsigned mask, char *buf, size_t size)
  * someone else, failed and retried caps/limits, classes disabled by a denial,
  * and copies of corrupt journals kept in the state directory.
  */
-static void render_knobs(const struct daemon *d, bool json, struct strbuf *out)
+static void render_knobs(const struct daemon_view *d, bool json, struct strbuf *out)
 {
-        struct apply_stats a = { 0 };
+        const struct apply_stats *a = &d->apply; /* zeros without an applier */
         char newest[256] = "", classes[64];
-        int corrupt = journal_count_corrupt_files(d->cfg.state_dir, newest, sizeof(newest));
+        int corrupt = journal_count_corrupt_files(d->cfg->state_dir, newest, sizeof(newest));
 
-        if (d->applier)
-                applier_get_stats(d->applier, &a);
-        disabled_classes(a.driver_classes_disabled, classes, sizeof(classes));
+        disabled_classes(a->driver_classes_disabled, classes, sizeof(classes));
         if (json) {
                 strbuf_printf(out,
                               ",\"knobs\":{\"foreign\":%u,\"foreign_refused\":%" PRIu64 ",\"changes\":%" PRIu64
                               ",\"errors\":%" PRIu64 ",\"retries\":%" PRIu64 ",\"unsupported\":%" PRIu64
                               ",\"gone\":%" PRIu64 ",\"class_retries\":%u,\"classes_disabled\":",
-                              a.driver_foreign, a.knob_foreign, a.knob_changes, a.knob_errors, a.knob_retries,
-                              a.knob_unsupported, a.knob_gone, a.driver_class_retries);
+                              a->driver_foreign, a->knob_foreign, a->knob_changes, a->knob_errors, a->knob_retries,
+                              a->knob_unsupported, a->knob_gone, a->driver_class_retries);
                 strbuf_json_string(out, classes);
                 strbuf_puts(out, "}");
-                coexist_render(&d->coexist, (enum coexist_mode) d->cfg.other_tuners, true, out);
+                coexist_render(d->coexist, (enum coexist_mode) d->cfg->other_tuners, true, out);
                 strbuf_printf(out, ",\"journal\":{\"corrupt_files\":%d,\"newest_corrupt_file\":", MAX(corrupt, 0));
                 strbuf_json_string(out, newest);
                 strbuf_puts(out, "}");
@@ -163,71 +170,55 @@ static void render_knobs(const struct daemon *d, bool json, struct strbuf *out)
                 strbuf_printf(out,
                               "knobs:         %u left to others (changed by someone else), %" PRIu64
                               " caps/limits applied, %" PRIu64 " failed attempts (%" PRIu64 " retries)%s%s%s\n",
-                              a.driver_foreign, a.knob_changes, a.knob_errors, a.knob_retries,
+                              a->driver_foreign, a->knob_changes, a->knob_errors, a->knob_retries,
                               classes[0] ? ", denied: " : "", classes,
                               classes[0] ? " (retried with backoff)" : "");
-        coexist_render(&d->coexist, (enum coexist_mode) d->cfg.other_tuners, false, out);
+        coexist_render(d->coexist, (enum coexist_mode) d->cfg->other_tuners, false, out);
         if (corrupt > 0)
                 strbuf_printf(out, "journal:       %d corrupt journal file(s) kept in %s, newest %s: inspect, then remove\n",
-                              corrupt, d->cfg.state_dir, newest);
-}
-
-/* Configured QMP sockets whose last query failed. */
-static unsigned qmp_failing(const struct daemon *d)
-{
-        unsigned n = 0;
-
-        for (unsigned i = 0; i < d->cfg.n_qmp_sockets && i < CONFIG_MAX_QMP; i++)
-                n += d->qmp_failing[i] > 0;
-        return n;
+                              corrupt, d->cfg->state_dir, newest);
 }
 
 /* Text status: whether plans are applied, QMP, control socket, reloads and hook notifications. */
-static void render_status_more(const struct daemon *d, struct strbuf *out)
+static void render_status_more(const struct daemon_view *d, struct strbuf *out)
 {
         const char *why = advisory_reason(d, true);
 
         if (why)
                 strbuf_printf(out, "plans:         %s\n", why);
-        else {
-                struct apply_stats a;
-
-                applier_get_stats(d->applier, &a);
+        else
                 strbuf_printf(out,
                               "plans:         applied: %" PRIu64 " passes, %" PRIu64 " pins, %" PRIu64
                               " pin errors, %" PRIu64 " knob changes, %" PRIu64 " knob errors\n",
-                              a.passes, a.pins, a.pin_errors, a.knob_changes, a.knob_errors);
-        }
+                              d->apply.passes, d->apply.pins, d->apply.pin_errors, d->apply.knob_changes,
+                              d->apply.knob_errors);
         strbuf_printf(out,
                       "QMP:           %u socket%s, %" PRIu64 " queries, %" PRIu64 " errors (%u failing, %" PRIu64
                       " kept on their last answer, %" PRIu64 " gone)\n",
-                      d->cfg.n_qmp_sockets, d->cfg.n_qmp_sockets == 1 ? "" : "s", d->counters.qmp_queries,
-                      d->counters.qmp_errors, qmp_failing(d), d->counters.qmp_kept, d->counters.qmp_gone);
+                      d->cfg->n_qmp_sockets, d->cfg->n_qmp_sockets == 1 ? "" : "s", d->counters->qmp_queries,
+                      d->counters->qmp_errors, d->qmp_failing, d->counters->qmp_kept, d->counters->qmp_gone);
         strbuf_printf(out,
                       "control:       %" PRIu64 " requests, %" PRIu64 " denied, %" PRIu64 " refused (no slot), %" PRIu64
                       " errors\n",
-                      d->counters.control.requests, d->counters.control.denied, d->counters.control.rejected,
-                      d->counters.control.errors);
+                      d->counters->control.requests, d->counters->control.denied, d->counters->control.rejected,
+                      d->counters->control.errors);
         strbuf_printf(out, "reloads:       %" PRIu64 " (%" PRIu64 " failed), %" PRIu64 " hook notifications\n",
-                      d->counters.reloads, d->counters.reload_errors, d->counters.notifies);
+                      d->counters->reloads, d->counters->reload_errors, d->counters->notifies);
 }
 
-void render_status(const struct daemon *d, bool json, struct strbuf *out)
+void render_status(const struct daemon_view *d, bool json, struct strbuf *out)
 {
         const struct tracker_stats *ts = tracker_stats(d->tracker);
-        struct libvirt_src_stats ls = { 0 };
-        nsec_t now = now_ns();
-        double uptime_s = (double) (now - d->start_ns) / NSEC_PER_SEC;
+        const struct libvirt_src_stats *ls = &d->libvirt_stats; /* zeros without libvirt */
+        double uptime_s = (double) (d->now - d->start_ns) / NSEC_PER_SEC;
 
-        if (d->libvirt)
-                libvirt_src_get_stats(d->libvirt, &ls);
         if (json) {
                 strbuf_printf(out, "{\"version\":\"%s\",\"uptime_s\":%.1f,\"dry_run\":%s,", VMMPOWER_VERSION,
-                              uptime_s, d->opts.dry_run ? "true" : "false");
+                              uptime_s, d->dry_run ? "true" : "false");
                 strbuf_puts(out, "\"config\":");
                 strbuf_json_string(out, d->config_path);
                 strbuf_printf(out, ",\"period_ms\":%" PRId64 ",\"periods\":%" PRIu64 ",\"overruns\":%" PRIu64,
-                              d->cfg.period_ns / NSEC_PER_MSEC, d->counters.periods, d->counters.overruns);
+                              d->cfg->period_ns / NSEC_PER_MSEC, d->counters->periods, d->counters->overruns);
                 strbuf_printf(out, ",\"vms\":%zu,\"vcpus\":%u,\"cpus_online\":%u", tracker_n_vms(d->tracker),
                               total_vcpus(d), cpuset_count(&d->topo->online));
                 strbuf_printf(out,
@@ -236,9 +227,9 @@ void render_status(const struct daemon *d, bool json, struct strbuf *out)
                               ",\"events\":%" PRIu64 ",\"reconciles\":%" PRIu64 ",\"errors\":%" PRIu64
                               ",\"metadata_events\":%" PRIu64 ",\"policies\":%" PRIu64 ",\"policy_invalid\":%" PRIu64
                               ",\"policy_errors\":%" PRIu64 "}",
-                              d->libvirt ? "true" : "false", ls.connected ? "true" : "false", ls.connects,
-                              ls.disconnects, ls.connect_failures, ls.events, ls.reconciles, ls.errors,
-                              ls.metadata_events, ls.policies, ls.policy_invalid, ls.policy_errors);
+                              d->libvirt ? "true" : "false", ls->connected ? "true" : "false", ls->connects,
+                              ls->disconnects, ls->connect_failures, ls->events, ls->reconciles, ls->errors,
+                              ls->metadata_events, ls->policies, ls->policy_invalid, ls->policy_errors);
                 strbuf_printf(out,
                               ",\"tracker\":{\"sampler\":\"%s\",\"bpf_errors\":%" PRIu64
                               ",\"threads\":%zu,\"samples\":%" PRIu64 ",\"threads_gone\":%" PRIu64
@@ -251,31 +242,31 @@ void render_status(const struct daemon *d, bool json, struct strbuf *out)
                               ",\"procscan\":{\"scans\":%llu,\"vanished\":%llu,\"errors\":%llu}"
                               ",\"qmp\":{\"sockets\":%u,\"queries\":%" PRIu64 ",\"errors\":%" PRIu64
                               ",\"kept\":%" PRIu64 ",\"gone\":%" PRIu64 ",\"failing\":%u}",
-                              d->procscan_stats.scans, d->procscan_stats.vanished, d->procscan_stats.errors,
-                              d->cfg.n_qmp_sockets, d->counters.qmp_queries, d->counters.qmp_errors,
-                              d->counters.qmp_kept, d->counters.qmp_gone, qmp_failing(d));
+                              d->procscan_stats->scans, d->procscan_stats->vanished, d->procscan_stats->errors,
+                              d->cfg->n_qmp_sockets, d->counters->qmp_queries, d->counters->qmp_errors,
+                              d->counters->qmp_kept, d->counters->qmp_gone, d->qmp_failing);
                 strbuf_puts(out, ",\"apply\":");
                 render_apply_json(d, out);
                 render_knobs(d, true, out);
                 strbuf_printf(out, ",\"hint_wakeups\":%" PRIu64 ",\"hint_replans\":%" PRIu64,
-                              d->counters.hint_wakeups, d->counters.hint_replans);
+                              d->counters->hint_wakeups, d->counters->hint_replans);
                 strbuf_printf(out,
                               ",\"control\":{\"requests\":%" PRIu64 ",\"denied\":%" PRIu64 ",\"errors\":%" PRIu64
                               ",\"rejected\":%" PRIu64
                               "},\"notifies\":%" PRIu64 ",\"reloads\":%" PRIu64 ",\"reload_errors\":%" PRIu64
                               ",\"last_period_cpu_ns\":%" PRId64 "}\n",
-                              d->counters.control.requests, d->counters.control.denied,
-                              d->counters.control.errors, d->counters.control.rejected, d->counters.notifies,
-                              d->counters.reloads,
-                              d->counters.reload_errors, d->counters.last_period_cpu_ns);
+                              d->counters->control.requests, d->counters->control.denied,
+                              d->counters->control.errors, d->counters->control.rejected, d->counters->notifies,
+                              d->counters->reloads,
+                              d->counters->reload_errors, d->counters->last_period_cpu_ns);
                 return;
         }
         strbuf_printf(out, "vmmpowerd %s, up %.0f s%s\n", VMMPOWER_VERSION, uptime_s,
-                      d->opts.dry_run ? ", dry run (no host changes)" : "");
+                      d->dry_run ? ", dry run (no host changes)" : "");
         strbuf_printf(out, "config:        %s%s\n", d->config_path,
                       access(d->config_path, F_OK) == 0 ? "" : " (absent: built-in defaults)");
         strbuf_printf(out, "period:        %" PRId64 " ms, %" PRIu64 " periods, %" PRIu64 " overruns\n",
-                      d->cfg.period_ns / NSEC_PER_MSEC, d->counters.periods, d->counters.overruns);
+                      d->cfg->period_ns / NSEC_PER_MSEC, d->counters->periods, d->counters->overruns);
         strbuf_printf(out, "host:          %u CPUs online, %u packages, %u cores, cpuidle %s\n",
                       cpuset_count(&d->topo->online), d->topo->n_packages, d->topo->n_cores,
                       d->topo->cpuidle_driver[0] ? d->topo->cpuidle_driver : "none");
@@ -285,23 +276,23 @@ void render_status(const struct daemon *d, bool json, struct strbuf *out)
                 strbuf_printf(out,
                               "libvirt:       %s (%s), %" PRIu64 " connects, %" PRIu64 " events, %" PRIu64
                               " errors\n",
-                              ls.connected ? "connected" : "disconnected", d->cfg.libvirt_uri, ls.connects,
-                              ls.events, ls.errors);
+                              ls->connected ? "connected" : "disconnected", d->cfg->libvirt_uri, ls->connects,
+                              ls->events, ls->errors);
         else
                 strbuf_puts(out, "libvirt:       disabled\n");
         strbuf_printf(out, "procfs scan:   %s, %llu scans, %llu vanished mid-scan\n",
-                      d->cfg.proc_scan ? "on" : "off", d->procscan_stats.scans, d->procscan_stats.vanished);
+                      d->cfg->proc_scan ? "on" : "off", d->procscan_stats->scans, d->procscan_stats->vanished);
         strbuf_printf(out,
                       "tracker:       %s sampler, %" PRIu64 " samples, %" PRIu64 " threads gone, %" PRIu64
                       " read errors, last period %.1f us CPU\n",
                       tracker_sampler_name(d->tracker), ts->samples, ts->threads_gone, ts->read_errors,
-                      (double) d->counters.last_period_cpu_ns / NSEC_PER_USEC);
+                      (double) d->counters->last_period_cpu_ns / NSEC_PER_USEC);
         render_status_more(d, out);
         render_knobs(d, false, out);
 }
 
 /* The VM's hint channel: connection, agent (guest bytes: escaped), counters. */
-static void json_vm_hints(const struct daemon *d, const struct vm_load *vm, struct strbuf *out)
+static void json_vm_hints(const struct daemon_view *d, const struct vm_load *vm, struct strbuf *out)
 {
         struct hint_vm_status st;
         char agent[4 * HINT_AGENT_MAX + 1];
@@ -332,7 +323,7 @@ static void json_vm_hints(const struct daemon *d, const struct vm_load *vm, stru
 }
 
 /* The online CPUs of the nodes of vp's memory binding the planner packs it on ("8-15,24-31"), "" if none. */
-static void numa_cpus(const struct daemon *d, const struct vm_policy *vp, char *buf, size_t size)
+static void numa_cpus(const struct daemon_view *d, const struct vm_policy *vp, char *buf, size_t size)
 {
         uint64_t nodes;
         cpuset_t cpus;
@@ -351,15 +342,15 @@ static void numa_cpus(const struct daemon *d, const struct vm_policy *vp, char *
 }
 
 /* The VM's policy: where it came from, the placement mode and the effective hint policy. */
-static void json_vm_policy(const struct daemon *d, const struct vm_load *vm, struct strbuf *out)
+static void json_vm_policy(const struct daemon_view *d, const struct vm_load *vm, struct strbuf *out)
 {
         const struct vm_policy *vp = &vm->info.policy;
         const struct hint_policy_override *o = &vp->hints;
         bool meta = vp->source == VM_POLICY_METADATA;
         struct hint_policy hp;
 
-        if (vm_policy_hint_policy(vp, &d->cfg.hint_defaults, &hp) < 0)
-                hp = d->cfg.hint_defaults;
+        if (vm_policy_hint_policy(vp, &d->cfg->hint_defaults, &hp) < 0)
+                hp = d->cfg->hint_defaults;
         strbuf_printf(out, ",\"policy\":{\"source\":\"%s\",\"error\":", vm_policy_source_to_string(vp->source));
         if (vp->error[0])
                 strbuf_json_string(out, vp->error);
@@ -368,7 +359,7 @@ static void json_vm_policy(const struct daemon *d, const struct vm_load *vm, str
         strbuf_printf(out,
                       ",\"placement\":\"%s\",\"hints\":{\"enabled\":%s,\"trust\":\"%s\",\"max_level\":%u,"
                       "\"boost_cap_ms\":%u,\"rate_per_sec\":%u,\"burst\":%u,\"half_life_ms\":%lld}",
-                      place_mode_to_string(vp->place_mode), d->cfg.hints_enabled ? "true" : "false",
+                      place_mode_to_string(vp->place_mode), d->cfg->hints_enabled ? "true" : "false",
                       hint_trust_to_string(hp.trust), hp.max_level, hp.boost_cap_ms, hp.rate_per_sec, hp.burst,
                       (long long) (hp.half_life_ns / NSEC_PER_MSEC));
         {
@@ -424,7 +415,7 @@ static void json_vm_policy(const struct daemon *d, const struct vm_load *vm, str
 }
 
 /* Text: one line under the VM's rows when its policy is not simply the host default. */
-static void text_vm_policy(const struct daemon *d, const struct vm_load *vm, struct strbuf *out)
+static void text_vm_policy(const struct daemon_view *d, const struct vm_load *vm, struct strbuf *out)
 {
         const struct vm_policy *vp = &vm->info.policy;
         char what[256];
@@ -450,11 +441,10 @@ static void text_vm_policy(const struct daemon *d, const struct vm_load *vm, str
         }
 }
 
-void render_vms(const struct daemon *d, bool json, struct strbuf *out)
+void render_vms(const struct daemon_view *d, bool json, struct strbuf *out)
 {
         size_t n = tracker_n_vms(d->tracker);
         struct hint_effective eff[VM_MAX_VCPUS];
-        nsec_t now = now_ns();
         int n_eff;
 
         if (json)
@@ -480,7 +470,7 @@ void render_vms(const struct daemon *d, bool json, struct strbuf *out)
                         json_vm_policy(d, vm, out);
                         strbuf_puts(out, ",\"vcpus\":[");
                 }
-                n_eff = d->hints ? hint_server_vm_state(d->hints, vm->info.pid, now, eff, ELEMENTSOF(eff)) : 0;
+                n_eff = d->hints ? hint_server_vm_state(d->hints, vm->info.pid, d->now, eff, ELEMENTSOF(eff)) : 0;
                 for (unsigned j = 0; j < vm->n_vcpus; j++) {
                         const struct vcpu_load *v = &vm->vcpus[j];
 
@@ -541,7 +531,7 @@ void render_vms(const struct daemon *d, bool json, struct strbuf *out)
                 strbuf_puts(out, "]}\n");
 }
 
-void render_cpus(const struct daemon *d, bool json, struct strbuf *out)
+void render_cpus(const struct daemon_view *d, bool json, struct strbuf *out)
 {
         const struct topology *t = d->topo;
         bool first = true;
@@ -600,7 +590,7 @@ void render_cpus(const struct daemon *d, bool json, struct strbuf *out)
                 strbuf_puts(out, "]}\n");
 }
 
-void render_top(const struct daemon *d, struct strbuf *out)
+void render_top(const struct daemon_view *d, struct strbuf *out)
 {
         render_status(d, false, out);
         strbuf_puts(out, "\n");
@@ -609,7 +599,7 @@ void render_top(const struct daemon *d, struct strbuf *out)
         render_vms(d, false, out);
 }
 
-static const char *plan_vm_name(const struct daemon *d, pid_t pid)
+static const char *plan_vm_name(const struct daemon_view *d, pid_t pid)
 {
         const struct vm_load *vm = tracker_find_vm(d->tracker, pid);
 
@@ -617,18 +607,18 @@ static const char *plan_vm_name(const struct daemon *d, pid_t pid)
 }
 
 /* Does the host have cpuidle states / cpufreq policies the applier can act on? */
-static bool host_has_cpuidle(const struct daemon *d)
+static bool host_has_cpuidle(const struct daemon_view *d)
 {
         const char *drv = d->topo ? d->topo->cpuidle_driver : "";
         return drv[0] && strcmp(drv, "none") != 0;
 }
 
-static bool host_has_cpufreq(const struct daemon *d)
+static bool host_has_cpufreq(const struct daemon_view *d)
 {
         return d->topo && d->topo->n_policies > 0;
 }
 
-static void plan_idle_limit(const struct daemon *d, unsigned cpu, char *buf, size_t size)
+static void plan_idle_limit(const struct daemon_view *d, unsigned cpu, char *buf, size_t size)
 {
         const struct plan *p = d->plan;
         int s = p->cpu_idle_state[cpu];
@@ -656,10 +646,10 @@ static void node_list(uint64_t mask, char *buf, size_t size)
 }
 
 /* Why pack set g has its size, in words (vmmpowerctl plan). */
-static void plan_set_reason(const struct daemon *d, const struct plan_set *ps, char *buf, size_t size)
+static void plan_set_reason(const struct daemon_view *d, const struct plan_set *ps, char *buf, size_t size)
 {
-        if (d->cfg.profile)
-                snprintf(buf, size, "batch profile: its CPUs filled to HeadroomPercent %u%%", d->cfg.headroom_pct);
+        if (d->cfg->profile)
+                snprintf(buf, size, "batch profile: its CPUs filled to HeadroomPercent %u%%", d->cfg->headroom_pct);
         else if (ps->pwait > ps->budget)
                 snprintf(buf, size, "over the budget even at its level: grows at the next period");
         else if (ps->cpus > 1 && ps->pwait_less > ps->budget)
@@ -672,7 +662,7 @@ static void plan_set_reason(const struct daemon *d, const struct plan_set *ps, c
                 snprintf(buf, size, "one CPU");
 }
 
-static void render_plan_sets(const struct daemon *d, const struct plan *p, bool json, struct strbuf *out)
+static void render_plan_sets(const struct daemon_view *d, const struct plan *p, bool json, struct strbuf *out)
 {
         bool first = true;
 
@@ -702,7 +692,7 @@ static void render_plan_sets(const struct daemon *d, const struct plan *p, bool 
         }
 }
 
-void render_plan(const struct daemon *d, bool json, struct strbuf *out)
+void render_plan(const struct daemon_view *d, bool json, struct strbuf *out)
 {
         const struct plan *p = d->plan;
 
@@ -727,7 +717,7 @@ void render_plan(const struct daemon *d, bool json, struct strbuf *out)
                               plan_decision_to_string(p->why.decision), p->why.plan_mw, p->why.spread_mw,
                               p->why.prev_mw, p->why.target_mw, p->why.n_active, p->why.moves,
                               p->why.moves_deferred, p->why.moves_capped, p->why.moves_dwell, p->why.forced_wake_cpu,
-                              d->counters.last_plan_cpu_ns);
+                              d->counters->last_plan_cpu_ns);
                 strbuf_json_string(out, p->why.text);
                 strbuf_puts(out, ",\"cpus\":[");
                 for (unsigned cpu = 0; cpu < p->n_cpus; cpu++) {
@@ -741,18 +731,18 @@ void render_plan(const struct daemon *d, bool json, struct strbuf *out)
                                       d->em->model.levels[p->fdom_level[d->em->cpu_fdom[cpu]]].freq_khz);
                 }
                 strbuf_puts(out, "],\"vcpus\":[");
-                for (unsigned i = 0; i < p->n_vcpus && i < d->plan_in.n; i++) {
+                for (unsigned i = 0; i < p->n_vcpus && i < d->plan_in->n; i++) {
                         struct vcpu_ref r = vcpu_ref_of_key(p->vcpu_key[i]);
                         char nodes[64];
                         strbuf_printf(out, "%s{\"vm\":", i ? "," : "");
                         strbuf_json_string(out, plan_vm_name(d, r.pid));
                         strbuf_printf(out, ",\"pid\":%d,\"vcpu\":%u,\"util\":%.4f,\"wait\":%.4f,\"wait_avg\":%.4f,"
                                       "\"demand\":%.4f,\"cpu\":%d,\"alone\":%s,\"boost\":%s,\"numa_nodes\":",
-                                      (int) r.pid, (unsigned) r.index, d->plan_in.v[i].util,
-                                      d->plan_in.v[i].wait_ratio, d->plan_in.v[i].wait_avg, p->vcpu_demand[i],
+                                      (int) r.pid, (unsigned) r.index, d->plan_in->v[i].util,
+                                      d->plan_in->v[i].wait_ratio, d->plan_in->v[i].wait_avg, p->vcpu_demand[i],
                                       p->vcpu_cpu[i], p->vcpu_alone[i] ? "true" : "false",
                                       p->vcpu_boost[i] ? "true" : "false");
-                        node_list(d->plan_in.v[i].nodes, nodes, sizeof(nodes));
+                        node_list(d->plan_in->v[i].nodes, nodes, sizeof(nodes));
                         if (nodes[0])
                                 strbuf_json_string(out, nodes);
                         else
@@ -761,7 +751,7 @@ void render_plan(const struct daemon *d, bool json, struct strbuf *out)
                 }
                 strbuf_printf(out, "],\"host_cpuidle\":%s,\"host_cpufreq\":%s,\"profile\":",
                               host_has_cpuidle(d) ? "true" : "false", host_has_cpufreq(d) ? "true" : "false");
-                strbuf_json_string(out, d->cfg.profile ? "batch" : "latency");
+                strbuf_json_string(out, d->cfg->profile ? "batch" : "latency");
                 strbuf_puts(out, ",\"sets\":[");
                 render_plan_sets(d, p, true, out);
                 strbuf_puts(out, "]}\n");
@@ -769,8 +759,8 @@ void render_plan(const struct daemon *d, bool json, struct strbuf *out)
         }
         strbuf_printf(out, "plan (%s): %s, %u of %u pCPUs active, %u moves (%u deferred: %u held by the move cap, "
                            "%u waiting for the dwell)\n",
-                      d->applier ? "applied" : d->opts.dry_run ? "dry run: shown, not applied"
-                      : d->counters.apply_start_errors > 0 ? "NOT APPLIED: the applier failed to start"
+                      d->applier ? "applied" : d->dry_run ? "dry run: shown, not applied"
+                      : d->counters->apply_start_errors > 0 ? "NOT APPLIED: the applier failed to start"
                                                            : "advisory: shown, not applied",
                       plan_decision_to_string(p->why.decision), p->why.n_active, cpuset_count(&d->topo->online),
                       p->why.moves, p->why.moves_deferred, p->why.moves_capped, p->why.moves_dwell);
@@ -782,15 +772,12 @@ void render_plan(const struct daemon *d, bool json, struct strbuf *out)
                               (unsigned) vcpu_ref_of_key(p->why.forced_by_key).index,
                               plan_vm_name(d, vcpu_ref_of_key(p->why.forced_by_key).pid));
         strbuf_printf(out, "model: %s; planned in %.1f us CPU\n", d->model_source,
-                      (double) d->counters.last_plan_cpu_ns / NSEC_PER_USEC);
-        if (d->applier) {
-                struct apply_stats a;
-
-                applier_get_stats(d->applier, &a);
+                      (double) d->counters->last_plan_cpu_ns / NSEC_PER_USEC);
+        if (d->applier)
                 strbuf_printf(out, "applied: %" PRIu64 " pins made, %" PRIu64 " failed attempts (%" PRIu64
                               " given up), %" PRIu64 " threads gone, %" PRIu64 " knob changes (%" PRIu64 " failed)\n",
-                              a.pins, a.pin_errors, a.pin_gave_up, a.pin_gone, a.knob_changes, a.knob_errors);
-        }
+                              d->apply.pins, d->apply.pin_errors, d->apply.pin_gave_up, d->apply.pin_gone,
+                              d->apply.knob_changes, d->apply.knob_errors);
         strbuf_puts(out, "\n");
         /* the model's idle states and levels are what the plan is scored with; a host with no cpuidle
          * driver or no cpufreq has none to apply: say so rather than show them as if they existed */
@@ -824,16 +811,16 @@ void render_plan(const struct daemon *d, bool json, struct strbuf *out)
         }
         strbuf_printf(out, "\npack sets (profile %s; P(QUEUE): predicted share of wake-ups that find every CPU "
                            "of the set busy; MEASURED: what its vCPUs' run-queue wait stands for):",
-                      d->cfg.profile ? "batch" : "latency");
+                      d->cfg->profile ? "batch" : "latency");
         render_plan_sets(d, p, false, out);
         strbuf_printf(out, "\n%-24s %4s %8s %4s %5s  %s\n", "VM", "VCPU", "AVG%", "CPU", "ALONE", "NODES");
-        for (unsigned i = 0; i < p->n_vcpus && i < d->plan_in.n; i++) {
+        for (unsigned i = 0; i < p->n_vcpus && i < d->plan_in->n; i++) {
                 struct vcpu_ref r = vcpu_ref_of_key(p->vcpu_key[i]);
                 char nodes[64];
 
-                node_list(d->plan_in.v[i].nodes, nodes, sizeof(nodes));
+                node_list(d->plan_in->v[i].nodes, nodes, sizeof(nodes));
                 strbuf_printf(out, "%-24.24s %4u %8.1f %4d %5s  %s\n", plan_vm_name(d, r.pid),
-                              (unsigned) r.index, pct(d->plan_in.v[i].util), p->vcpu_cpu[i],
+                              (unsigned) r.index, pct(d->plan_in->v[i].util), p->vcpu_cpu[i],
                               p->vcpu_alone[i] ? "yes" : "", nodes[0] ? nodes : "-");
         }
 }

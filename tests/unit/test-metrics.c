@@ -2,7 +2,9 @@
 /*
  * The pack-set gauges of the metrics (render_pack_set_metrics, metrics.c)
  * against the plan they come from: a plan computed on the xeon-spr-2s fixture
- * (two LLCs), with a measured wait so that "measured" is not 0.
+ * (two LLCs), with a measured wait so that "measured" is not 0.  And the
+ * statistics render_metrics and render_status take from a struct daemon_view
+ * (daemon_view.h) built by hand.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,14 +12,21 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
-#include "daemon.h"
+#include "coexist.h"
+#include "config.h"
+#include "daemon_view.h"
 #include "energy_model.h"
 #include "placement.h"
+#include "plan_input.h"
+#include "procscan.h"
 #include "topology.h"
 #include "util.h"
+#include "vcpu_track.h"
 
 /* The value of the sample line "NAME{LABELS} VALUE" in text, or fail. */
 static double sample(const char *text, const char *name_labels)
@@ -132,10 +141,122 @@ static void test_pack_set_gauges(void **state)
         topology_free(t);
 }
 
+/* The text between the first "key" of text and the next ',' or '}' (its JSON value), or fail. */
+static void assert_json(const char *text, const char *key, const char *want)
+{
+        char k[128], got[128];
+        const char *at;
+        size_t n;
+
+        snprintf(k, sizeof(k), "\"%s\":", key);
+        at = strstr(text, k);
+        if (!at)
+                fail_msg("no %s in:\n%s", k, text);
+        at += strlen(k);
+        n = strcspn(at, ",}");
+        snprintf(got, sizeof(got), "%.*s", (int) n, at);
+        if (strcmp(got, want) != 0)
+                fail_msg("%s %s, not %s", k, got, want);
+}
+
+/*
+ * The applier's and the libvirt source's statistics are kept by their threads
+ * under their locks: daemon_view() copies them into the view, and render_status
+ * and render_metrics print those copies (zeros, and "enabled":false, without
+ * an applier or a libvirt source), the time from view.now.
+ */
+static void test_view_stats(void **state)
+{
+        char path[512], dir[] = "/tmp/vmmpt-metrics-XXXXXX", line[512];
+        struct topology *t = NULL;
+        struct tracker *tr = NULL;
+        struct vp_config cfg;
+        struct daemon_counters counters = { .periods = 3 };
+        struct coexist_report coexist = { 0 };
+        struct procscan_stats scans = { .scans = 2 };
+        struct plan_input in = { 0 };
+        struct daemon_view v;
+        struct strbuf sb;
+
+        (void) state;
+        assert_true(path_printf(path, sizeof(path), "%s/topology/debian-2cpu-haltpoll/sys", TEST_DATA_DIR) > 0);
+        assert_int_equal(topology_load(path, &t), 0);
+        assert_int_equal(tracker_new("/proc", NSEC_PER_SEC, &tr), 0);
+        assert_non_null(mkdtemp(dir));
+        config_defaults(&cfg);
+        snprintf(cfg.state_dir, sizeof(cfg.state_dir), "%s", dir); /* no corrupt journal copies */
+        v = (struct daemon_view) {
+                .now = 5 * NSEC_PER_SEC, .start_ns = NSEC_PER_SEC, .config_path = "/nonexistent/vmmpower.conf",
+                .cfg = &cfg, .topo = t, .tracker = tr, .model_source = "", .plan_in = &in, .counters = &counters,
+                .coexist = &coexist, .procscan_stats = &scans, .qmp_failing = 1,
+                .applier = true, .apply = { .passes = 13, .pins = 7, .pin_errors = 2, .knob_changes = 11 },
+                .libvirt = true, .libvirt_stats = { .connected = true, .connects = 5, .events = 17 },
+        };
+
+        strbuf_init(&sb);
+        render_metrics(&v, &sb);
+        assert_false(sb.oom);
+        assert_close(sample(sb.data, "vmmpower_plans_applied"), 1);
+        assert_close(sample(sb.data, "vmmpower_apply_pins_total"), 7);
+        assert_close(sample(sb.data, "vmmpower_apply_pin_errors_total"), 2);
+        assert_close(sample(sb.data, "vmmpower_apply_knob_changes_total"), 11);
+        assert_close(sample(sb.data, "vmmpower_libvirt_connected"), 1);
+        assert_close(sample(sb.data, "vmmpower_libvirt_connects_total"), 5);
+        assert_close(sample(sb.data, "vmmpower_libvirt_events_total"), 17);
+        assert_close(sample(sb.data, "vmmpower_procscan_scans_total"), 2);
+        assert_close(sample(sb.data, "vmmpower_periods_total"), 3);
+
+        strbuf_reset(&sb);
+        render_status(&v, true, &sb);
+        assert_false(sb.oom);
+        assert_json(sb.data, "uptime_s", "4.0");
+        assert_json(sb.data, "apply\":{\"enabled", "true");
+        assert_json(sb.data, "passes", "13");
+        assert_json(sb.data, "pins", "7");
+        assert_json(sb.data, "libvirt\":{\"enabled", "true");
+        assert_json(sb.data, "connected", "true");
+        assert_json(sb.data, "connects", "5");
+        assert_json(sb.data, "failing", "1");
+        strbuf_reset(&sb);
+        render_status(&v, false, &sb);
+        assert_non_null(strstr(sb.data, ", up 4 s\n"));
+        assert_non_null(strstr(sb.data, "\nplans:         applied: 13 passes, 7 pins, 2 pin errors, 11 knob changes, "
+                                        "0 knob errors\n"));
+        snprintf(line, sizeof(line), "\nlibvirt:       connected (%s), 5 connects, 17 events, 0 errors\n",
+                 cfg.libvirt_uri);
+        assert_non_null(strstr(sb.data, line));
+        assert_non_null(strstr(sb.data, "(1 failing, "));
+
+        /* advisory, libvirt off: zeros */
+        v.applier = v.libvirt = false;
+        v.apply = (struct apply_stats) { 0 };
+        v.libvirt_stats = (struct libvirt_src_stats) { 0 };
+        strbuf_reset(&sb);
+        render_metrics(&v, &sb);
+        assert_close(sample(sb.data, "vmmpower_plans_applied"), 0);
+        assert_close(sample(sb.data, "vmmpower_apply_pins_total"), 0);
+        assert_close(sample(sb.data, "vmmpower_libvirt_connected"), 0);
+        assert_close(sample(sb.data, "vmmpower_libvirt_connects_total"), 0);
+        strbuf_reset(&sb);
+        render_status(&v, true, &sb);
+        assert_json(sb.data, "apply\":{\"enabled", "false");
+        assert_json(sb.data, "why", "\"planner off\"");
+        assert_json(sb.data, "libvirt\":{\"enabled", "false");
+        strbuf_reset(&sb);
+        render_status(&v, false, &sb);
+        assert_non_null(strstr(sb.data, "\nlibvirt:       disabled\n"));
+
+        strbuf_free(&sb);
+        assert_int_equal(rmdir(dir), 0);
+        tracker_free(tr);
+        topology_free(t);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_pack_set_gauges),
+                cmocka_unit_test(test_view_stats),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
