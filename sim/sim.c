@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "power_driver.h"
+#include "plan_actions.h"
 #include "plan_input.h"
 #include "sim.h"
 

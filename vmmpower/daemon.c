@@ -38,6 +38,7 @@
 #include "event.h"
 #include "instance.h"
 #include "log.h"
+#include "plan_actions.h"
 #include "plan_input.h"
 #include "qemu_hint.h"
 #include "qmp.h"
