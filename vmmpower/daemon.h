@@ -87,8 +87,7 @@ struct daemon {
         struct plan_input plan_scratch; /* inputs being built for the next plan */
         struct applier *applier;  /* acts on the plan; NULL: advisory (Apply=no, --dry-run, no planner) */
         struct apply_request *apply_scratch; /* pins being built with the plan inputs */
-        cpuset_t *pin_sets;       /* plan_pin_sets() output, kept across periods */
-        size_t pin_sets_alloc;
+        struct plan_actions *actions; /* plan_to_actions() output and scratch, kept across periods */
         bool running;             /* daemon_run() started (threads may be created) */
         int instance_fd;          /* instance.h: the lock on instance_dir, held for the daemon's life */
         char instance_dir[CONFIG_PATH_MAX]; /* the state directory locked (cfg.state_dir once running) */
