@@ -12,9 +12,11 @@
  *    run-queue wait measured by the burst simulation, of the last period
  *    (wait_ratio) and decayed with LoadHalfLife (wait_avg);
  *  - vmmpower calls plan_compute() through sim_plan_step() (the daemon's
- *    construction of the inputs) and applies levels and idle limits through
- *    the "sim" power driver; the baselines apply theirs through their own
- *    sim driver instance;
+ *    construction of the inputs) and takes the plan's actions from
+ *    plan_to_actions(), as the daemon's applier does: pins (homes, and the
+ *    CPUs the pack sets allow) and the levels and idle limits that changed,
+ *    applied through the "sim" power driver; the baselines apply theirs
+ *    through their own sim driver instance;
  *  - every policy's energy is em_host_power() of its placement, levels and
  *    idle limits with the true demand, times the period.
  * Every observation step (step_ns) every policy runs one burst window
@@ -35,6 +37,7 @@
 #include <unistd.h>
 
 #include "power_driver.h"
+#include "plan_actions.h"
 #include "plan_input.h"
 #include "sim.h"
 
@@ -95,13 +98,14 @@ void sim_config_defaults(struct sim_config *c)
         c->hint_policy = cfg.hint_defaults;
 }
 
-int sim_plan_step(const struct em_host *h, const struct plan_policy *pol, const struct sim_vcpu_sample *s,
-                  size_t n, struct sim_hint_replay *hints, const struct plan *prev, nsec_t now, struct plan **ret)
+/* sim_plan_step() with the inputs built in *in (kept by the caller: vmm_period() needs them). */
+static int plan_step(const struct em_host *h, const struct plan_policy *pol, const struct sim_vcpu_sample *s,
+                     size_t n, struct sim_hint_replay *hints, const struct plan *prev, nsec_t now,
+                     struct plan_input *in, struct plan **ret)
 {
         _cleanup_free_ struct vcpu_load *l = calloc(n ? n : 1, sizeof(*l));
         _cleanup_free_ struct vm_load *vm = calloc(n ? n : 1, sizeof(*vm));
         _cleanup_free_ const struct vm_load **vp = calloc(n ? n : 1, sizeof(*vp));
-        struct plan_input in = { 0 };
         struct plan_input_sources src = { .n_cpus = h->n_cpus, .prev = prev, .now = now,
                                           .vm_hints = hints ? sim_hint_replay_vm_state : NULL, .userdata = hints };
         size_t n_vms = 0;
@@ -122,9 +126,18 @@ int sim_plan_step(const struct em_host *h, const struct plan_policy *pol, const 
                 }
                 vm[n_vms - 1].n_vcpus++;
         }
-        r = plan_input_build(&in, vp, n_vms, &src);
+        r = plan_input_build(in, vp, n_vms, &src);
         if (r >= 0)
-                r = plan_compute(h, pol, in.v, in.n, in.hints, in.n_hints, prev, now, ret);
+                r = plan_compute(h, pol, in->v, in->n, in->hints, in->n_hints, prev, now, ret);
+        return r;
+}
+
+int sim_plan_step(const struct em_host *h, const struct plan_policy *pol, const struct sim_vcpu_sample *s,
+                  size_t n, struct sim_hint_replay *hints, const struct plan *prev, nsec_t now, struct plan **ret)
+{
+        struct plan_input in = { 0 };
+        int r = plan_step(h, pol, s, n, hints, prev, now, &in, ret);
+
         plan_input_done(&in);
         return r;
 }
@@ -378,7 +391,10 @@ struct run {
         uint8_t *core_mask;         /* [n_cores] scratch */
         double *load, *sibload;     /* [n_cpus] scratch */
         double *llc_tmp;            /* [2 n_llcs] scratch */
-        unsigned *llc_count;        /* [n_llcs] scratch */
+        struct plan_cpu_action *knobs; /* [n_cpus] scratch: a baseline's knob changes */
+        struct plan_input plan_in;  /* the inputs of vmmpower's plan in force (plan_in.v[i] is its vCPU i) */
+        struct plan_input plan_scratch; /* inputs being built for the next plan */
+        struct plan_actions act;    /* plan_to_actions() output, kept across periods */
         double window_ns;
         double vmm_window_ns;       /* vmmpower's windows: long enough for the tracker's decayed wait */
         struct pstate ps[_SIM_RUN_MAX];
@@ -450,11 +466,12 @@ static int pstate_init(struct run *R, struct pstate *p, enum sim_policy id)
 }
 
 /*
- * Levels and idle limits go through the sim power driver, converted to knob
- * values as the daemon's applier converts them (plan_level_khz,
- * plan_latency_knob); what the driver reports back is what is evaluated.
+ * Levels and idle limits go through the sim power driver as the knob values
+ * the daemon's applier writes (plan_cpu_action: plan_to_actions() for
+ * vmmpower, baseline_knobs() for the baselines), for the CPUs whose level or
+ * limit changed; what the driver reports back is what is evaluated.
  */
-static int apply_knobs(struct run *R, struct pstate *p, uint8_t *changed_fdom)
+static int drive_knobs(struct run *R, struct pstate *p, const struct plan_cpu_action *a)
 {
         const struct em_host *h = R->h;
         const struct energy_model *m = &h->model;
@@ -462,19 +479,16 @@ static int apply_knobs(struct run *R, struct pstate *p, uint8_t *changed_fdom)
         int r;
 
         for (unsigned c = 0; c < h->n_cpus; c++) {
-                if (h->cpu_core[c] < 0)
+                if (!a[c].online)
                         continue;
-                unsigned f = h->cpu_fdom[c];
-                if (p->want_level[f] != p->level[f] && plan_level_khz(h, p->want_level[f]) > 0) {
-                        struct power_perf_request req = { .flags = POWER_PERF_MAX_KHZ,
-                                                          .max_khz = plan_level_khz(h, p->want_level[f]) };
+                if (a[c].level_changed && a[c].max_khz > 0) {
+                        struct power_perf_request req = { .flags = POWER_PERF_MAX_KHZ, .max_khz = a[c].max_khz };
                         r = power_driver_set_perf(p->drv, c, &req);
                         if (r < 0)
                                 return r;
                 }
-                if (p->want_lat[c] != p->lat[c]) {
-                        struct power_idle_constraint ic = { .deepest_state = -1,
-                                                            .latency_us = plan_latency_knob(p->want_lat[c]) };
+                if (a[c].latency_changed) {
+                        struct power_idle_constraint ic = { .deepest_state = -1, .latency_us = a[c].latency_us };
                         r = power_driver_enter_idle(p->drv, c, &ic);
                         if (r < 0)
                                 return r;
@@ -484,13 +498,11 @@ static int apply_knobs(struct run *R, struct pstate *p, uint8_t *changed_fdom)
                 }
         }
         for (unsigned c = 0; c < h->n_cpus; c++) {
-                if (h->cpu_core[c] < 0)
+                if (!a[c].online || !a[c].level_changed)
                         continue;
                 unsigned f = h->cpu_fdom[c];
-                if (p->want_level[f] == p->level[f])
-                        continue;
-                if (plan_level_khz(h, p->want_level[f]) == 0) {
-                        p->level[f] = p->want_level[f];
+                if (a[c].max_khz == 0) {
+                        p->level[f] = a[c].level;
                 } else {
                         unsigned pm = power_sim_cpu(p->drv, c)->level_permille, L = 0;
                         for (unsigned k = 0; k < m->n_levels; k++)
@@ -498,13 +510,30 @@ static int apply_knobs(struct run *R, struct pstate *p, uint8_t *changed_fdom)
                                         L = k;
                         p->level[f] = (uint8_t) L;
                 }
-                if (changed_fdom)
-                        changed_fdom[f] = 1;
                 any = true;
         }
         if (any)
                 p->dirty = true;
         return 0;
+}
+
+/* A baseline's levels and limits (want_level, want_lat) where they differ from the driver's. */
+static int baseline_knobs(struct run *R, struct pstate *p)
+{
+        const struct em_host *h = R->h;
+
+        for (unsigned c = 0; c < h->n_cpus; c++) {
+                struct plan_cpu_action *a = &R->knobs[c];
+                unsigned f = h->cpu_fdom[c];
+
+                *a = (struct plan_cpu_action) { .online = h->cpu_core[c] >= 0 };
+                if (!a->online)
+                        continue;
+                plan_cpu_knobs(h, p->want_level[f], p->want_lat[c], a);
+                a->level_changed = p->want_level[f] != p->level[f];
+                a->latency_changed = p->want_lat[c] != p->lat[c];
+        }
+        return drive_knobs(R, p, R->knobs);
 }
 
 /* vCPU i is pinned alone on its CPU by the plan in force (plan->vcpu_alone). */
@@ -908,51 +937,41 @@ static void update_wait_inputs(struct run *R, struct pstate *p, const uint8_t *c
         }
 }
 
-/* p->allowed: the union of the pack sets plan_pin_sets() gives the vCPUs of p->home (alone[i]: pinned alone). */
-static void pack_allowed(struct run *R, struct pstate *p, const uint8_t *alone)
+/*
+ * p->allowed: the CPUs the vCPUs not pinned alone may run on, the union of
+ * their pins' sets (plan_to_actions(): each packed vCPU's LLC pack set
+ * without the CPUs of vCPUs pinned alone, unless those are all the set has).
+ * The window's wake-up balancing stays in the waking vCPU's LLC, so allowing
+ * every CPU of every pack set is the same thing as the daemon's pins (a vCPU
+ * pinned alone is pinned: evsim keeps it home).
+ */
+static void pin_allowed(struct run *R, struct pstate *p, const struct plan *next)
 {
-        const struct em_host *h = R->h;
-        uint8_t *mark = p->allowed;   /* 1: a vCPU's CPU, 2: also one pinned alone */
-        unsigned *rest = R->llc_count; /* per LLC: its set's CPUs without a vCPU alone */
+        const struct plan_actions *act = &R->act;
 
-        memset(mark, 0, h->n_cpus);
-        memset(rest, 0, h->n_llcs * sizeof(*rest));
-        for (unsigned i = 0; i < R->nv; i++) {
-                int c = p->home[i];
-                if (c >= 0)
-                        mark[c] |= alone[i] ? 3 : 1;
+        memset(p->allowed, 0, R->h->n_cpus);
+        for (size_t i = 0; i < act->n_vcpus; i++) {
+                int c = act->pin[i].cpu;
+                if (c < 0 || next->vcpu_alone[i])
+                        continue;
+                if (cpuset_empty(&act->set[i]))
+                        p->allowed[c] = 1;
+                CPUSET_FOREACH(x, &act->set[i])
+                        p->allowed[x] = 1;
         }
-        for (unsigned c = 0; c < h->n_cpus; c++)
-                if (mark[c] == 1)
-                        rest[h->cores[h->cpu_core[c]].llc]++;
-        for (unsigned c = 0; c < h->n_cpus; c++)
-                if (mark[c])
-                        mark[c] = mark[c] == 1 || rest[h->cores[h->cpu_core[c]].llc] == 0;
 }
 
-static int vmm_period(struct run *R, struct pstate *p, nsec_t now, uint64_t period_idx)
+/* The vCPUs' homes from the pins (R->act): the number of vCPUs moved, their cores in R->core_mask. */
+static unsigned take_homes(struct run *R, struct pstate *p)
 {
         const struct em_host *h = R->h;
-        struct sim_policy_result *pr = &R->res->p[SIM_VMM];
-        struct plan *next = NULL;
-        nsec_t c0 = thread_cputime_ns();
         unsigned moved = 0;
-        int r;
 
-        if (R->hints)
-                sim_hint_replay_advance(R->hints, now);
-        r = sim_plan_step(h, &R->cfg->policy, R->samples, R->nv, R->hints, p->plan, now, &next);
-        pr->decide_cpu_ns += thread_cputime_ns() - c0;
-        pr->decisions++;
-        if (r < 0)
-                return r;
-        if (next->why.decision == PLAN_GROW)
-                pr->grows++;
-        else if (next->why.decision == PLAN_SHRINK)
-                pr->shrinks++;
         memset(R->core_mask, 0, h->n_cores);
         for (unsigned i = 0; i < R->nv; i++) {
-                int c = next->vcpu_cpu[i], old = p->home[i];
+                int c = i < R->act.n_vcpus ? R->act.pin[i].cpu : -1, old = p->home[i];
+                if (c < 0)
+                        c = -1; /* not placed (vmmpower-sim has no excluded VM to release) */
                 if (c == old)
                         continue;
                 if (old >= 0) {
@@ -964,24 +983,48 @@ static int vmm_period(struct run *R, struct pstate *p, nsec_t now, uint64_t peri
                 p->home[i] = c;
                 p->dirty = true;
         }
+        return moved;
+}
+
+/*
+ * One period of vmmpower: the plan, then its actions as the daemon's applier
+ * gets them (plan_to_actions() against the plan in force): the pins give the
+ * vCPUs' homes and, with pack sets, the allowed CPUs; the levels and limits
+ * that changed go through the sim power driver.
+ */
+static int vmm_period(struct run *R, struct pstate *p, nsec_t now, uint64_t period_idx)
+{
+        const struct em_host *h = R->h;
+        const struct plan_policy *pol = &R->cfg->policy;
+        struct sim_policy_result *pr = &R->res->p[SIM_VMM];
+        struct plan *next = NULL;
+        nsec_t c0 = thread_cputime_ns();
+        unsigned moved;
+        int r;
+
+        if (R->hints)
+                sim_hint_replay_advance(R->hints, now);
+        r = plan_step(h, pol, R->samples, R->nv, R->hints, p->plan, now, &R->plan_scratch, &next);
+        pr->decide_cpu_ns += thread_cputime_ns() - c0;
+        pr->decisions++;
+        if (r < 0)
+                return r;
+        if (next->why.decision == PLAN_GROW)
+                pr->grows++;
+        else if (next->why.decision == PLAN_SHRINK)
+                pr->shrinks++;
+        r = plan_to_actions(h, pol, p->plan, R->plan_in.v, R->plan_in.n, next, R->plan_scratch.v, R->plan_scratch.n,
+                            &R->act);
+        if (r < 0) {
+                plan_free(next);
+                return r;
+        }
+        moved = take_homes(R, p);
         pr->migrations += moved;
         pr->moves += moved;
-        /* The daemon pins each packed vCPU to its LLC's pack set without the CPUs of vCPUs
-         * pinned alone, unless those are all the set has (plan_pin_sets); the window's
-         * wake-up balancing stays in the waking vCPU's LLC, so allowing every CPU of every
-         * pack set is the same thing (a vCPU pinned alone is pinned: evsim keeps it home). */
-        if (!R->cfg->policy.pin_single_cpu)
-                pack_allowed(R, p, next->vcpu_alone);
-        for (unsigned f = 0; f < h->n_fdoms; f++)
-                p->want_level[f] = next->fdom_level[f];
-        for (unsigned c = 0; c < h->n_cpus; c++)
-                p->want_lat[c] = next->cpu_max_latency_us[c];
-        _cleanup_free_ uint8_t *chf = calloc(h->n_fdoms, 1);
-        if (!chf) {
-                plan_free(next);
-                return -ENOMEM;
-        }
-        r = apply_knobs(R, p, chf);
+        if (!pol->pin_single_cpu)
+                pin_allowed(R, p, next);
+        r = drive_knobs(R, p, R->act.cpu);
         if (r < 0) {
                 plan_free(next);
                 return r;
@@ -992,6 +1035,7 @@ static int vmm_period(struct run *R, struct pstate *p, nsec_t now, uint64_t peri
                 p->dirty = true;
         plan_free(p->plan);
         p->plan = next;
+        plan_input_swap(&R->plan_in, &R->plan_scratch);
         if (R->cfg->resim_on_change && p->plan->why.decision != PLAN_INITIAL) {
                 /* only cores whose vCPUs changed: a level change alone is seen at the next step */
                 if (moved > 0) {
@@ -1051,7 +1095,7 @@ static int baseline_step(struct run *R, struct pstate *p, bool interval_start)
         pr->moves += moves;
         pr->decide_cpu_ns += thread_cputime_ns() - c0;
         pr->decisions++;
-        return apply_knobs(R, p, NULL);
+        return baseline_knobs(R, p);
 }
 
 double sim_demand_scale(const struct em_host *h, enum sim_demand_unit u, unsigned *level_out)
@@ -1142,9 +1186,9 @@ static int run_setup(struct run *R)
         R->load = calloc(h->n_cpus + h->n_fdoms, sizeof(double));
         R->sibload = calloc(h->n_cpus + h->n_fdoms, sizeof(double));
         R->llc_tmp = calloc(2 * (size_t) h->n_llcs + 1, sizeof(double));
-        R->llc_count = calloc((size_t) h->n_llcs + 1, sizeof(unsigned));
+        R->knobs = calloc(h->n_cpus, sizeof(*R->knobs));
         if (!R->demand || !R->samples || !R->spread_rank || !R->spread_order || !R->lp_set || !R->level_permille ||
-            !R->core_mask || !R->load || !R->sibload || !R->llc_tmp || !R->llc_count)
+            !R->core_mask || !R->load || !R->sibload || !R->llc_tmp || !R->knobs)
                 return -ENOMEM;
         for (unsigned i = 0; i < nv; i++)
                 R->samples[i] = (struct sim_vcpu_sample) { .pid = R->pid[i], .index = R->vidx[i] };
@@ -1421,7 +1465,10 @@ out:
         free(R.load);
         free(R.sibload);
         free(R.llc_tmp);
-        free(R.llc_count);
+        free(R.knobs);
+        plan_input_done(&R.plan_in);
+        plan_input_done(&R.plan_scratch);
+        plan_actions_done(&R.act);
         if (r < 0)
                 sim_result_free(res);
         return r;

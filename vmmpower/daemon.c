@@ -46,6 +46,7 @@
 #include "log.h"
 #include "pcpu_stat.h"
 #include "placement.h"
+#include "plan_actions.h"
 #include "plan_input.h"
 #include "procscan.h"
 #include "qemu_hint.h"
@@ -84,8 +85,7 @@ struct daemon {
         struct applier *applier;  /* acts on the plan; NULL: advisory (Apply=no, --dry-run, no planner) */
         struct applier *retiring_applier; /* stopped by a reload, restoring its journal on its thread */
         struct apply_request *apply_scratch; /* pins being built with the plan inputs */
-        cpuset_t *pin_sets;       /* plan_pin_sets() output, kept across periods */
-        size_t pin_sets_alloc;
+        struct plan_actions *actions; /* plan_to_actions() output and scratch, kept across periods */
         bool running;             /* daemon_run() started (threads may be created) */
         int instance_fd;          /* instance.h: the lock on instance_dir, held for the daemon's life */
         char instance_dir[CONFIG_PATH_MAX]; /* the state directory locked (cfg.state_dir once running) */
@@ -1208,40 +1208,35 @@ static void feed_load_scale(struct daemon *d)
         }
 }
 
-/* Hand the plan to the applier: vCPU pins, frequency caps, idle limits. */
+/*
+ * Hand the plan to the applier: vCPU pins, frequency caps, idle limits, as
+ * plan_to_actions() gives them (the simulator takes the same), in the pins
+ * input_pins() made for the plan's inputs.
+ */
 static void submit_plan(struct daemon *d, const struct plan_policy *pol, const struct plan *p, size_t n)
 {
         struct apply_request *req = d->apply_scratch;
-        const struct em_host *h = d->em;
+        const struct plan_actions *act;
         size_t w = 0, n_vcpu_pins;
-        cpuset_t *sets;
 
-        /* what each vCPU may run on: its LLC's pack set, or its CPU (PinSingleCPU) */
-        if (n > d->pin_sets_alloc) {
-                sets = realloc(d->pin_sets, n * sizeof(cpuset_t));
-                if (sets) {
-                        d->pin_sets = sets;
-                        d->pin_sets_alloc = n;
-                }
-        }
-        sets = d->pin_sets;
-        if ((n > 0 && n > d->pin_sets_alloc) || plan_pin_sets(h, pol, p, d->plan_scratch.v, n, sets) < 0) {
+        if (!d->actions)
+                d->actions = calloc(1, sizeof(*d->actions));
+        if (!d->actions || plan_to_actions(d->em, pol, d->plan, d->plan_in.v, d->plan_in.n, p, d->plan_scratch.v, n,
+                                           d->actions) < 0) {
                 log_warning("Applier: out of memory building the pin sets; this period's plan is not applied.");
                 return;
         }
+        act = d->actions;
         d->apply_scratch = NULL;
-        for (size_t i = 0; i < n && i < p->n_vcpus; i++) {
-                bool excluded = d->plan_scratch.v[i].mode == PLACE_EXCLUDE;
+        for (size_t i = 0; i < act->n_vcpus; i++) {
+                int cpu = act->pin[i].cpu;
 
-                if (p->vcpu_cpu[i] < 0 && !excluded)
-                        continue;
+                if (cpu == -1)
+                        continue; /* not placed */
                 req->pins[w] = req->pins[i];
                 /* an excluded VM is let go: any pin we made goes back to its original */
-                req->pins[w].cpu = excluded ? APPLY_RELEASE : p->vcpu_cpu[i];
-                if (excluded)
-                        cpuset_zero(&req->pins[w].set);
-                else
-                        req->pins[w].set = sets[i];
+                req->pins[w].cpu = cpu == PLAN_PIN_RELEASE ? APPLY_RELEASE : cpu;
+                req->pins[w].set = act->set[i];
                 w++;
         }
         /* The emulator threads of each VM (libvirt: its emulator pin; plain QEMU: the main
@@ -1264,11 +1259,11 @@ static void submit_plan(struct daemon *d, const struct plan_policy *pol, const s
                         e->tid = e->pid;
         }
         req->n_pins = w;
-        for (unsigned c = 0; c < req->n_cpus && c < p->n_cpus; c++) {
-                if (h->cpu_core[c] < 0)
-                        continue; /* offline */
-                req->cpu_max_khz[c] = plan_level_khz(h, p->fdom_level[h->cpu_fdom[c]]);
-                req->cpu_latency_us[c] = plan_latency_knob(p->cpu_max_latency_us[c]);
+        for (unsigned c = 0; c < req->n_cpus && c < act->n_cpus; c++) {
+                if (!act->cpu[c].online)
+                        continue;
+                req->cpu_max_khz[c] = act->cpu[c].max_khz;
+                req->cpu_latency_us[c] = act->cpu[c].latency_us;
         }
         applier_submit(d->applier, req);
 }
@@ -1669,9 +1664,10 @@ static void daemon_done(struct daemon *d)
         d->plan = NULL;
         plan_input_done(&d->plan_in);
         plan_input_done(&d->plan_scratch);
-        free(d->pin_sets);
-        d->pin_sets = NULL;
-        d->pin_sets_alloc = 0;
+        if (d->actions)
+                plan_actions_done(d->actions);
+        free(d->actions);
+        d->actions = NULL;
         em_host_free(d->em);
         d->em = NULL;
         control_server_free(d->control);

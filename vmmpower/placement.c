@@ -102,7 +102,7 @@
  *  5. Idle limits: CPUs hosting vCPUs are limited to states whose exit
  *     latency is within policy.active_max_latency_us; inactive CPUs may use
  *     every state.
- *  6. Pins (plan_pin_sets, called by the daemon): a packed vCPU its LLC's
+ *  6. Pins (plan_pin_sets, called by plan_to_actions): a packed vCPU its LLC's
  *     set (without the CPUs of vCPUs pinned alone, unless those are all it
  *     has), within its NUMA nodes; a dedicated, spread, boosted or large
  *     vCPU, and every vCPU with PinSingleCPU, its planned CPU alone.

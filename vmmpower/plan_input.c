@@ -251,13 +251,3 @@ unsigned plan_load_scale(const struct em_host *h, const struct plan *p, unsigned
         c = p->vcpu_cpu[i];
         return c < 0 || (unsigned) c >= h->n_cpus ? 0 : plan_cpu_capacity(h, p, c);
 }
-
-uint32_t plan_level_khz(const struct em_host *h, unsigned level)
-{
-        return level < h->model.n_levels ? h->model.levels[level].freq_khz : 0;
-}
-
-int32_t plan_latency_knob(uint32_t max_latency_us)
-{
-        return max_latency_us == EM_LATENCY_ANY ? -1 : (int32_t) MIN(max_latency_us, (uint32_t) INT32_MAX);
-}

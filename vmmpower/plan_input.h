@@ -116,14 +116,3 @@ int plan_input_build(struct plan_input *in, const struct vm_load *const *vms, si
 void plan_input_done(struct plan_input *in);
 /* Exchange two inputs (the plan shown goes with its own inputs). */
 void plan_input_swap(struct plan_input *a, struct plan_input *b);
-
-/*
- * From a plan to the knobs: the one conversion vmmpowerd's applier
- * (daemon.c submit_plan) and vmmpower-sim's sim power driver (sim.c
- * apply_knobs) share.  A perf level's frequency cap in kHz, 0 when the
- * model's level has no frequency (a ModelFile's levels on a host without
- * cpufreq: nothing to write); a CPU's idle latency limit as the power
- * driver's enter_idle() takes it, -1 for none (EM_LATENCY_ANY).
- */
-uint32_t plan_level_khz(const struct em_host *h, unsigned level);
-int32_t plan_latency_knob(uint32_t max_latency_us);

@@ -25,6 +25,7 @@
 #include "energy_model.h"
 #include "hint_proto.h"
 #include "placement.h"
+#include "plan_actions.h"
 #include "plan_input.h"
 #include "queueing.h"
 #include "topology.h"
@@ -435,6 +436,147 @@ static void test_pin_sets(void **state)
                 assert_true(cpuset_isset(&sets[i], (unsigned) p->vcpu_cpu[i]));
         }
         plan_free(p);
+        free_host(&f);
+}
+
+/*
+ * plan_to_actions(): the pins and knobs of a plan, and what changed from the
+ * previous one.  Four packed vCPUs on one LLC, the fourth pinned alone, and
+ * an excluded VM (one vCPU on a CPU, one without).
+ */
+static void plan_actions_fixture(struct plan *p, const int *cpu)
+{
+        for (unsigned i = 0; i < 6; i++) {
+                p->vcpu_cpu[i] = cpu[i];
+                p->vcpu_alone[i] = i == 3;
+                p->vcpu_boost[i] = 0;
+        }
+}
+
+static void test_plan_actions(void **state)
+{
+        struct host_fixture f;
+        struct plan_policy pol;
+        struct plan_vcpu v[6];
+        struct plan *prev = NULL, *next = NULL, *small = NULL;
+        struct plan_actions act = { 0 };
+        cpuset_t three, four;
+        int cpu[6];
+        unsigned k = 0, fd, lvl;
+
+        (void) state;
+        load_host("xeon-spr-2s", "xeon-spr-2s", &f);
+        policy(&pol);
+        /* four CPUs of the first LLC, each of its own core */
+        for (unsigned c = f.h->llcs[0].first; k < 4 && c < f.h->llcs[0].end; c++)
+                cpu[k++] = f.h->cores[c].cpu[0];
+        assert_int_equal(k, 4);
+        cpu[4] = f.h->cores[f.h->llcs[0].end].cpu[0];
+        cpu[5] = -1;
+        for (unsigned i = 0; i < 6; i++)
+                v[i] = (struct plan_vcpu) { .key = i + 1, .vm = 1 + i / 4, .util = 0.2, .cur_cpu = cpu[i],
+                                            .mode = i < 4 ? PLACE_PACK : PLACE_EXCLUDE };
+        assert_int_equal(plan_compute(f.h, &pol, v, 6, NULL, 0, NULL, 0, &prev), 0);
+        assert_int_equal(plan_compute(f.h, &pol, v, 6, NULL, 0, NULL, 0, &next), 0);
+        plan_actions_fixture(prev, cpu);
+        plan_actions_fixture(next, cpu);
+        cpuset_zero(&three);
+        for (unsigned i = 0; i < 3; i++)
+                cpuset_set(&three, (unsigned) cpu[i]);
+        four = three;
+        cpuset_set(&four, (unsigned) cpu[3]);
+
+        /* no previous plan: every pin and every knob is a change */
+        assert_int_equal(plan_to_actions(f.h, &pol, NULL, NULL, 0, next, v, 6, &act), 0);
+        assert_int_equal(act.n_vcpus, 6);
+        assert_int_equal(act.n_cpus, f.h->n_cpus);
+        for (unsigned i = 0; i < 3; i++) {
+                assert_int_equal(act.pin[i].cpu, cpu[i]);
+                /* the LLC's pack set without the CPU of the vCPU pinned alone */
+                assert_true(cpuset_equal(&act.set[i], &three));
+        }
+        assert_int_equal(act.pin[3].cpu, cpu[3]);
+        assert_int_equal(cpuset_count(&act.set[3]), 1);
+        assert_true(cpuset_isset(&act.set[3], (unsigned) cpu[3]));
+        assert_int_equal(act.pin[4].cpu, PLAN_PIN_RELEASE);
+        assert_int_equal(act.pin[5].cpu, PLAN_PIN_RELEASE);
+        assert_true(cpuset_empty(&act.set[4]));
+        assert_int_equal(act.n_pins_changed, 6);
+        assert_int_equal(act.n_cpus_changed, f.h->n_online);
+        for (unsigned c = 0; c < f.h->n_cpus; c++) {
+                const struct plan_cpu_action *a = &act.cpu[c];
+                assert_int_equal(a->online, f.h->cpu_core[c] >= 0);
+                if (!a->online)
+                        continue;
+                assert_true(a->level_changed && a->latency_changed);
+                assert_int_equal(a->level, next->fdom_level[f.h->cpu_fdom[c]]);
+                assert_int_equal(a->max_khz, f.h->model.levels[a->level].freq_khz);
+                assert_int_equal(a->latency_us, plan_latency_knob(next->cpu_max_latency_us[c]));
+        }
+
+        /* a previous plan without inputs (a daemon with no VM yet): its knobs still count */
+        assert_int_equal(plan_to_actions(f.h, &pol, prev, NULL, 0, next, v, 6, &act), 0);
+        assert_int_equal(act.n_pins_changed, 6);
+        assert_int_equal(act.n_cpus_changed, 0);
+        assert_int_equal(plan_to_actions(f.h, &pol, prev, NULL, 0, next, NULL, 0, &act), 0);
+        assert_int_equal(act.n_vcpus, 0);
+        assert_int_equal(act.n_cpus_changed, 0);
+
+        /* the same plan again: nothing changed */
+        assert_int_equal(plan_to_actions(f.h, &pol, prev, v, 6, next, v, 6, &act), 0);
+        assert_int_equal(act.n_pins_changed, 0);
+        assert_int_equal(act.n_cpus_changed, 0);
+        for (unsigned i = 0; i < 6; i++)
+                assert_false(act.pin[i].changed);
+
+        /* vCPU 3 no longer alone (the set takes its CPU: the four packed pins change), one
+         * domain one level lower, one CPU's idle limit changed */
+        next->vcpu_alone[3] = 0;
+        fd = f.h->cpu_fdom[cpu[0]];
+        lvl = next->fdom_level[fd] > 0 ? next->fdom_level[fd] - 1u : 1u;
+        next->fdom_level[fd] = (uint8_t) lvl;
+        next->cpu_max_latency_us[cpu[1]] = prev->cpu_max_latency_us[cpu[1]] == 10 ? 20 : 10;
+        assert_int_equal(plan_to_actions(f.h, &pol, prev, v, 6, next, v, 6, &act), 0);
+        for (unsigned i = 0; i < 4; i++) {
+                assert_true(act.pin[i].changed);
+                assert_true(cpuset_equal(&act.set[i], &four));
+        }
+        assert_false(act.pin[4].changed);
+        assert_false(act.pin[5].changed);
+        assert_int_equal(act.n_pins_changed, 4);
+        for (unsigned c = 0; c < f.h->n_cpus; c++) {
+                const struct plan_cpu_action *a = &act.cpu[c];
+                if (!a->online)
+                        continue;
+                assert_int_equal(a->level_changed, f.h->cpu_fdom[c] == fd);
+                assert_int_equal(a->latency_changed, c == (unsigned) cpu[1]);
+        }
+        assert_int_equal(act.cpu[cpu[0]].level, lvl);
+        assert_int_equal(act.cpu[cpu[0]].max_khz, f.h->model.levels[lvl].freq_khz);
+        assert_int_equal(act.cpu[cpu[1]].latency_us, (int32_t) next->cpu_max_latency_us[cpu[1]]);
+
+        /* against a previous plan without vCPU 0 (its VM came since) and in another order:
+         * pins are matched by key, so only vCPU 0 changed */
+        {
+                struct plan_vcpu w[5];
+                for (unsigned i = 0; i < 5; i++)
+                        w[i] = v[5 - i];
+                assert_int_equal(plan_compute(f.h, &pol, w, 5, NULL, 0, NULL, 0, &small), 0);
+                for (unsigned i = 0; i < 5; i++) {
+                        small->vcpu_cpu[i] = cpu[5 - i];
+                        small->vcpu_alone[i] = 0;
+                        small->vcpu_boost[i] = 0;
+                }
+                /* vCPUs 1..3 had {cpu1..cpu3}, now {cpu0..cpu2} and {cpu3}; 4 and 5 are released in both */
+                assert_int_equal(plan_to_actions(f.h, &pol, small, w, 5, prev, v, 6, &act), 0);
+                assert_true(act.pin[0].changed);
+                for (unsigned i = 1; i < 6; i++)
+                        assert_true(act.pin[i].changed == (i < 4));
+        }
+        plan_actions_done(&act);
+        plan_free(small);
+        plan_free(prev);
+        plan_free(next);
         free_host(&f);
 }
 
@@ -2331,6 +2473,7 @@ int main(void)
                 cmocka_unit_test(test_plan_sees_limits),
                 cmocka_unit_test(test_load_scale_round_trip),
                 cmocka_unit_test(test_pin_sets),
+                cmocka_unit_test(test_plan_actions),
                 cmocka_unit_test(test_pack_set_balance),
                 cmocka_unit_test(test_best_wake),
                 cmocka_unit_test(test_best_sleep),
