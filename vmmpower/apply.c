@@ -270,6 +270,15 @@ static void apply_pin_one(struct applier *a, struct pin_state *p, nsec_t now)
                 want = p->want.set;
         else
                 cpuset_set(&want, (unsigned) p->want.cpu);
+        if (a->cfg.simulate) {
+                /* a dry run pins nothing: it counts what it would pin (nothing to release) */
+                if (p->want.cpu != APPLY_RELEASE) {
+                        a->work.pins++;
+                        p->applied_cpu = p->want.cpu;
+                }
+                p->done = true;
+                return;
+        }
         if (p->want.uuid[0]) {
                 virConnectPtr conn = applier_conn(a, now);
 
@@ -489,6 +498,8 @@ static void stop_and_restore(struct applier *a)
 
         a->drv = power_driver_free(a->drv);
         a->journal = journal_free(a->journal);
+        if (a->cfg.simulate)
+                return; /* nothing was changed, and the journal is not ours */
         if (a->libvirt_uri) {
                 a->conn_next_ns = 0;
                 conn = applier_conn(a, now_ns());
@@ -562,6 +573,20 @@ static void *applier_thread(void *userdata)
         return NULL;
 }
 
+/* The dry run's driver: the sim backend, in memory. */
+static int applier_start_sim(struct applier *a)
+{
+        struct power_driver_config dc = { .n_cpus = a->cfg.n_cpus, .sim_max_khz = a->cfg.sim_max_khz };
+        int r;
+
+        if (a->cfg.n_cpus == 0)
+                return -EINVAL;
+        r = power_driver_new("sim", &dc, &a->drv);
+        if (r < 0)
+                log_error_errno(r, "Failed to set up the sim power driver: %m");
+        return r;
+}
+
 int applier_new(const struct apply_config *cfg, struct applier **ret)
 {
         struct power_driver_config dc = { 0 };
@@ -580,6 +605,12 @@ int applier_new(const struct apply_config *cfg, struct applier **ret)
         if (!a->state_dir || !a->sysfs_root || (cfg->libvirt_uri && !a->libvirt_uri)) {
                 r = -ENOMEM;
                 goto fail;
+        }
+        if (cfg->simulate) {
+                r = applier_start_sim(a);
+                if (r < 0)
+                        goto fail;
+                goto start;
         }
         r = journal_open(a->state_dir, &a->journal);
         if (r < 0) {
@@ -601,12 +632,14 @@ int applier_new(const struct apply_config *cfg, struct applier **ret)
                 log_error_errno(r, "Failed to set up the sysfs power driver under %s: %m", a->sysfs_root);
                 goto fail;
         }
-        a->cfg.foreign_paths = NULL; /* the caller's, read above */
         a->work.driver_foreign = power_driver_stats(a->drv)->foreign;
         if (power_sysfs_get_info(a->drv, &info) == 0) {
                 a->work.driver_policies = info.n_policies;
                 a->work.driver_pm_qos = info.n_pm_qos;
         }
+start:
+        a->cfg.foreign_paths = NULL; /* the caller's, read above */
+        a->work.simulated = cfg->simulate;
         a->stats = a->work;
         pthread_mutex_init(&a->lock, NULL);
         pthread_condattr_init(&ca);
@@ -622,10 +655,14 @@ int applier_new(const struct apply_config *cfg, struct applier **ret)
                 log_error_errno(r, "Failed to start the applier thread: %m");
                 goto fail;
         }
-        log_info("Applier: journal in %s, %u cpufreq policies and %u PM QoS knobs under %s (%u left to others "
-                 "from the start), libvirt pins %s.",
-                 a->state_dir, info.n_policies, info.n_pm_qos, a->sysfs_root, power_driver_stats(a->drv)->foreign,
-                 a->libvirt_uri ? a->libvirt_uri : "off");
+        if (cfg->simulate)
+                log_info("Applier (dry run): sim power driver for %u CPUs; no pin, no knob write, no journal.",
+                         cfg->n_cpus);
+        else
+                log_info("Applier: journal in %s, %u cpufreq policies and %u PM QoS knobs under %s (%u left to "
+                         "others from the start), libvirt pins %s.",
+                         a->state_dir, info.n_policies, info.n_pm_qos, a->sysfs_root,
+                         power_driver_stats(a->drv)->foreign, a->libvirt_uri ? a->libvirt_uri : "off");
         *ret = a;
         return 0;
 fail:

@@ -33,7 +33,9 @@ struct restore_stats;
  * the applier logs it once at notice and leaves it.
  *
  * Every knob is journaled before its first write (journal.h); restoring is
- * the daemon's job once the applier is freed (daemon_restore_journal()).
+ * the applier's own on applier_stop(), else the daemon's once it is freed
+ * (daemon_restore_journal()).  With apply_config.simulate (--dry-run) the
+ * driver is the "sim" backend and nothing reaches the host.
  * A newer request replaces one the thread has not started yet: only the
  * latest desired state matters.
  */
@@ -68,6 +70,12 @@ struct apply_config {
         /* knobs someone else owns from the start (coexist.h; power_driver_config) */
         unsigned foreign_classes;
         const char *const *foreign_paths; /* NULL-terminated, only read by applier_new() */
+        /* vmmpowerd --dry-run: the "sim" power driver (n_cpus CPUs, level 1000 = sim_max_khz)
+         * instead of sysfs, no journal, no pin made (a pin counts as made as asked): the whole
+         * path from plan to knob values runs, nothing on the host changes */
+        bool simulate;
+        unsigned n_cpus;
+        uint32_t sim_max_khz;
 };
 
 struct apply_stats {
@@ -98,6 +106,7 @@ struct apply_stats {
         unsigned driver_class_retries;  /* writes let through to a class disabled by EACCES/EPERM/EROFS */
         unsigned driver_classes_disabled; /* bit per enum power_knob_class disabled now */
         unsigned driver_pending_retries;  /* knobs with an EBUSY retry pending in the driver */
+        bool simulated;           /* apply_config.simulate: pins and knob changes are what would be done */
 };
 
 struct applier;

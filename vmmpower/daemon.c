@@ -268,6 +268,12 @@ static void input_numa_ignored(void *userdata, const struct vm_load *vm, int err
                                   error == -ENOENT ? "which have no online CPU here" : "a list that does not parse");
 }
 
+/* Plans reach the host (an applier on the sysfs driver; a dry run's applier only simulates). */
+static bool acting(const struct daemon *d)
+{
+        return d->applier && !d->opts.dry_run;
+}
+
 /*
  * Close the hint loop: tell every guest what each of its vCPUs is given, the
  * capacity of its domain's level in the applied plan (0..1024, 1024 = the top
@@ -280,7 +286,7 @@ static void hints_grant(struct daemon *d, const struct plan *p, nsec_t now)
 {
         const struct em_host *h = d->em;
 
-        if (!d->hints || !d->applier || !h || !p)
+        if (!d->hints || !acting(d) || !h || !p)
                 return;
         for (unsigned i = 0; i < p->n_vcpus; i++) {
                 int c = p->vcpu_cpu[i];
@@ -414,9 +420,10 @@ static int load_energy_model(const struct vp_config *cfg, const struct topology 
         return r;
 }
 
+/* An applier runs: on the host, or with --dry-run on the sim power driver (whatever Apply says). */
 static bool want_applier(const struct daemon *d, const struct vp_config *cfg, bool have_model)
 {
-        return !d->opts.dry_run && cfg->planner_enabled && cfg->planner_apply && have_model;
+        return cfg->planner_enabled && (cfg->planner_apply || d->opts.dry_run) && have_model;
 }
 
 static bool qmp_config_changed(const struct vp_config *a, const struct vp_config *b)
@@ -496,6 +503,11 @@ static void start_applier(struct daemon *d)
 
         if (d->applier || d->retiring_applier || !d->running || !want_applier(d, &d->cfg, d->em != NULL))
                 return;
+        if (d->opts.dry_run) {
+                ac.simulate = true;
+                ac.n_cpus = d->em->n_cpus;
+                ac.sim_max_khz = plan_level_khz(d->em, d->em->model.n_levels - 1);
+        }
         foreign = coexist_foreign_paths(&d->coexist);
         if (!foreign) {
                 d->counters.apply_start_errors++;
@@ -686,7 +698,7 @@ static int daemon_apply_config(struct daemon *d, const struct vp_config *cfg, bo
          * knobs hold the host's values; a reload under a running applier keeps
          * the start's knob findings (the knobs hold ours now). */
         r = coexist_check(cfg->procfs_root, cfg->sysfs_root, (enum coexist_mode) cfg->other_tuners,
-                          starting || !d->applier, &coexist);
+                          starting || !acting(d), &coexist);
         if (r < 0)
                 goto fail;
 
@@ -1189,7 +1201,7 @@ static void write_textfile(struct daemon *d)
  */
 static void feed_load_scale(struct daemon *d)
 {
-        const struct plan *p = d->applier ? d->plan : NULL;
+        const struct plan *p = acting(d) ? d->plan : NULL;
 
         for (size_t i = 0; i < tracker_n_vms(d->tracker); i++) {
                 const struct vm_load *vm = tracker_vm(d->tracker, i);
@@ -1772,12 +1784,13 @@ void daemon_view(struct daemon *d, nsec_t now, struct daemon_view *ret)
                 .coexist = &d->coexist,
                 .procscan_stats = &d->procscan_stats,
                 .qmp_failing = qmp_failing_count(d),
-                .applier = d->applier != NULL,
+                .applier = acting(d),
+                .simulated = d->applier && !acting(d),
                 .libvirt = d->libvirt != NULL,
         };
         /* kept by the applier's and the libvirt source's threads under their locks: copied */
         if (d->applier)
-                applier_get_stats(d->applier, &ret->apply);
+                applier_get_stats(d->applier, ret->applier ? &ret->apply : &ret->sim_apply);
         if (d->libvirt)
                 libvirt_src_get_stats(d->libvirt, &ret->libvirt_stats);
 }

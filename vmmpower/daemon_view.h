@@ -80,6 +80,8 @@ struct daemon_view {
         unsigned qmp_failing;           /* configured QMP sockets whose last query failed */
         bool applier;                   /* plans are applied (an applier runs); false: advisory */
         struct apply_stats apply;       /* copied from the applier; zeros without one */
+        bool simulated;                 /* --dry-run: an applier runs on the sim power driver */
+        struct apply_stats sim_apply;   /* copied from it: what would be done; zeros without one */
         bool libvirt;                   /* the libvirt source runs */
         struct libvirt_src_stats libvirt_stats; /* copied from it; zeros without one */
 };

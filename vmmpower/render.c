@@ -106,8 +106,16 @@ static void render_apply_json(const struct daemon_view *d, struct strbuf *out)
         const struct apply_stats *a = &d->apply;
 
         if (!d->applier) {
-                strbuf_printf(out, "{\"enabled\":false,\"why\":\"%s\",\"start_errors\":%" PRIu64 "}",
+                const struct apply_stats *s = &d->sim_apply;
+
+                strbuf_printf(out, "{\"enabled\":false,\"why\":\"%s\",\"start_errors\":%" PRIu64,
                               advisory_reason(d, false), d->counters->apply_start_errors);
+                /* a dry run's applier on the sim power driver: what it would do */
+                if (d->simulated)
+                        strbuf_printf(out, ",\"simulated\":{\"passes\":%" PRIu64 ",\"pins\":%" PRIu64
+                                      ",\"pins_current\":%u,\"knob_changes\":%" PRIu64 "}",
+                                      s->passes, s->pins, s->pins_current, s->knob_changes);
+                strbuf_puts(out, "}");
                 return;
         }
         strbuf_printf(out,
@@ -184,7 +192,11 @@ static void render_status_more(const struct daemon_view *d, struct strbuf *out)
 {
         const char *why = advisory_reason(d, true);
 
-        if (why)
+        if (why && d->simulated)
+                strbuf_printf(out, "plans:         %s; on the sim power driver: %" PRIu64 " passes, %" PRIu64
+                              " pins and %" PRIu64 " knob changes would have been made\n",
+                              why, d->sim_apply.passes, d->sim_apply.pins, d->sim_apply.knob_changes);
+        else if (why)
                 strbuf_printf(out, "plans:         %s\n", why);
         else
                 strbuf_printf(out,

@@ -144,10 +144,17 @@ class RestoreFixture(unittest.TestCase):
             self.assertIn("dry run", out)
             self.assertTrue(p["advisory"])
             self.assertFalse(p["apply"]["enabled"])
+            # the plan went all the way to the sim power driver: the pins and knob values it would make
+            sim = d.json("status")["apply"]["simulated"]
+            self.assertGreaterEqual(sim["pins"], 3)
+            self.assertGreater(sim["knob_changes"], 0)
+            rc, out, _ = d.ctl("status")
+            self.assertIn("would have been made", out)
             self.assertEqual(tree_diff(self.pristine, self.tree), [])
             self.assertEqual(self.affinities(), self.before)
             self.assertFalse(os.path.exists(os.path.join(d.tmp, "state", "journal")))
-            log("dry run: plan %s with %d active pCPUs, no file or affinity changed" % (p["decision"], p["n_active"]))
+            log("dry run: plan %s with %d active pCPUs, on the sim driver %d pins and %d knob changes, no file or "
+                "affinity changed" % (p["decision"], p["n_active"], sim["pins"], sim["knob_changes"]))
         finally:
             d.stop()
 

@@ -238,6 +238,51 @@ static void test_stop_restores(void **state)
         restore_and_check(f); /* nothing left in the journal */
 }
 
+/* apply_config.simulate (--dry-run): the sim power driver takes the caps and
+ * limits, pins count as made, and nothing reaches the host: no file of the
+ * tree, no affinity, no journal; stopping restores nothing. */
+static void test_simulate(void **state)
+{
+        struct fixture *f = *state;
+        struct apply_config cfg = { .state_dir = f->state, .sysfs_root = f->root, .simulate = true, .n_cpus = 2,
+                                    .sim_max_khz = 3800000 };
+        struct applier *a = NULL;
+        struct restore_stats rs = { 0 };
+        struct apply_stats st;
+        char path[512];
+        cpu_set_t now;
+        int r = -1;
+
+        assert_int_equal(applier_new(&cfg, &a), 0);
+        submit_wait(a, request(f, 1, 0, 2000000, 20));
+        applier_get_stats(a, &st);
+        assert_true(st.simulated);
+        assert_int_equal(st.pins, 2);
+        assert_int_equal(st.pin_errors, 0);
+        assert_int_equal(st.knob_changes, 3); /* two caps, one latency limit */
+        assert_int_equal(st.knob_errors, 0);
+        submit_wait(a, request(f, 1, 0, 2000000, 20)); /* the same: nothing more */
+        applier_get_stats(a, &st);
+        assert_int_equal(st.pins, 2);
+        assert_int_equal(st.knob_changes, 3);
+        sh("diff -r '%s' '%s'", f->pristine, f->root);
+        for (int i = 0; i < 2; i++) {
+                assert_int_equal(sched_getaffinity(f->tid[i], sizeof(now), &now), 0);
+                assert_true(CPU_EQUAL(&now, &f->orig));
+        }
+        snprintf(path, sizeof(path), "%s/journal", f->state);
+        assert_int_equal(access(path, F_OK), -1);
+        applier_stop(a);
+        assert_true(applier_stopped(a, true, &r, &rs));
+        assert_int_equal(r, 0);
+        assert_int_equal(rs.restored + rs.failed + rs.skipped, 0);
+        applier_free(a);
+        sh("diff -r '%s' '%s'", f->pristine, f->root);
+
+        cfg.n_cpus = 0; /* the sim driver needs its CPUs */
+        assert_int_equal(applier_new(&cfg, &a), -EINVAL);
+}
+
 /* A VM let go (mode exclude): the pins we made go back to the original mask;
  * a thread we never pinned is left as it is. */
 static void test_release(void **state)
@@ -512,6 +557,7 @@ int main(void)
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_apply_and_restore, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_stop_restores, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_simulate, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_release, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_gone_thread, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_libvirt_unreachable, setup, teardown),

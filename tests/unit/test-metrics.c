@@ -246,6 +246,24 @@ static void test_view_stats(void **state)
         render_status(&v, false, &sb);
         assert_non_null(strstr(sb.data, "\nlibvirt:       disabled\n"));
 
+        /* a dry run's applier on the sim driver: shown as what would be done, never as applied */
+        v.dry_run = v.simulated = true;
+        v.sim_apply = (struct apply_stats) { .passes = 4, .pins = 6, .pins_current = 3, .knob_changes = 9 };
+        strbuf_reset(&sb);
+        render_metrics(&v, &sb);
+        assert_close(sample(sb.data, "vmmpower_plans_applied"), 0);
+        assert_close(sample(sb.data, "vmmpower_apply_pins_total"), 0);
+        assert_close(sample(sb.data, "vmmpower_dry_run"), 1);
+        strbuf_reset(&sb);
+        render_status(&v, true, &sb);
+        assert_json(sb.data, "apply\":{\"enabled", "false");
+        assert_json(sb.data, "why", "\"dry run\"");
+        assert_non_null(strstr(sb.data, "\"simulated\":{\"passes\":4,\"pins\":6,\"pins_current\":3,\"knob_changes\":9}"));
+        strbuf_reset(&sb);
+        render_status(&v, false, &sb);
+        assert_non_null(strstr(sb.data, "\nplans:         advisory, --dry-run: nothing on the host is changed; on the sim "
+                                        "power driver: 4 passes, 6 pins and 9 knob changes would have been made\n"));
+
         strbuf_free(&sb);
         assert_int_equal(rmdir(dir), 0);
         tracker_free(tr);
