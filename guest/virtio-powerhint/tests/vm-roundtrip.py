@@ -44,6 +44,16 @@ def check(cond, what):
         failures.append(what)
 
 
+def until(fn, secs):
+    """Poll fn() every 0.2 s until it returns a true value or secs pass; its last value."""
+    end = time.monotonic() + secs
+    while True:
+        v = fn()
+        if v or time.monotonic() >= end:
+            return v
+        time.sleep(0.2)
+
+
 def build():
     extra = os.path.join(work, "extra")
     os.makedirs(os.path.join(extra, "bin"))
@@ -113,8 +123,13 @@ def main():
 
         n0, r0 = requests(1)
         con.busy(1)
-        time.sleep(4)
-        n1, r1 = requests(1)
+        seen = {}
+
+        def busy_requested():
+            seen["n1"], seen["r1"] = requests(1)
+            return seen["n1"] > n0 and seen["r1"] >= 896
+        until(busy_requested, 20)
+        n1, r1 = seen["n1"], seen["r1"]
         print("  cpu1 governor calls %d -> %d, request level %d -> %d (busy)" % (n0, n1, r0, r1))
         check(n1 > n0, "schedutil calls the driver on cpu1")
         check(r1 >= 896, "busy cpu1 requests a high level (%d)" % r1)
@@ -131,8 +146,12 @@ def main():
         check(lv1 is not None and int(lv1.split()[2]) >= 896, "LEVEL for busy cpu1 (%s)" % lv1)
         host.send("WELCOME 1 vcpus=2 max_level=1024 boost_cap_ms=500 rate=10 burst=20 trust=full\n"
                   "GRANT 0 256\nGRANT 1 640\n")
-        time.sleep(2)
-        rc, out = con.run("cat %spowerhint_grant %sscaling_cur_freq" % (CPUFREQ % 1, CPUFREQ % 1))
+
+        def granted():
+            seen["grant"] = con.run("cat %spowerhint_grant %sscaling_cur_freq" % (CPUFREQ % 1, CPUFREQ % 1))
+            return seen["grant"][1][:1] == ["640"]
+        until(granted, 15)
+        rc, out = seen["grant"]
         print("  cpu1 grant / scaling_cur_freq:", out)
         check(out and out[0] == "640", "GRANT written to powerhint_grant")
         # the grant is reported, not made current: cpu1 is busy, its current frequency is the
@@ -148,8 +167,13 @@ def main():
         # The host end goes away: the port reports POLLHUP and writes fail with EAGAIN; the
         # agent must neither spin nor give up, and must re-send everything on reconnect.
         host.s.close()
-        time.sleep(4)
-        rc, out = con.run("powerhint status")
+
+        def disconnected():
+            seen["status"] = con.run("powerhint status")
+            out = seen["status"][1]
+            return out and "host=disconnected" in out[0]
+        until(disconnected, 20)
+        rc, out = seen["status"]
         check(out and "host=disconnected" in out[0], "agent sees the host end closed (%s)"
               % (out[0] if out else None))
         rc, out = con.run("cat /proc/$(pidof powerhintd)/stat")
