@@ -33,29 +33,15 @@ void plan_actions_done(struct plan_actions *act)
         *act = (struct plan_actions) { 0 };
 }
 
-static int grow(void **p, size_t *alloc, size_t n, size_t size)
-{
-        void *q;
-
-        if (n <= *alloc)
-                return 0;
-        q = realloc(*p, n * size);
-        if (!q)
-                return -ENOMEM;
-        *p = q;
-        *alloc = n;
-        return 0;
-}
-
 /* Room for n_v pins and their sets, prev_n sets of prev's pins, the host's CPUs. */
 static int actions_reserve(struct plan_actions *act, size_t n_v, size_t prev_n, unsigned n_cpus)
 {
         size_t pins = act->alloc, sets = act->alloc, cpus = act->cpu_alloc;
 
-        if (grow((void **) &act->pin, &pins, n_v, sizeof(*act->pin)) < 0 ||
-            grow((void **) &act->set, &sets, n_v, sizeof(*act->set)) < 0 ||
-            grow((void **) &act->prev_set, &act->prev_alloc, prev_n, sizeof(*act->prev_set)) < 0 ||
-            grow((void **) &act->cpu, &cpus, n_cpus, sizeof(*act->cpu)) < 0)
+        if (array_grow((void **) &act->pin, &pins, n_v, sizeof(*act->pin)) < 0 ||
+            array_grow((void **) &act->set, &sets, n_v, sizeof(*act->set)) < 0 ||
+            array_grow((void **) &act->prev_set, &act->prev_alloc, prev_n, sizeof(*act->prev_set)) < 0 ||
+            array_grow((void **) &act->cpu, &cpus, n_cpus, sizeof(*act->cpu)) < 0)
                 return -ENOMEM;
         act->alloc = pins;
         act->cpu_alloc = (unsigned) cpus;

@@ -131,20 +131,6 @@ static bool plan_knows(const struct plan_input *in, uint64_t key)
         return in->n_known && bsearch(&key, in->known, in->n_known, sizeof(key), cmp_u64);
 }
 
-static int grow(void **a, size_t *alloc, size_t want, size_t size)
-{
-        void *n;
-
-        if (want <= *alloc)
-                return 0;
-        n = realloc(*a, want * size);
-        if (!n)
-                return -ENOMEM;
-        *a = n;
-        *alloc = want;
-        return 0;
-}
-
 /* The hints of VM pid onto in->hints. */
 static int add_hints(struct plan_input *in, pid_t pid, const struct plan_input_sources *src)
 {
@@ -156,7 +142,7 @@ static int add_hints(struct plan_input *in, pid_t pid, const struct plan_input_s
                 if (!plan_hint_from_effective((struct vcpu_ref) { pid, (uint32_t) j }, &in->eff[j], &h))
                         continue;
                 if (in->n_hints == in->hints_alloc &&
-                    grow((void **) &in->hints, &in->hints_alloc, in->hints_alloc ? 2 * in->hints_alloc : 64,
+                    array_grow((void **) &in->hints, &in->hints_alloc, in->hints_alloc ? 2 * in->hints_alloc : 64,
                          sizeof(*in->hints)) < 0)
                         return -ENOMEM;
                 in->hints[in->n_hints++] = h;

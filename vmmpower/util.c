@@ -328,6 +328,22 @@ static size_t utf8_len(const unsigned char *p)
         return n;
 }
 
+int array_grow(void **a, size_t *alloc, size_t want, size_t size)
+{
+        void *n;
+
+        if (want <= *alloc)
+                return 0;
+        if (size && want > SIZE_MAX / size)
+                return -ENOMEM; /* want * size would wrap */
+        n = realloc(*a, want * size);
+        if (!n)
+                return -ENOMEM;
+        *a = n;
+        *alloc = want;
+        return 0;
+}
+
 void sanitize_name(char *s)
 {
         unsigned char *p = (unsigned char *) s;

@@ -63,6 +63,13 @@ int write_file_atomic(const char *path, const char *data, size_t len, mode_t mod
 int write_file_atomic_nosync(const char *path, const char *data, size_t len, mode_t mode);
 
 /*
+ * Grow the array *a (of elements of size bytes, *alloc of them) to at least
+ * want elements with realloc; 0 (also when it is large enough), or -ENOMEM
+ * (no memory, or want * size does not fit a size_t) with *a and *alloc unchanged.
+ */
+int array_grow(void **a, size_t *alloc, size_t want, size_t size);
+
+/*
  * Make an untrusted name safe to show anywhere (tables, JSON, Prometheus
  * labels, logs): valid UTF-8 is kept, except control characters (C0, DEL,
  * C1); every invalid byte and every control character becomes '?'.  In place.

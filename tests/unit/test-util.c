@@ -83,6 +83,31 @@ static void test_escape(void **state)
         assert_non_null(strstr(out, "..."));
 }
 
+/* array_grow: grows to at least the count asked, keeps the elements, never shrinks. */
+static void test_array_grow(void **state)
+{
+        int *a = NULL;
+        size_t alloc = 0;
+
+        (void) state;
+        assert_int_equal(array_grow((void **) &a, &alloc, 4, sizeof(*a)), 0);
+        assert_non_null(a);
+        assert_int_equal(alloc, 4);
+        for (int i = 0; i < 4; i++)
+                a[i] = i * 7;
+        assert_int_equal(array_grow((void **) &a, &alloc, 2, sizeof(*a)), 0);
+        assert_int_equal(alloc, 4);
+        assert_int_equal(array_grow((void **) &a, &alloc, 1000, sizeof(*a)), 0);
+        assert_int_equal(alloc, 1000);
+        for (int i = 0; i < 4; i++)
+                assert_int_equal(a[i], i * 7);
+        /* a size that wraps: -ENOMEM, the array as it was */
+        assert_int_equal(array_grow((void **) &a, &alloc, SIZE_MAX / 2, sizeof(*a)), -ENOMEM);
+        assert_int_equal(alloc, 1000);
+        assert_int_equal(a[3], 21);
+        free(a);
+}
+
 static void test_sanitize_name(void **state)
 {
         char a[] = "vm-\xc3\xa9t\xc3\xa9", b[] = "ev\xffil\x1b[31mRED\nx\x7f", c[] = "\xc2\x85\xed\xa0\x80\xe2\x82",
@@ -135,6 +160,7 @@ static void test_files(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_array_grow),
                 cmocka_unit_test(test_parse_u64),      cmocka_unit_test(test_parse_signed),
                 cmocka_unit_test(test_parse_duration), cmocka_unit_test(test_escape),
                 cmocka_unit_test(test_strbuf),         cmocka_unit_test(test_files),
