@@ -132,3 +132,165 @@ int sim_latency_bound_mw(const struct em_host *h, const double *demand, unsigned
         *ret_mw = best;
         return isfinite(best) ? 1 : 0;
 }
+
+/* ---- the same with sets that stay within an LLC ---- */
+
+/* The largest offered load (CPUs) n servers carry with sim_erlang_c() <= budget (bisection). */
+static double erlang_max_load(unsigned n, double budget)
+{
+        double lo = 0, hi = n;
+
+        for (int it = 0; it < 60; it++) {
+                double mid = (lo + hi) / 2;
+                if (sim_erlang_c(n, mid) <= budget)
+                        lo = mid;
+                else
+                        hi = mid;
+        }
+        return lo;
+}
+
+/*
+ * Power of the per-LLC sets: the first c[g] CPUs of LLC segment g of order (seg_start[g],
+ * seg_len[g]) carry w[g] evenly, level L where used (NAN: not a placement of the bound).
+ */
+static double llc_sets_power(const struct em_host *h, const int *order, const unsigned *seg_start, unsigned n_seg,
+                             const unsigned *c, const double *w, unsigned L, double *work, uint8_t *lvl,
+                             const uint8_t *zero, const uint32_t *lat)
+{
+        const struct energy_model *m = &h->model;
+        double cap = m->levels[L].capacity / 1024.0, g = m->smt_gain_permille / 1000.0;
+        struct em_breakdown br;
+
+        memset(work, 0, h->n_cpus * sizeof(double));
+        memset(lvl, 0, h->n_fdoms);
+        for (unsigned s = 0; s < n_seg; s++) {
+                if (c[s] == 0)
+                        continue;
+                double x = w[s] / c[s];
+                if (x > cap + 1e-12)
+                        return NAN;
+                for (unsigned j = 0; j < c[s]; j++) {
+                        int cpu = order[seg_start[s] + j];
+                        work[cpu] = x;
+                        lvl[h->cpu_fdom[cpu]] = (uint8_t) L;
+                }
+        }
+        for (unsigned k = 0; k < h->n_cores; k++) {
+                const struct em_core *co = &h->cores[k];
+                if (co->n_threads > 1 && co->cpu[1] >= 0 && work[co->cpu[0]] + work[co->cpu[1]] > cap * g + 1e-12)
+                        return NAN;
+        }
+        struct em_load l = { .cpu_work = work, .cpu_vcpus = zero, .cpu_max_latency_us = lat, .fdom_level = lvl };
+        double p = em_host_power(h, &l, &br);
+        if (br.capped_pkgs > 0 && br.capped_level < L)
+                return NAN;
+        return p;
+}
+
+int sim_latency_bound_llc_mw(const struct em_host *h, const double *demand, unsigned nv, double budget,
+                             double *ret_mw, unsigned *ret_cpus)
+{
+        const struct energy_model *m = &h->model;
+        _cleanup_free_ double *work = calloc(h->n_cpus, sizeof(double));
+        _cleanup_free_ uint8_t *zero = calloc(h->n_cpus, 1);
+        _cleanup_free_ uint32_t *lat = calloc(h->n_cpus, sizeof(uint32_t));
+        _cleanup_free_ uint8_t *lvl = calloc(h->n_fdoms ? h->n_fdoms : 1, 1);
+        _cleanup_free_ unsigned *seg_start = calloc(h->n_online + 1, sizeof(unsigned));
+        _cleanup_free_ unsigned *seg_len = calloc(h->n_online + 1, sizeof(unsigned));
+        _cleanup_free_ unsigned *c = calloc(h->n_online + 1, sizeof(unsigned));
+        _cleanup_free_ double *w = calloc(h->n_online + 1, sizeof(double));
+        const int *orders[2] = { h->order_smt_first, h->order_cores_first };
+        double W = 0, dmax = 0, best = INFINITY;
+        unsigned best_c = 0;
+
+        if (!work || !zero || !lat || !lvl || !seg_start || !seg_len || !c || !w)
+                return -ENOMEM;
+        for (unsigned k = 0; k < h->n_cpus; k++)
+                lat[k] = EM_LATENCY_ANY;
+        for (unsigned i = 0; i < nv; i++) {
+                W += demand[i] > 0 ? demand[i] : 0;
+                dmax = fmax(dmax, demand[i]);
+        }
+        if (W <= 0)
+                return sim_latency_bound_mw(h, demand, nv, budget, ret_mw, ret_cpus);
+        for (unsigned o = 0; o < 2; o++) {
+                const int *order = orders[o];
+                unsigned n_seg = 0;
+
+                /* the order's LLC segments (an order runs LLC by LLC) */
+                for (unsigned j = 0; j < h->n_online; j++) {
+                        unsigned llc = h->cores[h->cpu_core[order[j]]].llc;
+                        if (j == 0 || llc != h->cores[h->cpu_core[order[j - 1]]].llc) {
+                                seg_start[n_seg] = j;
+                                seg_len[n_seg++] = 0;
+                        }
+                        seg_len[n_seg - 1]++;
+                }
+                for (unsigned L = 0; L < m->n_levels; L++) {
+                        double cap = m->levels[L].capacity / 1024.0, rest = W / (cap > 0 ? cap : 1);
+                        unsigned last = 0, used = 0;
+
+                        if (cap <= 0 || dmax > cap + 1e-12)
+                                continue;
+                        /* 1. greedy: each LLC in order carries the most its CPUs carry within the
+                         *    budget, the last one the rest on the fewest CPUs, or more */
+                        memset(c, 0, n_seg * sizeof(*c));
+                        memset(w, 0, n_seg * sizeof(*w));
+                        for (unsigned s = 0; s < n_seg && rest > 1e-12; s++) {
+                                double amax = erlang_max_load(seg_len[s], budget);
+                                if (rest <= amax) {
+                                        c[s] = sim_erlang_servers(rest, budget, seg_len[s]);
+                                        w[s] = rest * cap;
+                                        rest = 0;
+                                        last = s;
+                                } else {
+                                        c[s] = seg_len[s];
+                                        w[s] = amax * cap;
+                                        rest -= amax;
+                                }
+                                used += c[s];
+                        }
+                        if (rest <= 1e-12) {
+                                unsigned c_last = c[last];
+                                for (unsigned k = c_last; k <= seg_len[last]; k++) {
+                                        c[last] = k;
+                                        double p = llc_sets_power(h, order, seg_start, n_seg, c, w, L, work, lvl,
+                                                                  zero, lat);
+                                        if (p < best) {
+                                                best = p;
+                                                best_c = used - c_last + k;
+                                        }
+                                }
+                        }
+                        /* 2. even: the demand split evenly over k LLCs, each on the fewest CPUs, or more */
+                        for (unsigned k = 1; k <= n_seg; k++) {
+                                double a = W / cap / k;
+                                unsigned cmin = 0, n_min = UINT32_MAX;
+                                for (unsigned s = 0; s < k; s++)
+                                        n_min = seg_len[s] < n_min ? seg_len[s] : n_min;
+                                cmin = sim_erlang_servers(a, budget, n_min);
+                                if (cmin > n_min)
+                                        continue;
+                                for (unsigned cc = cmin; cc <= n_min; cc++) {
+                                        memset(c, 0, n_seg * sizeof(*c));
+                                        memset(w, 0, n_seg * sizeof(*w));
+                                        for (unsigned s = 0; s < k; s++) {
+                                                c[s] = cc;
+                                                w[s] = W / k;
+                                        }
+                                        double p = llc_sets_power(h, order, seg_start, n_seg, c, w, L, work, lvl,
+                                                                  zero, lat);
+                                        if (p < best) {
+                                                best = p;
+                                                best_c = k * cc;
+                                        }
+                                }
+                        }
+                }
+        }
+        if (ret_cpus)
+                *ret_cpus = best_c;
+        *ret_mw = best;
+        return isfinite(best) ? 1 : 0;
+}

@@ -66,6 +66,10 @@ void sim_print_table(const struct sim_result *r, FILE *f)
         fprintf(f, "\nlat-bound: queueing budget %.2f%% of wake-ups (Erlang C), mean set %.1f CPUs; %u of %u intervals "
                    "where no placement meets it (the fluid bound counted there)",
                 100.0 * r->queue_budget, r->latbound_cpus, r->latbound_infeasible, r->n_intervals);
+        fprintf(f, "\nlat-bound per LLC (sets within an LLC, as the planner keeps them; a reference, not a bound): "
+                   "%.1f%% of B0, mean sets %.1f CPUs in all; %u intervals where none meets it",
+                r->p[SIM_B0].energy_j > 0 ? 100.0 * r->latbound_llc_j / r->p[SIM_B0].energy_j : 0.0,
+                r->latbound_llc_cpus, r->latbound_llc_infeasible);
         fprintf(f, "\nsimulated in %.1f s wall, %.1f s CPU, %llu burst events (window %.1f s per step, vmmpower's %.1f s)\n",
                 r->wall_ns / 1e9, r->cpu_ns / 1e9, (unsigned long long) r->events, r->window_ns / 1e9,
                 r->vmm_window_ns / 1e9);

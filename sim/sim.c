@@ -1369,6 +1369,16 @@ int sim_run(const struct sim_host *host, const struct sim_trace *tr, const struc
                         res->latbound_infeasible++;
                 } else
                         res->latbound_cpus += lb_cpus;
+                double llc_mw = 0;
+                r = sim_latency_bound_llc_mw(h, R.demand, R.nv, cfg->queue_budget, &llc_mw, &lb_cpus);
+                if (r < 0)
+                        goto out;
+                if (r == 0) {
+                        llc_mw = bound_mw[0];
+                        res->latbound_llc_infeasible++;
+                } else
+                        res->latbound_llc_cpus += lb_cpus;
+                res->latbound_llc_j += llc_mw / 1000.0 * (double) tr->interval_ns / 1e9;
                 res->p[SIM_LATBOUND].interval_w[k] = bound_mw[2] / 1000.0;
                 res->p[SIM_LATBOUND].energy_j += bound_mw[2] / 1000.0 * (double) tr->interval_ns / 1e9;
                 res->p[SIM_FLUID].interval_w[k] = bound_mw[0] / 1000.0;
@@ -1440,6 +1450,8 @@ int sim_run(const struct sim_host *host, const struct sim_trace *tr, const struc
         }
         if (n_int > res->latbound_infeasible)
                 res->latbound_cpus /= n_int - res->latbound_infeasible;
+        if (n_int > res->latbound_llc_infeasible)
+                res->latbound_llc_cpus /= n_int - res->latbound_llc_infeasible;
         res->vcpu_hours = (double) R.nv * n_int * (double) tr->interval_ns / 3.6e12;
         res->mean_util = R.nv && n_int ? util_sum / ((double) R.nv * n_int) : 0;
         res->demand_cpu_s = util_sum * (double) tr->interval_ns / 1e9;

@@ -112,6 +112,9 @@ struct sim_result {
         uint64_t hints_fed, hints_actuating; /* replayed hint lines, and hints that took a token */
         unsigned latbound_infeasible;   /* intervals where no placement meets it (the fluid bound is counted) */
         double latbound_cpus;           /* mean size of the latency-constrained bound's set over the others */
+        double latbound_llc_j;          /* the same with per-LLC sets (sim_latency_bound_llc_mw), J */
+        double latbound_llc_cpus;       /* mean size of its sets over the intervals it meets the budget */
+        unsigned latbound_llc_infeasible; /* intervals where it does not (the fluid bound counted) */
         struct sim_policy_result p[_SIM_POLICY_MAX];
 };
 void sim_result_free(struct sim_result *r);
@@ -139,6 +142,15 @@ int sim_binpack_reference_mw(const struct em_host *h, const double *demand, unsi
  */
 int sim_latency_bound_mw(const struct em_host *h, const double *demand, unsigned nv, double budget, double *ret_mw,
                          unsigned *ret_cpus);
+/*
+ * The same with every set within one LLC, as vmmpower's planner keeps them (the kernel's wake-up
+ * path looks for an idle CPU only in the waking vCPU's LLC): per level, the LLCs filled in the
+ * wake order each with the most its CPUs carry within budget (the last the rest, on the fewest
+ * CPUs or more), or the demand split evenly over k LLCs; the least power of those.  A reference
+ * for a per-LLC planner, not a bound of every placement (docs/simulator.md §5).
+ */
+int sim_latency_bound_llc_mw(const struct em_host *h, const double *demand, unsigned nv, double budget,
+                             double *ret_mw, unsigned *ret_cpus);
 /* Erlang C: the probability that an arrival waits in M/M/c with offered load a (1 when a >= c). */
 double sim_erlang_c(unsigned c, double a);
 /* The least c <= max_c with sim_erlang_c(c, a) <= budget; 0 for a <= 0, max_c + 1 when none. */

@@ -594,6 +594,38 @@ static void test_erlang_c(void **state)
 }
 
 /*
+ * The per-LLC reference (sim_latency_bound_llc_mw) on the Genoa host (4 LLCs of 16 CPUs): its sets
+ * within the budget need at least the CPUs of one pooled set of the same load (Erlang C pools);
+ * a load that the four LLCs cannot carry within 1% each (38.4 CPUs: at most ~8.6 Erlangs per
+ * 16-CPU set) has no per-LLC placement, while one set spanning the LLCs carries it.
+ */
+static void test_latbound_llc(void **state)
+{
+        struct sim_host h;
+        double d[128], mw_llc = 0, mw_host = 0;
+        unsigned c_llc = 0, c_host = 0;
+
+        (void) state;
+        load_host_named(&h, "epyc-genoa-1s", "epyc-genoa");
+        for (unsigned i = 0; i < 64; i++)
+                d[i] = 0.3;
+        assert_int_equal(sim_latency_bound_llc_mw(h.em, d, 64, 0.01, &mw_llc, &c_llc), 1);
+        assert_int_equal(sim_latency_bound_mw(h.em, d, 64, 0.01, &mw_host, &c_host), 1);
+        printf("# 19.2 CPUs of demand: per-LLC %u CPUs %.0f mW, one set %u CPUs %.0f mW\n", c_llc, mw_llc, c_host,
+               mw_host);
+        assert_true(c_llc >= sim_erlang_servers(19.2, 0.01, 64));
+        assert_true(c_llc > 16); /* more than one LLC's set */
+        assert_true(isfinite(mw_llc) && mw_llc > 0);
+        for (unsigned i = 0; i < 128; i++)
+                d[i] = 0.3;
+        assert_int_equal(sim_latency_bound_llc_mw(h.em, d, 128, 0.01, &mw_llc, &c_llc), 0);
+        assert_true(isinf(mw_llc));
+        assert_int_equal(sim_latency_bound_mw(h.em, d, 128, 0.01, &mw_host, &c_host), 1);
+        assert_true(c_host >= sim_erlang_servers(38.4, 0.01, 64) && c_host > 48);
+        sim_host_done(&h);
+}
+
+/*
  * The demand unit (sim_demand_scale): with a turbo table, a fully busy vCPU is one CPU at the
  * all-core level; a host loaded with fully busy vCPUs, one per core, then runs all of it under B0,
  * while with the top level as the unit (the old unit) B0 leaves work undelivered.
@@ -1373,6 +1405,7 @@ int main(void)
                 cmocka_unit_test(test_deterministic),
                 cmocka_unit_test(test_bounds_below_policies),
                 cmocka_unit_test(test_erlang_c),
+                cmocka_unit_test(test_latbound_llc),
                 cmocka_unit_test(test_wake_energy_per_episode),
                 cmocka_unit_test(test_calibrated_models),
                 cmocka_unit_test(test_demand_unit),
