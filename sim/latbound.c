@@ -55,24 +55,20 @@ unsigned sim_erlang_servers(double a, double budget, unsigned max_c)
         return max_c + 1;
 }
 
-/* Power of W spread evenly on the first c CPUs of order at level L (NAN: not a placement of the bound). */
-static double set_power(const struct em_host *h, const int *order, unsigned c, unsigned L, double W, double *work,
-                        uint8_t *lvl, const uint8_t *zero, const uint32_t *lat)
+/*
+ * The power of a placement (work per CPU, level L on the domains in lvl), NAN when it is not one
+ * of the bound's: a 2-thread core carries more than SmtGain x a thread at L, or the turbo table
+ * or the power limit caps it below L.
+ */
+static double placed_power(const struct em_host *h, unsigned L, double *work, uint8_t *lvl, const uint8_t *zero,
+                           const uint32_t *lat)
 {
         const struct energy_model *m = &h->model;
-        double cap = m->levels[L].capacity / 1024.0, g = m->smt_gain_permille / 1000.0, x = W / c;
+        double cap = m->levels[L].capacity / 1024.0, g = m->smt_gain_permille / 1000.0;
         struct em_breakdown br;
 
-        if (x > cap + 1e-12)
-                return NAN;
-        memset(work, 0, h->n_cpus * sizeof(double));
-        memset(lvl, 0, h->n_fdoms);
-        for (unsigned j = 0; j < c; j++) {
-                work[order[j]] = x;
-                lvl[h->cpu_fdom[order[j]]] = (uint8_t) L;
-        }
-        for (unsigned j = 0; j < c; j++) {
-                const struct em_core *co = &h->cores[h->cpu_core[order[j]]];
+        for (unsigned k = 0; k < h->n_cores; k++) {
+                const struct em_core *co = &h->cores[k];
                 double sum = 0;
                 for (unsigned t = 0; t < co->n_threads; t++)
                         sum += work[co->cpu[t]];
@@ -84,6 +80,24 @@ static double set_power(const struct em_host *h, const int *order, unsigned c, u
         if (br.capped_pkgs > 0 && br.capped_level < L)
                 return NAN;
         return p;
+}
+
+/* Power of W spread evenly on the first c CPUs of order at level L (NAN: not a placement of the bound). */
+static double set_power(const struct em_host *h, const int *order, unsigned c, unsigned L, double W, double *work,
+                        uint8_t *lvl, const uint8_t *zero, const uint32_t *lat)
+{
+        const struct energy_model *m = &h->model;
+        double cap = m->levels[L].capacity / 1024.0, x = W / c;
+
+        if (x > cap + 1e-12)
+                return NAN;
+        memset(work, 0, h->n_cpus * sizeof(double));
+        memset(lvl, 0, h->n_fdoms);
+        for (unsigned j = 0; j < c; j++) {
+                work[order[j]] = x;
+                lvl[h->cpu_fdom[order[j]]] = (uint8_t) L;
+        }
+        return placed_power(h, L, work, lvl, zero, lat);
 }
 
 int sim_latency_bound_mw(const struct em_host *h, const double *demand, unsigned nv, double budget, double *ret_mw,
@@ -159,8 +173,7 @@ static double llc_sets_power(const struct em_host *h, const int *order, const un
                              const uint8_t *zero, const uint32_t *lat)
 {
         const struct energy_model *m = &h->model;
-        double cap = m->levels[L].capacity / 1024.0, g = m->smt_gain_permille / 1000.0;
-        struct em_breakdown br;
+        double cap = m->levels[L].capacity / 1024.0;
 
         memset(work, 0, h->n_cpus * sizeof(double));
         memset(lvl, 0, h->n_fdoms);
@@ -176,16 +189,7 @@ static double llc_sets_power(const struct em_host *h, const int *order, const un
                         lvl[h->cpu_fdom[cpu]] = (uint8_t) L;
                 }
         }
-        for (unsigned k = 0; k < h->n_cores; k++) {
-                const struct em_core *co = &h->cores[k];
-                if (co->n_threads > 1 && co->cpu[1] >= 0 && work[co->cpu[0]] + work[co->cpu[1]] > cap * g + 1e-12)
-                        return NAN;
-        }
-        struct em_load l = { .cpu_work = work, .cpu_vcpus = zero, .cpu_max_latency_us = lat, .fdom_level = lvl };
-        double p = em_host_power(h, &l, &br);
-        if (br.capped_pkgs > 0 && br.capped_level < L)
-                return NAN;
-        return p;
+        return placed_power(h, L, work, lvl, zero, lat);
 }
 
 int sim_latency_bound_llc_mw(const struct em_host *h, const double *demand, unsigned nv, double budget,
