@@ -1009,6 +1009,14 @@ static int vmm_period(struct run *R, struct pstate *p, nsec_t now, uint64_t peri
         pr->decisions++;
         if (r < 0)
                 return r;
+        /* where the plan keeps its vCPUs: CPUs and LLCs (diagnostics, printed with the plan count) */
+        pr->active_cpus += cpuset_count(&next->active);
+        memset(R->core_mask, 0, h->n_cores);
+        for (unsigned c = 0; c < h->n_cpus; c++)
+                if (h->cpu_core[c] >= 0 && cpuset_isset(&next->active, c))
+                        R->core_mask[h->cores[h->cpu_core[c]].llc] = 1; /* as scratch: n_llcs <= n_cores */
+        for (unsigned g = 0; g < h->n_llcs; g++)
+                pr->active_llcs += R->core_mask[g];
         if (next->why.decision == PLAN_GROW)
                 pr->grows++;
         else if (next->why.decision == PLAN_SHRINK)
