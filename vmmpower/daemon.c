@@ -479,11 +479,14 @@ static void reap_applier(struct daemon *d, bool wait)
 {
         struct applier *a = d->retiring_applier;
         struct restore_stats st = { 0 };
+        struct apply_stats as;
         int r = 0;
 
         if (!a || !applier_stopped(a, wait, &r, &st))
                 return;
-        (void) count_restore(d, applier_state_dir(a), r, &st);
+        applier_get_stats(a, &as);
+        if (!as.simulated) /* a dry run's applier restores nothing: no restore to count */
+                (void) count_restore(d, applier_state_dir(a), r, &st);
         applier_free(a);
         d->retiring_applier = NULL;
         start_applier(d);

@@ -123,6 +123,19 @@ class Metrics(unittest.TestCase):
         results = {dict(l)["result"] for (n, l) in m if n == "vmmpower_restore_knobs_total"}
         self.assertEqual(results, {"restored", "unchanged", "foreign", "gone", "failed", "skipped"})
         self.assertNotIn('pid="', text)
+        # A reload that replaces the dry run's applier (on the sim driver: it changed nothing) runs
+        # no restore, so none is counted.
+        with open(d.config) as f:
+            conf = f.read()
+        with open(d.config, "w") as f:
+            f.write(conf.replace("[Libvirt]\nEnabled = no", "[Libvirt]\nEnabled = yes", 1))
+        d.signal(signal.SIGHUP)
+        d.wait_for(lambda: d.json("status")["reloads"] >= 1, 10, "the reload")
+        d.wait_periods(3)
+        m = parse_prom(d.ctl("metrics")[1])
+        self.assertEqual(one(m, "vmmpower_restore_runs_total"), 0)
+        self.assertTrue(d.json("status")["apply"]["simulated"]["passes"] >= 1)
+        log("dry run: a reload replaced the sim-driver applier, no restore counted")
 
     def version(self):
         rc, out, _ = self.d.ctl("version", "--json")
