@@ -204,8 +204,13 @@ def operator_pin(xml):
 class OperatorPins(unittest.TestCase):
     """Three TCG guests under the real libvirtd: `opin` whose persistent XML pins its vCPU and
     emulator to 0-1 (the operator's pin: on this 2-CPU host a set that no pin of vmmpower's
-    equals with PinSingleCPU=yes), and two idle neighbours.  The neighbours are packed onto one pCPU while opin's
-    threads keep exactly 0-1; `manage-pins="yes"` in opin's metadata lets vmmpower pack it too."""
+    equals with PinSingleCPU=yes), and two idle neighbours.  The neighbours are pinned by vmmpower (one pCPU
+    each) while opin's threads keep exactly 0-1; `manage-pins="yes"` in opin's metadata lets vmmpower pin it too.
+
+    Whether the two neighbours share a pCPU is not asserted: with opin's vCPU free to run on both CPUs, every
+    placement of two 0.3% guests is within a few mW in the model, so which pCPU each gets follows where the
+    kernel ran them at the first plan (a CI run found them apart for 180 s, another together at once).
+    It is logged."""
 
     @classmethod
     def setUpClass(cls):
@@ -240,9 +245,17 @@ class OperatorPins(unittest.TestCase):
     def threads(self, g):
         return list(g.vcpu_tids().values()) + [g.pid]  # vCPU threads and the emulator (main) thread
 
+    def neighbour_affinities(self):
+        return [self.affinity(g, t) for g in self.guests[1:] for t in g.vcpu_tids().values()]
+
+    def neighbours_pinned(self):
+        """Every neighbour vCPU pinned by vmmpower: PinSingleCPU=yes gives each one pCPU."""
+        affs = self.neighbour_affinities()
+        return len(affs) == 2 and all(a and "-" not in a and "," not in a for a in affs)
+
     def neighbours_packed(self):
-        affs = {self.affinity(g, t) for g in self.guests[1:] for t in g.vcpu_tids().values()}
-        return len(affs) == 1 and "-" not in next(iter(affs)) and "," not in next(iter(affs))
+        affs = self.neighbour_affinities()
+        return self.neighbours_pinned() and len(set(affs)) == 1
 
     def test_pins_left_alone_then_managed(self):
         from test_packing import core_model
@@ -257,14 +270,13 @@ class OperatorPins(unittest.TestCase):
         model = core_model(os.path.join(SOURCE_DIR, "config", "models", "xeon-spr-2s.model"))
         self.addCleanup(os.unlink, model)
         # PinSingleCPU: every vCPU vmmpower places gets one pCPU, so "pinned by vmmpower" shows
-        # in the affinity even when the plan keeps both pCPUs active.  The batch profile packs the
-        # two idle neighbours onto one pCPU (the latency profile, the default, may keep them on two).
+        # in the affinity even when the plan keeps both pCPUs active.
         d = self.__class__.d = Daemon(sections={"Planner": {"ShrinkDwell": "2s", "ModelFile": model,
                                                             "Profile": "batch",
                                                             "PinSingleCPU": "yes"}}).start()
         t0 = time.monotonic()
-        d.wait_for(self.neighbours_packed, 180, "the two neighbours packed onto one pCPU")
-        log("neighbours packed %.1fs after start" % (time.monotonic() - t0))
+        d.wait_for(self.neighbours_pinned, 180, "the two neighbours pinned by vmmpower")
+        log("neighbours pinned %.1fs after start: %s" % (time.monotonic() - t0, self.neighbour_affinities()))
         d.wait_for(lambda: d.vm_by_pid(g.pid), 30, "opin tracked")
         vm = d.vm_by_pid(g.pid)
         pol = vm["policy"]
@@ -274,24 +286,25 @@ class OperatorPins(unittest.TestCase):
         rc, out, _ = d.ctl("vms")
         self.assertIn("placement: exclude: pinned by the operator (vcpupin, emulatorpin in the persistent XML)", out)
         self.assertIn("the operator pinned it (<cputune>/<vcpu>: vcpupin, emulatorpin)", d.log())
-        # Every sample, for 15 periods and until 3 samples found the neighbours packed onto one
-        # pCPU (at most 90 periods): the operator's pin exactly.
-        samples = packed = 0
+        # Every sample, for 15 periods and until 3 samples found the neighbours pinned by vmmpower
+        # (at most 90 periods): the operator's pin exactly.
+        samples = pinned = packed = 0
         p0 = d.status()["periods"]
         while True:
             periods = d.status()["periods"] - p0
-            if (periods >= 15 and packed >= 3) or periods >= 90:
+            if (periods >= 15 and pinned >= 3) or periods >= 90:
                 break
             self.assertEqual({t: self.affinity(g, t) for t in self.threads(g)}, before)
             samples += 1
+            pinned += self.neighbours_pinned()
             packed += self.neighbours_packed()
             time.sleep(0.25)
-        self.assertGreater(packed, 0, "the neighbours were never packed while sampled")
+        self.assertGreater(pinned, 0, "the neighbours were never pinned by vmmpower while sampled")
         self.assertIn("<vcpupin vcpu='0' cpuset='0-1'/>", vmlib.virsh("dumpxml", g.name).stdout)
         self.assertEqual(vmlib.virsh("vcpupin", g.name).stdout.split()[-1], "0-1")
         plan = d.json("plan")
-        log("opin kept 0-1 in %d samples over %d periods; neighbours packed in %d of them; plan: %d active, %s" %
-            (samples, periods, packed, plan["n_active"], plan["reason"]))
+        log("opin kept 0-1 in %d samples over %d periods; neighbours pinned in %d of them, on one pCPU in %d; "
+            "plan: %d active, %s" % (samples, periods, pinned, packed, plan["n_active"], plan["reason"]))
 
         # Opt in: vmmpower may now pin it.
         vmlib.virsh("metadata", g.name, "--uri", "https://vmmpower.org/xmlns/policy/1", "--key", "vmmpower",
