@@ -54,6 +54,8 @@ static void help(void)
                "      --intervals=N         only N trace intervals (default all)\n"
                "      --first-interval=N    start at interval N (default 0)\n"
                "      --no-resim            do not re-simulate cores the planner changed\n"
+               "      --free-undelivered    do not charge the work a policy left undelivered in its kWh\n"
+               "                            (default: charged as a busy CPU at the top level)\n"
                "      --csv=FILE            append CSV rows (header when the file is new or empty)\n"
                "      --label=TEXT          run label in the CSV (default: trace,host,oversub,burst)\n"
                "      --svg=FILE            power over the day per policy\n"
@@ -164,7 +166,7 @@ static int bad(const char *opt, const char *val)
 int main(int argc, char **argv)
 {
         enum { O_VMS = 256, O_DIST, O_PERIOD, O_STEP, O_WINDOW, O_INTERVALS, O_FIRST, O_NORESIM, O_CSV, O_LABEL, O_SVG,
-               O_PROGRESS, O_NOPROGRESS, O_FORMAT, O_RESAMPLE, O_SPLIT, O_CURVE, O_MEASURED, O_HINTS, O_UNIT,
+               O_PROGRESS, O_NOPROGRESS, O_FREE_UNDELIVERED, O_FORMAT, O_RESAMPLE, O_SPLIT, O_CURVE, O_MEASURED, O_HINTS, O_UNIT,
                O_PROFILE, O_QBUDGET };
         static const struct option opts[] = {
                 { "trace", required_argument, NULL, 't' },
@@ -193,6 +195,7 @@ int main(int argc, char **argv)
                 { "svg", required_argument, NULL, O_SVG },
                 { "progress", no_argument, NULL, O_PROGRESS },
                 { "no-progress", no_argument, NULL, O_NOPROGRESS },
+                { "free-undelivered", no_argument, NULL, O_FREE_UNDELIVERED },
                 { "power-curve", no_argument, NULL, O_CURVE },
                 { "measured", required_argument, NULL, O_MEASURED },
                 { "hints", required_argument, NULL, O_HINTS },
@@ -321,6 +324,7 @@ int main(int argc, char **argv)
                 case O_SVG: svg = optarg; break;
                 case O_PROGRESS: cfg.progress = true; break;
                 case O_NOPROGRESS: cfg.progress = false; break;
+                case O_FREE_UNDELIVERED: cfg.free_undelivered = true; break;
                 case O_CURVE: curve = true; break;
                 case O_MEASURED: measured = optarg; break;
                 case O_HINTS: hints_path = optarg; break;

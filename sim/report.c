@@ -73,6 +73,12 @@ void sim_print_table(const struct sim_result *r, FILE *f)
                    "%.1f%% of B0, mean sets %.1f CPUs in all; %u intervals where none meets it",
                 r->p[SIM_B0].energy_j > 0 ? 100.0 * r->latbound_llc_j / r->p[SIM_B0].energy_j : 0.0,
                 r->latbound_llc_cpus, r->latbound_llc_infeasible);
+        fprintf(f, "\nundelivered work: %s at %.0f mW per CPU (the top level's busy power over the shallowest idle "
+                   "state's, with its share of the platform's busy power, over the PSU efficiency); charged kWh:",
+                r->free_undelivered ? "not charged (--free-undelivered), would be" : "charged in kWh",
+                r->undelivered_mw);
+        for (int p = 0; p < _SIM_RUN_MAX; p++)
+                fprintf(f, " %s %.3f", sim_policy_name(p), r->p[p].undelivered_j / 3.6e6);
         fprintf(f, "\nsimulated in %.1f s wall, %.1f s CPU, %llu burst events (window %.1f s per step, vmmpower's %.1f s)\n",
                 r->wall_ns / 1e9, r->cpu_ns / 1e9, (unsigned long long) r->events, r->window_ns / 1e9,
                 r->vmm_window_ns / 1e9);
@@ -84,14 +90,14 @@ void sim_write_csv(const struct sim_result *r, const char *label, bool header, F
                 fprintf(f, "run,policy,vms,vcpus,cpus,vcpu_hours,energy_kwh,rel_b0,gap_closed,vs_fluid,"
                            "wait_p50_us,wait_p99_us,wait_p999_us,wakeups,deep_wakeups,deep_share,"
                            "migrations_per_vcpu_hour,decide_cpu_s,overload_cpu_s,grows,shrinks,"
-                           "moves_per_vcpu_hour,undelivered_share,queued_wakeups,queued_share\n");
+                           "moves_per_vcpu_hour,undelivered_share,queued_wakeups,queued_share,undelivered_kwh\n");
         for (int p = 0; p < _SIM_POLICY_MAX; p++) {
                 const struct sim_policy_result *x = &r->p[p];
                 fprintf(f, "%s,%s,%u,%u,%u,%.3f,%.6f,%.6f,%.6f,%.6f,", label, sim_policy_name(p), r->n_vms, r->n_vcpus,
                         r->n_cpus, r->vcpu_hours, kwh(r, p), x->energy_j / r->p[SIM_B0].energy_j, gap_closed(r, p),
                         x->energy_j / r->p[SIM_FLUID].energy_j - 1);
                 if (runs(p))
-                        fprintf(f, "%.3f,%.3f,%.3f,%llu,%llu,%.6f,%.4f,%.6f,%.3f,%llu,%llu,%.4f,%.6f,%llu,%.6f\n",
+                        fprintf(f, "%.3f,%.3f,%.3f,%llu,%llu,%.6f,%.4f,%.6f,%.3f,%llu,%llu,%.4f,%.6f,%llu,%.6f,%.6f\n",
                                 wait_hist_percentile(&x->hist, 0.50) / 1e3, wait_hist_percentile(&x->hist, 0.99) / 1e3,
                                 wait_hist_percentile(&x->hist, 0.999) / 1e3, (unsigned long long) x->wakeups,
                                 (unsigned long long) x->deep_wakeups,
@@ -101,10 +107,15 @@ void sim_write_csv(const struct sim_result *r, const char *label, bool header, F
                                 r->vcpu_hours > 0 ? x->moves / r->vcpu_hours : 0.0,
                                 r->demand_cpu_s > 0 ? x->overload_s / r->demand_cpu_s : 0.0,
                                 (unsigned long long) x->queued_wakeups,
-                                x->wakeups ? (double) x->queued_wakeups / x->wakeups : 0.0);
+                                x->wakeups ? (double) x->queued_wakeups / x->wakeups : 0.0, x->undelivered_j / 3.6e6);
                 else
-                        fprintf(f, ",,,,,,,,,,,,,,\n");
+                        fprintf(f, ",,,,,,,,,,,,,,,\n");
         }
+        /* the per-LLC reference (not a policy, not a bound): energy and its share of B0's only */
+        double b0 = r->p[SIM_B0].energy_j, fl = r->p[SIM_FLUID].energy_j;
+        fprintf(f, "%s,lat-bound-llc,%u,%u,%u,%.3f,%.6f,%.6f,%.6f,%.6f,,,,,,,,,,,,,,,,\n", label, r->n_vms, r->n_vcpus,
+                r->n_cpus, r->vcpu_hours, r->latbound_llc_j / 3.6e6, b0 > 0 ? r->latbound_llc_j / b0 : NAN,
+                b0 - fl > 0 ? (b0 - r->latbound_llc_j) / (b0 - fl) : NAN, fl > 0 ? r->latbound_llc_j / fl - 1 : NAN);
 }
 
 static const char *const colours[_SIM_POLICY_MAX] = { "#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e",

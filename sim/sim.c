@@ -78,6 +78,15 @@ void sim_policy_from_config(const struct vp_config *cfg, struct plan_policy *pol
         plan_policy_from_config(cfg, pol); /* the daemon's own mapping (plan_input.c) */
 }
 
+double sim_undelivered_mw(const struct energy_model *m, unsigned n_cores)
+{
+        double idle = m->n_idle ? m->idle[0].power_mw : 0.0;
+        double busy = m->n_levels ? m->levels[m->n_levels - 1].active_mw : 0.0;
+        double plat = n_cores ? (double) m->platform_busy_mw / n_cores : 0.0;
+        double eff = m->psu_efficiency_permille ? m->psu_efficiency_permille / 1000.0 : 1.0;
+        return MAX(busy - idle, 0.0) / eff + plat / eff;
+}
+
 void sim_config_defaults(struct sim_config *c)
 {
         struct vp_config cfg;
@@ -1463,6 +1472,13 @@ int sim_run(const struct sim_host *host, const struct sim_trace *tr, const struc
         res->vcpu_hours = (double) R.nv * n_int * (double) tr->interval_ns / 3.6e12;
         res->mean_util = R.nv && n_int ? util_sum / ((double) R.nv * n_int) : 0;
         res->demand_cpu_s = util_sum * (double) tr->interval_ns / 1e9;
+        res->undelivered_mw = sim_undelivered_mw(&h->model, h->n_cores);
+        res->free_undelivered = cfg->free_undelivered;
+        for (int p = 0; p < _SIM_RUN_MAX; p++) {
+                res->p[p].undelivered_j = res->p[p].overload_s * res->undelivered_mw / 1000.0;
+                if (!cfg->free_undelivered)
+                        res->p[p].energy_j += res->p[p].undelivered_j;
+        }
         r = 0;
 out:
         if (R.hints)

@@ -72,6 +72,8 @@ struct sim_config {
                                          * bound's budget (default 0.01, the planner's default) */
         const struct sim_hint_script *hints; /* guest hints replayed to the planner (NULL: none) */
         struct hint_policy hint_policy; /* the [Hints] policy they are taken under (config_defaults) */
+        bool free_undelivered;          /* false (default): a policy's energy includes its undelivered
+                                         * work charged at sim_undelivered_mw() per CPU (docs/simulator.md §5) */
 };
 
 /* The run's VM k is QEMU pid SIM_VM_PID0 + k (plan keys, hint scripts' VM numbers). */
@@ -95,6 +97,8 @@ struct sim_policy_result {
         uint64_t grows, shrinks;        /* SIM_VMM: plans by decision */
         uint64_t active_cpus, active_llcs; /* SIM_VMM: CPUs hosting vCPUs and LLCs holding them, summed over plans */
         double overload_s;              /* CPU-seconds of demand over capacity (modelled power is clipped) */
+        double undelivered_j;           /* overload_s charged at sim_result.undelivered_mw (included in energy_j
+                                         * unless sim_config.free_undelivered) */
 };
 
 struct sim_result {
@@ -116,6 +120,8 @@ struct sim_result {
         double latbound_llc_j;          /* the same with per-LLC sets (sim_latency_bound_llc_mw), J */
         double latbound_llc_cpus;       /* mean size of its sets over the intervals it meets the budget */
         unsigned latbound_llc_infeasible; /* intervals where it does not (the fluid bound counted) */
+        double undelivered_mw;          /* the charge per CPU of undelivered work (sim_undelivered_mw) */
+        bool free_undelivered;          /* the run's sim_config.free_undelivered */
         struct sim_policy_result p[_SIM_POLICY_MAX];
 };
 void sim_result_free(struct sim_result *r);
@@ -132,6 +138,13 @@ void sim_host_done(struct sim_host *h);
 
 int sim_run(const struct sim_host *host, const struct sim_trace *trace, const struct sim_config *cfg,
             struct sim_result *ret);
+
+/*
+ * What one CPU-second of work a placement did not deliver costs when it is done (docs/simulator.md
+ * §5), in mW: a busy core at the top level instead of the shallowest idle state, its share of the
+ * platform's busy power, over the PSU efficiency.  Charged per CPU-second of overload.
+ */
+double sim_undelivered_mw(const struct energy_model *m, unsigned n_cores);
 
 /* The lower bound of one load and the bin-packing reference (docs/simulator.md §5); demand[nv]. */
 double sim_fluid_bound_mw(const struct em_host *h, const double *demand, unsigned nv);

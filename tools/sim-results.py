@@ -31,25 +31,18 @@ def fnum(x):
         return float('nan')
 
 
-LLC_REF = 'lat-bound per LLC (sets within an LLC, as the planner keeps them; a reference, not a bound): '
 rows = []
-llc_ref = {}  # run label -> the per-LLC reference's energy relative to B0, from the run's text output
 for f in sorted(glob.glob(os.path.join(args.out, 'csv', '*.csv'))):
     with open(f) as fh:
-        got = list(csv.DictReader(fh))
-    rows += got
-    txt = f[:-4] + '.txt'
-    if got and os.path.exists(txt):
-        with open(txt) as fh:
-            for line in fh:
-                if line.startswith(LLC_REF):
-                    llc_ref[got[0]['run']] = float(line[len(LLC_REF):].split('%')[0]) / 100
+        rows += list(csv.DictReader(fh))
 runs = {}
 for r in rows:
     # 'binpack' is the bin-packing reference's name in CSVs written before issue 18
     runs.setdefault(r['run'], {})['binpack-ref' if r['policy'] == 'binpack' else r['policy']] = r
-for label, rel in llc_ref.items():
-    runs[label]['_llc_ref'] = rel
+for v in runs.values():
+    # the per-LLC reference: a row of its own (vmmpower-sim since stop 26), its energy relative to B0
+    if 'lat-bound-llc' in v:
+        v['_llc_ref'] = fnum(v.pop('lat-bound-llc')['rel_b0'])
 
 
 def key_of(label):
@@ -122,6 +115,11 @@ def undelivered(v, p):
     return 100 * fnum(v[p].get('undelivered_share'))
 
 
+def charge_b0(v, p):
+    """The energy charged for p's undelivered work, % of B0's energy (NaN in CSVs without the column)."""
+    return 100 * fnum(v[p].get('undelivered_kwh')) / e(v, 'B0')
+
+
 def gap_binpack(v):
     """Share of the B0 -> bin-packing-reference gap closed by vmmpower (the batch target)."""
     b0, bp = e(v, 'B0'), e(v, 'binpack-ref')
@@ -156,8 +154,9 @@ L.append('Columns: energy relative to B0; **queued** = share of the wake-ups tha
          '§5); **per-LLC ref** = the same search with every set inside one LLC, as the planner keeps its sets (a '
          'reference, not a bound: the pooling of sets across LLCs is what separates it from the lat-bound); '
          '**moves** = placement changes (planner or balancer) per vCPU-hour; **undelivered** = demand the '
-         'placement could not run (it costs no energy, so a policy that leaves more of it looks cheaper by that '
-         'much).\n' % BUDGET)
+         'placement could not run; every policy\'s energy includes it, charged as that many CPU-seconds on a busy '
+         'CPU at the top level (vmmpower-sim\'s default; docs/simulator.md §5), so leaving work undone saves '
+         'nothing.\n' % BUDGET)
 if not own_batch:
     L.append('**This build\'s planner has no batch profile (`vmmpower-sim --help` lists no `--profile`)**: its default '
              'packs by the utilisation headroom, the batch profile\'s rule, so the batch target is read on the default '
@@ -187,11 +186,13 @@ if lshares:
     L.append('| (not a target) the same share against the per-LLC reference | mean of %d | %s |' % (
         len(lshares), fmt(statistics.mean(lshares), '%.2f')))
 if d12:
-    L.append('| (not a target) demand left undelivered, vmmpower / B3 (mean; runs where vmmpower leaves more) '
-             '| mean of %d | %.2f%% / %.2f%% (%d) |' % (
+    L.append('| (not a target) demand left undelivered, vmmpower / B3 (mean; runs where vmmpower leaves more; '
+             'its charge in the energy, %% of B0) | mean of %d | %.2f%% / %.2f%% (%d; %s / %s) |' % (
                  len(d12), statistics.mean(undelivered(matrix[k], 'vmmpower') for k in d12),
                  statistics.mean(undelivered(matrix[k], 'B3') for k in d12),
-                 sum(undelivered(matrix[k], 'vmmpower') > undelivered(matrix[k], 'B3') for k in d12)))
+                 sum(undelivered(matrix[k], 'vmmpower') > undelivered(matrix[k], 'B3') for k in d12),
+                 fmt(statistics.mean(charge_b0(matrix[k], 'vmmpower') for k in d12), '%.2f%%'),
+                 fmt(statistics.mean(charge_b0(matrix[k], 'B3') for k in d12), '%.2f%%')))
 L.append('| default budget, 4:1: wait p99 <= 1.5 x B0\'s | %d | %d |' % (
     len(d4), sum(w99(matrix[k], 'vmmpower') <= 1.5 * w99(matrix[k], 'B0') for k in d4)))
 L.append('| default budget, 4:1: energy below B0\'s | %d | %d |' % (

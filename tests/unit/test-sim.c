@@ -676,6 +676,28 @@ static void test_demand_unit(void **state)
                 undelivered[u] = r.p[SIM_B0].overload_s / r.demand_cpu_s;
                 printf("# demand unit %s: a busy vCPU = %.3f, B0 leaves %.2f%% undelivered\n", u ? "top" : "allcore",
                        r.demand_scale, 100 * undelivered[u]);
+                /* the undelivered work is in each policy's energy, charged per CPU-second at a busy
+                 * core's top level over the shallowest idle state, its platform share, over the PSU
+                 * efficiency; --free-undelivered leaves it out and changes nothing else */
+                const struct energy_model *m = &h.em->model;
+                double mw = ((double) m->levels[m->n_levels - 1].active_mw - m->idle[0].power_mw +
+                             (double) m->platform_busy_mw / h.em->n_cores) * 1000.0 / m->psu_efficiency_permille;
+                assert_float_equal(r.undelivered_mw, mw, 1e-9);
+                assert_false(r.free_undelivered);
+                struct sim_result f;
+                c.free_undelivered = true;
+                assert_int_equal(sim_run(&h, t, &c, &f), 0);
+                assert_true(f.free_undelivered);
+                for (int q = 0; q < _SIM_RUN_MAX; q++) {
+                        assert_float_equal(f.p[q].overload_s, r.p[q].overload_s, 1e-9);
+                        assert_float_equal(f.p[q].undelivered_j, r.p[q].overload_s * mw / 1000.0, 1e-6);
+                        if (fabs(r.p[q].energy_j - f.p[q].energy_j - f.p[q].undelivered_j) > 1e-6 * r.p[q].energy_j)
+                                fail_msg("%s: %.9g J charged, %.9g J free, %.9g J charge", sim_policy_name(q),
+                                         r.p[q].energy_j, f.p[q].energy_j, f.p[q].undelivered_j);
+                }
+                if (u) /* B0 leaves over 5% of the demand undelivered with the top level as the unit */
+                        assert_true(r.p[SIM_B0].undelivered_j > 0.01 * f.p[SIM_B0].energy_j);
+                sim_result_free(&f);
                 sim_result_free(&r);
         }
         assert_true(undelivered[0] < 0.005);
