@@ -135,14 +135,20 @@
  *      even at the top level is charged LAT_PENALTY x the top level's power
  *      per CPU and unit of excess; in step 4 such a set grows at once, and a
  *      grow destination must keep its set within the budget.
- *  L4. Closed loop (set_feedback): the previous plan's set, its vCPUs'
- *      utilisation and decayed run-queue wait give the queueing share the
- *      wait stands for (queue_measured_pwait, the M/M/c relation
- *      W = P A / (c - A)); over the budget, k rises at once to measured /
- *      predicted (the level rises or the set grows in this plan); under half
- *      the budget, with a prediction of at least CORR_INFORMATIVE of it, k
- *      falls by at most CORR_DECAY a period towards that ratio (the set may
- *      shrink after the dwell).
+ *  L4. Closed loop (set_feedback): the previous plan's set without the CPUs
+ *      and vCPUs it pinned alone, the other vCPUs' utilisation and decayed
+ *      run-queue wait give the queueing share the wait stands for
+ *      (queue_measured_pwait, the M/M/c relation W = P A / (c - A)); over
+ *      the budget, k rises at once to measured / predicted (the level rises
+ *      or the set grows in this plan); under half the budget it falls by at
+ *      most CORR_DECAY a period, towards that ratio when the prediction says
+ *      something (at least CORR_INFORMATIVE of the budget), else towards 1
+ *      (the set may shrink after the dwell).  k is never under 1 (the loop
+ *      only adds caution to the model) nor under the set's floor: a set over
+ *      its budget raises its floor to measured / predicted (or, when the
+ *      prediction says nothing, to CORR_PROBE times the k it was sized
+ *      with), so a fall that took it over the budget once stops short of
+ *      that the next time; the floor decays by CORR_FLOOR_DECAY a period.
  * The batch profile keeps the packing headroom of steps 2 and 4.
  *
  * Constants
@@ -154,14 +160,28 @@
  *  - LAT_PENALTY 10: a set over its budget costs ten times the top level's
  *    power per CPU and unit of excess, so that the search prefers any
  *    candidate within the budget and, when none is, the least over.
- *  - CORR_MIN 0.25, CORR_MAX 16: the closed loop trusts the model at most 4x
- *    optimistic and 16x pessimistic; CORR_MAX bounds what one bad sample of
- *    wait can cost (a set at most 16x as cautious as modelled).
+ *  - CORR_MIN 1, CORR_MAX 16: the closed loop never makes the model more
+ *    optimistic (a correction under 1, learnt while a set was quiet, was
+ *    wrong when its load rose: in vmmpower-sim a set held at 0.25 queued 10%
+ *    of its wake-ups where the model itself said 15%); CORR_MAX bounds what
+ *    one bad sample of wait can cost (a set at most 16x as cautious as
+ *    modelled).
  *  - CORR_DECAY 0.8: the correction falls by at most a fifth a period, so a
  *    set that was over its budget shrinks back over several dwell periods,
  *    not at the first quiet sample.
  *  - CORR_INFORMATIVE 0.25: a prediction under a quarter of the budget says
- *    too little about the model's error to lower the correction on.
+ *    too little about the model's error to take measured / predicted as the
+ *    correction; the correction then falls towards 1 (a set that measured
+ *    over its budget once, and grew until its prediction said about 0, kept
+ *    a correction of up to 16 for good before stop 26: half the Genoa 2:1
+ *    sets sat at 16, docs/simulator.md §5).
+ *  - CORR_PROBE 1.25, CORR_FLOOR_DECAY 0.999: after a fall towards 1 took a
+ *    set over its budget where the prediction said nothing, the next fall
+ *    stops a quarter above where that one did (test_latency_closed_loop: a
+ *    planted 3x error is corrected at once and, after one such probe,
+ *    held); the floor halves its excess over 1 in about 700 periods (12
+ *    minutes at the default period), so a set probes again at most every
+ *    few minutes as its load moves.
  *  - ROOM_EMPTY_CORE 4, FFD_WINDOW 4, WAKE_PROBE_WORK 0.1: first-fit and
  *    best-wake-CPU details (an empty core takes any vCPU; positions scanned
  *    linearly before the tree; the load that compares CPUs to wake).
@@ -284,6 +304,7 @@ struct ws {
         double dbar;            /* demand-weighted mean demand of the packed vCPUs (top-level units) */
         double acf;             /* Allen-Cunneen factor of their bursts */
         double *corr;           /* [n_llcs] closed-loop correction of the model per LLC's set */
+        double *corr_floor;     /* [n_llcs] its floor (plan_set.corr_floor) */
         double *measured;       /* [n_llcs] measured queueing share of the previous plan's set */
         unsigned *sorted_pack;  /* [nv] place_sets scratch: the packed vCPUs to place, largest first */
         int *cpu_list;          /* [n_cpus] place_sets scratch: an LLC's free CPUs */
@@ -336,6 +357,7 @@ static void ws_free(struct ws *w)
         free(w->seg);
         free(w->cpu_pos);
         free(w->corr);
+        free(w->corr_floor);
         free(w->measured);
         free(w->sorted_pack);
         free(w->cpu_list);
@@ -405,7 +427,7 @@ static int cmp_hint_key(const void *a, const void *b, void *ctx)
         return *(const unsigned *) a < *(const unsigned *) b ? -1 : (*(const unsigned *) a > *(const unsigned *) b);
 }
 
-static int map_previous(const struct ws *w, const struct plan *prev, int *out);
+static int map_previous(const struct ws *w, const struct plan *prev, int *out, int *out_idx);
 
 static bool prev_compatible(const struct em_host *h, const struct plan *prev)
 {
@@ -482,7 +504,7 @@ static int wait_signals(struct ws *w, const struct plan *prev, uint8_t *dem_out)
         ul = calloc(h->n_cpus, sizeof(double));
         if (!from || !u || !ul)
                 return -ENOMEM;
-        r = map_previous(w, prev, from);
+        r = map_previous(w, prev, from, NULL);
         if (r < 0)
                 return r;
         for (size_t i = 0; i < w->nv; i++) {
@@ -557,6 +579,7 @@ static int ws_init_wait_model(struct ws *w, const struct plan *prev)
         w->latency = w->pol->profile == PLAN_PROFILE_LATENCY && !w->pol->pin_single_cpu;
         w->budget = w->pol->queue_budget > 0.0 ? MIN(w->pol->queue_budget, 1.0) : 0.01;
         w->corr = calloc(nl, sizeof(double));
+        w->corr_floor = calloc(nl, sizeof(double));
         w->measured = calloc(nl, sizeof(double));
         w->sorted_pack = calloc(w->nv + 1, sizeof(unsigned));
         w->cpu_list = calloc(h->n_cpus, sizeof(int));
@@ -567,7 +590,7 @@ static int ws_init_wait_model(struct ws *w, const struct plan *prev)
         w->set_tot2 = calloc(nl, sizeof(double));
         w->pre1 = calloc(w->nv + 1, sizeof(double));
         w->pre2 = calloc(w->nv + 1, sizeof(double));
-        if (!w->corr || !w->measured || !w->sorted_pack || !w->cpu_list || !w->llc_n || !w->set_load2 || !w->set_tot || !w->set_tot2 || !w->set_budget || !w->pre1 ||
+        if (!w->corr || !w->corr_floor || !w->measured || !w->sorted_pack || !w->cpu_list || !w->llc_n || !w->set_load2 || !w->set_tot || !w->set_tot2 || !w->set_budget || !w->pre1 ||
             !w->pre2)
                 return -ENOMEM;
         for (unsigned c = 0; c < h->n_cpus; c++)
@@ -1127,10 +1150,12 @@ static double set_water_level(struct ws *w, unsigned g, double load)
  * probability: the target search never prefers it to one within the budget.
  */
 #define LAT_PENALTY 10.0
-#define CORR_MIN 0.25           /* the closed loop trusts the model at most 4x optimistic ... */
+#define CORR_MIN 1.0            /* the closed loop never makes the model more optimistic ... */
 #define CORR_MAX 16.0           /* ... and 16x pessimistic */
 #define CORR_DECAY 0.8          /* per period, towards the measured ratio, when comfortably under */
 #define CORR_INFORMATIVE 0.25   /* a prediction under this share of the budget says too little to lower it */
+#define CORR_PROBE 1.25         /* a set over its budget: its floor goes this far past the correction it had */
+#define CORR_FLOOR_DECAY 0.999  /* per period: the floor is forgotten over about ten minutes */
 
 /* Per-thread speed of a set with n1 CPUs alone on their core and n2 threads of paired cores. */
 static double set_speed(const struct ws *w, unsigned n1, unsigned n2)
@@ -1336,46 +1361,69 @@ static double set_pwait_now(const struct ws *w, unsigned g, double extra, int ex
 }
 
 /*
- * The closed loop (L4).  The previous plan's set of each LLC: c CPUs,
- * its vCPUs' utilisation (A CPUs at the level it ran) and their decayed
- * run-queue wait W.  The queueing share that wait stands for
- * (queue_measured_pwait) against the model's prediction for the same set
- * gives the correction:
+ * The closed loop (L4).  The previous plan's set of each LLC: c CPUs
+ * without those it gave a vCPU alone, the other vCPUs' utilisation (A CPUs
+ * at the level it ran) and their decayed run-queue wait W: the pool the
+ * queue of its movable vCPUs is served by (a vCPU pinned alone waits for
+ * nobody's CPU and its CPU serves nobody else; counted in, the pool read
+ * 2-9x too large and the measured share 2-9x too high, docs/simulator.md
+ * §5).  The queueing share that wait stands for (queue_measured_pwait)
+ * against the model's prediction for the same pool gives the correction:
  *  - measured over the budget: the correction rises at once to
- *    measured / predicted (the set grows in this plan);
- *  - measured under half the budget, with a prediction that says something
- *    (at least CORR_INFORMATIVE of the budget): it falls by at most
- *    CORR_DECAY per period towards measured / predicted (the set may shrink,
- *    after the dwell);
+ *    measured / predicted (the set grows in this plan), and its floor to
+ *    that ratio when the prediction says something, else to CORR_PROBE
+ *    times the correction the set was sized with;
+ *  - measured under half the budget: it falls by at most CORR_DECAY per
+ *    period, towards measured / predicted when the prediction says
+ *    something (at least CORR_INFORMATIVE of the budget), else towards 1
+ *    (the set may shrink, after the dwell);
  *  - else it is kept.
- * Within CORR_MIN..CORR_MAX.  The correction lives in the plan (plan_set.corr).
+ * Within max(CORR_MIN, floor)..CORR_MAX; the floor decays by
+ * CORR_FLOOR_DECAY a period.  Both live in the plan (plan_set.corr,
+ * corr_floor).
  */
 static int set_feedback(struct ws *w, const struct plan *prev)
 {
         const struct em_host *h = w->h;
-        _cleanup_free_ int *from = NULL;
+        _cleanup_free_ int *from = NULL, *pidx = NULL;
         _cleanup_free_ double *util = NULL, *util2 = NULL, *wait = NULL;
+        _cleanup_free_ unsigned *alone_cpus = NULL;
+        _cleanup_free_ uint8_t *alone_cpu = NULL;
         unsigned nl = h->n_llcs;
         int r;
 
         for (unsigned g = 0; g < nl; g++)
-                w->corr[g] = 1.0;
+                w->corr[g] = w->corr_floor[g] = CORR_MIN;
         if (!prev_compatible(h, prev) || prev->n_llcs != nl || !prev->set)
                 return 0;
-        for (unsigned g = 0; g < nl; g++)
+        for (unsigned g = 0; g < nl; g++) {
                 if (prev->set[g].corr >= CORR_MIN && prev->set[g].corr <= CORR_MAX)
                         w->corr[g] = prev->set[g].corr;
+                if (prev->set[g].corr_floor >= CORR_MIN && prev->set[g].corr_floor <= CORR_MAX)
+                        w->corr_floor[g] = MAX(prev->set[g].corr_floor * CORR_FLOOR_DECAY, CORR_MIN);
+        }
         from = malloc((w->nv ? w->nv : 1) * sizeof(int));
+        pidx = malloc((w->nv ? w->nv : 1) * sizeof(int));
         util = calloc(nl ? nl : 1, sizeof(double));
         wait = calloc(nl ? nl : 1, sizeof(double));
         util2 = calloc(nl ? nl : 1, sizeof(double));
-        if (!from || !util || !util2 || !wait)
+        alone_cpus = calloc(nl ? nl : 1, sizeof(unsigned));
+        alone_cpu = calloc(h->n_cpus, 1);
+        if (!from || !pidx || !util || !util2 || !wait || !alone_cpus || !alone_cpu)
                 return -ENOMEM;
-        r = map_previous(w, prev, from);
+        r = map_previous(w, prev, from, pidx);
         if (r < 0)
                 return r;
+        /* the previous plan's CPUs it gave a vCPU alone: not servers of its set's movable vCPUs */
+        for (unsigned j = 0; j < prev->n_vcpus; j++) {
+                int c = prev->vcpu_cpu[j];
+                if (!prev->vcpu_alone[j] || !cpu_ok(h, c) || alone_cpu[c])
+                        continue;
+                alone_cpu[c] = 1;
+                alone_cpus[h->cores[h->cpu_core[c]].llc]++;
+        }
         for (size_t i = 0; i < w->nv; i++) {
-                if (from[i] < 0 || w->v[i].mode != PLACE_PACK)
+                if (from[i] < 0 || w->v[i].mode != PLACE_PACK || (pidx[i] >= 0 && prev->vcpu_alone[pidx[i]]))
                         continue;
                 unsigned g = h->cores[h->cpu_core[from[i]]].llc;
                 if (w->v[i].util > 0.0) {
@@ -1388,22 +1436,27 @@ static int set_feedback(struct ws *w, const struct plan *prev)
         for (unsigned g = 0; g < nl; g++) {
                 const struct plan_set *ps = &prev->set[g];
                 unsigned L = MIN(ps->level, h->model.n_levels - 1u);
+                unsigned c = ps->cpus > alone_cpus[g] ? ps->cpus - alone_cpus[g] : 0;
                 double cap = (double) em_capacity(&h->model, L) / EM_CAPACITY_SCALE;
                 double spd = ps->speed > 0.0 ? ps->speed : 1.0, A = util[g] / (cap * spd), k = w->corr[g];
-                double meas, pred;
-                if (ps->cpus == 0 || !(A > 0.0))
+                double floor = w->corr_floor[g], meas, pred;
+                if (c == 0 || !(A > 0.0))
                         continue;
-                meas = queue_measured_pwait(ps->cpus, A, wait[g]);
+                meas = queue_measured_pwait(c, A, wait[g]);
                 w->measured[g] = meas;
                 if (!w->latency)
                         continue;
-                pred = w->acf * queue_set_pwait(ps->cpus, A, MIN(util2[g] / util[g] / (cap * spd), 1.0), 1.0);
+                pred = w->acf * queue_set_pwait(c, A, MIN(util2[g] / util[g] / (cap * spd), 1.0), 1.0);
                 double b = ps->budget > 0.0 ? ps->budget : w->budget;
-                if (meas > b)
+                if (meas > b) {
+                        /* the correction it was sized with was too low: not again; the model's error
+                         * where the prediction says something, else a step past it */
+                        floor = MIN(MAX(floor, pred >= CORR_INFORMATIVE * b ? meas / pred : k * CORR_PROBE), CORR_MAX);
                         k = MAX(k, meas / MAX(pred, 1e-6));
-                else if (meas < b / 2.0 && pred >= CORR_INFORMATIVE * b)
-                        k = MAX(k * CORR_DECAY, meas / pred);
-                w->corr[g] = MIN(MAX(k, CORR_MIN), CORR_MAX);
+                } else if (meas < b / 2.0)
+                        k = MAX(k * CORR_DECAY, pred >= CORR_INFORMATIVE * b ? meas / pred : CORR_MIN);
+                w->corr_floor[g] = floor;
+                w->corr[g] = MIN(MAX(k, floor), CORR_MAX);
         }
         return 0;
 }
@@ -2130,7 +2183,7 @@ static bool vcpu_known(const struct plan *prev, uint64_t key)
 }
 
 /* Previous CPU of each current vCPU (by key), -1 if new or its CPU went offline. */
-static int map_previous(const struct ws *w, const struct plan *prev, int *out)
+static int map_previous(const struct ws *w, const struct plan *prev, int *out, int *out_idx)
 {
         _cleanup_free_ unsigned *idx = NULL;
         unsigned n = prev->n_vcpus;
@@ -2144,6 +2197,8 @@ static int map_previous(const struct ws *w, const struct plan *prev, int *out)
         for (size_t i = 0; i < w->nv; i++) {
                 unsigned lo = 0, hi = n;
                 out[i] = -1;
+                if (out_idx)
+                        out_idx[i] = -1;
                 if (w->v[i].mode == PLACE_EXCLUDE)
                         continue;
                 while (lo < hi) {
@@ -2153,8 +2208,11 @@ static int map_previous(const struct ws *w, const struct plan *prev, int *out)
                         else
                                 hi = mid;
                 }
-                if (lo < n && prev->vcpu_key[idx[lo]] == w->v[i].key && cpu_ok(w->h, prev->vcpu_cpu[idx[lo]]))
+                if (lo < n && prev->vcpu_key[idx[lo]] == w->v[i].key && cpu_ok(w->h, prev->vcpu_cpu[idx[lo]])) {
                         out[i] = prev->vcpu_cpu[idx[lo]];
+                        if (out_idx)
+                                out_idx[i] = (int) idx[lo];
+                }
         }
         return 0;
 }
@@ -2171,6 +2229,7 @@ static void fill_plan_sets(struct ws *w, struct plan *p)
                 memset(ps, 0, sizeof(*ps));
                 w->set_load2[g] = 0.0;
                 ps->corr = w->corr[g];
+                ps->corr_floor = w->corr_floor[g];
                 ps->measured = w->measured[g];
                 ps->budget = w->set_budget[g];
                 for (unsigned k = h->llcs[g].first; k < h->llcs[g].end; k++) {
@@ -2383,7 +2442,7 @@ static int plan_keep(struct pc *st)
          * grow now, a shrink after the dwell): placed first-fit, every vCPU of a starting guest
          * went to the first CPU of the wake order and, the dwell later, back. The others (and
          * one whose CPU is unknown) first-fit into it. */
-        r = map_previous(w, st->prev, st->keep);
+        r = map_previous(w, st->prev, st->keep, NULL);
         if (r < 0)
                 return r;
         for (size_t i = 0; i < n_v; i++)

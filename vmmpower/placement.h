@@ -143,6 +143,8 @@ struct plan_set {
         double pwait_less;     /* the same with one CPU fewer (1 when cpus <= 1) */
         double measured;       /* queueing share its vCPUs' measured wait stands for, previous plan's set */
         double corr;           /* closed-loop correction of the model (1 = as modelled) */
+        double corr_floor;     /* the correction does not fall under this: raised past the correction
+                                * each time the set measured over its budget, forgotten slowly */
         double budget;         /* budget it is sized for (latency profile) */
 };
 
