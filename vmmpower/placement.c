@@ -162,8 +162,9 @@
  *    candidate within the budget and, when none is, the least over.
  *  - CORR_MIN 1, CORR_MAX 16: the closed loop never makes the model more
  *    optimistic (a correction under 1, learnt while a set was quiet, was
- *    wrong when its load rose: in vmmpower-sim a set held at 0.25 queued 10%
- *    of its wake-ups where the model itself said 15%); CORR_MAX bounds what
+ *    wrong when its load rose: in a vmmpower-sim variant without vCPUs
+ *    pinned alone a set held at 0.25 queued 10% of its wake-ups where the
+ *    model itself said 15%, docs/simulator.md §5); CORR_MAX bounds what
  *    one bad sample of wait can cost (a set at most 16x as cautious as
  *    modelled).
  *  - CORR_DECAY 0.8: the correction falls by at most a fifth a period, so a
