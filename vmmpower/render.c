@@ -664,6 +664,10 @@ static void plan_set_reason(const struct daemon_view *d, const struct plan_set *
                 snprintf(buf, size, "batch profile: its CPUs filled to HeadroomPercent %u%%", d->cfg->headroom_pct);
         else if (ps->pwait > ps->budget)
                 snprintf(buf, size, "over the budget even at its level: grows at the next period");
+        else if (ps->cpus > 1 && ps->pwait_less > ps->budget && ps->corr > 1.005)
+                snprintf(buf, size, "fewest CPUs within the budget (%u would queue %.2f%%), the model x%.2f by the "
+                         "measured wait%s", ps->cpus - 1, 100.0 * ps->pwait_less, ps->corr,
+                         ps->corr <= ps->corr_floor + 0.005 ? " (held at its floor: it went over once)" : "");
         else if (ps->cpus > 1 && ps->pwait_less > ps->budget)
                 snprintf(buf, size, "fewest CPUs within the budget (%u would queue %.2f%%)", ps->cpus - 1,
                          100.0 * ps->pwait_less);
@@ -683,7 +687,7 @@ static void render_plan_sets(const struct daemon_view *d, const struct plan *p, 
                               "LEVEL", "P(QUEUE)", "MEASURED", "CORR", "BUDGET", "WHY");
         for (unsigned g = 0; g < p->n_llcs && p->set; g++) {
                 const struct plan_set *ps = &p->set[g];
-                char why[128];
+                char why[192];
                 if (ps->cpus == 0)
                         continue;
                 plan_set_reason(d, ps, why, sizeof(why));
@@ -691,9 +695,9 @@ static void render_plan_sets(const struct daemon_view *d, const struct plan *p, 
                         strbuf_printf(out,
                                       "%s{\"llc\":%u,\"cpus\":%u,\"vcpus\":%u,\"demand\":%.4f,\"level\":%u,"
                                       "\"pwait\":%.6f,\"pwait_one_less\":%.6f,\"measured\":%.6f,\"corr\":%.3f,"
-                                      "\"budget\":%.6f,\"why\":",
+                                      "\"corr_floor\":%.3f,\"budget\":%.6f,\"why\":",
                                       first ? "" : ",", g, ps->cpus, ps->vcpus, ps->demand, ps->level, ps->pwait,
-                                      ps->pwait_less, ps->measured, ps->corr, ps->budget);
+                                      ps->pwait_less, ps->measured, ps->corr, ps->corr_floor, ps->budget);
                         strbuf_json_string(out, why);
                         strbuf_puts(out, "}");
                 } else

@@ -258,6 +258,9 @@ class Packing(unittest.TestCase):
         plan = d.json("plan")
         sets = [s for s in plan.get("sets", []) if s.get("cpus")]
         log("plan: %s, %d active pCPUs; pack sets %s" % (plan["decision"], plan["n_active"], sets))
+        for st in sets:  # the closed loop only adds caution, never under the floor a set's overrun left
+            self.assertGreaterEqual(st["corr"], 1.0, st)
+            self.assertGreaterEqual(st["corr"] + 1e-3, st["corr_floor"], st)
         d.stop()
         self.__class__.d = None
         self.assertEqual(self.affinities(), before_aff)
