@@ -178,9 +178,10 @@
  *    sets sat at 16, docs/simulator.md §5).
  *  - CORR_PROBE 1.25, CORR_FLOOR_DECAY 0.999: after a fall towards 1 took a
  *    set over its budget where the prediction said nothing, the next fall
- *    stops a quarter above where that one did (test_latency_closed_loop: a
- *    planted 3x error is corrected at once and, after one such probe,
- *    held); the floor halves its excess over 1 in about 700 periods (12
+ *    stops a quarter above where that one did (where it said something, the
+ *    floor is the measured ratio itself: test_latency_closed_loop's planted
+ *    3x error is corrected at once and held); the floor halves its excess
+ *    over 1 in about 700 periods (12
  *    minutes at the default period), so a set probes again at most every
  *    few minutes as its load moves.
  *  - ROOM_EMPTY_CORE 4, FFD_WINDOW 4, WAKE_PROBE_WORK 0.1: first-fit and
@@ -1389,7 +1390,6 @@ static int set_feedback(struct ws *w, const struct plan *prev)
         _cleanup_free_ int *from = NULL, *pidx = NULL;
         _cleanup_free_ double *util = NULL, *util2 = NULL, *wait = NULL;
         _cleanup_free_ unsigned *alone_cpus = NULL;
-        _cleanup_free_ uint8_t *alone_cpu = NULL;
         unsigned nl = h->n_llcs;
         int r;
 
@@ -1409,20 +1409,16 @@ static int set_feedback(struct ws *w, const struct plan *prev)
         wait = calloc(nl ? nl : 1, sizeof(double));
         util2 = calloc(nl ? nl : 1, sizeof(double));
         alone_cpus = calloc(nl ? nl : 1, sizeof(unsigned));
-        alone_cpu = calloc(h->n_cpus, 1);
-        if (!from || !pidx || !util || !util2 || !wait || !alone_cpus || !alone_cpu)
+        if (!from || !pidx || !util || !util2 || !wait || !alone_cpus)
                 return -ENOMEM;
         r = map_previous(w, prev, from, pidx);
         if (r < 0)
                 return r;
-        /* the previous plan's CPUs it gave a vCPU alone: not servers of its set's movable vCPUs */
-        for (unsigned j = 0; j < prev->n_vcpus; j++) {
-                int c = prev->vcpu_cpu[j];
-                if (!prev->vcpu_alone[j] || !cpu_ok(h, c) || alone_cpu[c])
-                        continue;
-                alone_cpu[c] = 1;
-                alone_cpus[h->cores[h->cpu_core[c]].llc]++;
-        }
+        /* the previous plan's CPUs it gave a vCPU alone (one per CPU, pack_set_balance): not servers of
+         * its set's movable vCPUs */
+        for (unsigned j = 0; j < prev->n_vcpus; j++)
+                if (prev->vcpu_alone[j] && cpu_ok(h, prev->vcpu_cpu[j]))
+                        alone_cpus[h->cores[h->cpu_core[prev->vcpu_cpu[j]]].llc]++;
         for (size_t i = 0; i < w->nv; i++) {
                 if (from[i] < 0 || w->v[i].mode != PLACE_PACK || (pidx[i] >= 0 && prev->vcpu_alone[pidx[i]]))
                         continue;
