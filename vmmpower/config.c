@@ -83,6 +83,7 @@ void config_defaults(struct vp_config *c)
         c->profile = 0;               /* latency */
         c->queue_budget_bp = 100;     /* 1% of wake-ups may queue: the reasoning in vmmpower.conf(5) */
         c->shrink_dwell_ns = 10 * NSEC_PER_SEC;
+        c->move_cooldown_ns = -1;
         c->max_moves = 16;
         c->hints_enabled = true;
         hint_policy_init(&c->hint_defaults);
@@ -93,6 +94,7 @@ void config_defaults(struct vp_config *c)
 
 enum value_type {
         VT_DURATION,
+        VT_DURATION_AUTO, /* a duration, or empty: -1 (the default the code derives) */
         VT_LOG_LEVEL,
         VT_PATH,        /* absolute path, non-empty */
         VT_PATH_EMPTY,  /* absolute path or "" (off) */
@@ -163,6 +165,8 @@ static const struct key_def keys[] = {
         { "Planner", "WaitBudgetPercent", VT_UINT, NUM(wait_budget_pct), 1, 100, "a number 1..100" },
         { "Planner", "ShrinkDwell", VT_DURATION, NUM(shrink_dwell_ns), 0, 3600 * NSEC_PER_SEC,
           "a duration like 10s, 0s..1h" },
+        { "Planner", "MoveCooldown", VT_DURATION_AUTO, NUM(move_cooldown_ns), 0, 3600 * NSEC_PER_SEC,
+          "a duration like 60s, 0s..1h, or empty for the profile's" },
         { "Planner", "MaxMovesPerPeriod", VT_UINT, NUM(max_moves), 0, 100000,
           "a number 0..100000 (0: no cap)" },
         { "Planner", "Apply", VT_BOOL, NUM(planner_apply), 0, 0, "yes or no" },
@@ -312,10 +316,17 @@ static int set_value(struct parser *p, size_t k, const char *value)
         escape_bytes(value, strlen(value), shown, sizeof(shown));
 
         if (value[0] == '\0' && d->type != VT_PATH_EMPTY && d->type != VT_GROUP &&
-            d->type != VT_SOCKET_LIST && d->type != VT_HINT_PATTERN)
+            d->type != VT_SOCKET_LIST && d->type != VT_HINT_PATTERN && d->type != VT_DURATION_AUTO)
                 return fail(p, p->line, "empty value for %s (expected %s)", d->key, d->expect);
 
         switch (d->type) {
+        case VT_DURATION_AUTO:
+                if (value[0] == '\0') {
+                        ns = -1;
+                        memcpy(field, &ns, sizeof(ns));
+                        return 0;
+                }
+                /* fall through */
         case VT_DURATION:
                 if (parse_duration_ns(value, &ns) < 0 || ns < d->min_ns || ns > d->max_ns)
                         break;
@@ -799,7 +810,12 @@ void config_dump(const struct vp_config *c, FILE *f)
                 }
                 switch (d->type) {
                 case VT_DURATION:
+                case VT_DURATION_AUTO:
                         memcpy(&ns, field, sizeof(ns));
+                        if (d->type == VT_DURATION_AUTO && ns < 0) {
+                                fprintf(f, "%s =\n", d->key);
+                                break;
+                        }
                         format_duration(ns, buf, sizeof(buf));
                         fprintf(f, "%s = %s\n", d->key, buf);
                         break;

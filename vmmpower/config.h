@@ -59,6 +59,7 @@ struct vp_config {
         uint32_t level_headroom_pct;    /* LevelHeadroomPercent, default 97, 10..100 */
         uint32_t wait_budget_pct;       /* WaitBudgetPercent, default 5, 1..100 */
         nsec_t shrink_dwell_ns;         /* ShrinkDwell, default 10s, 0..1h */
+        nsec_t move_cooldown_ns;        /* MoveCooldown, 0..1h; default -1: the profile's (batch 60s, latency 0) */
         uint32_t max_moves;             /* MaxMovesPerPeriod, default 16, 0 = no cap */
         /* [Hints] guest hints: host defaults of the per-VM hint policy (domain metadata overrides) */
         bool hints_enabled;             /* Enabled, default yes: connect to the VMs' hint channels */

@@ -90,6 +90,8 @@ struct plan_policy {
         double wait_budget;             /* wait_avg above this, or wait_ratio above it on an overloaded CPU
                                          * or above WAIT_SEVERE_FACTOR x it, forces growth at once (0.05) */
         nsec_t shrink_dwell_ns;         /* a saving must be predicted this long before moving (10 s) */
+        nsec_t move_cooldown_ns;        /* a shrink does not move a vCPU moved less than this ago; -1: the
+                                         * profile's (batch 60 s, latency 0) */
         nsec_t period_ns;               /* control period (1 s) */
         unsigned max_moves;             /* vCPU moves per period, 0 = unlimited (16) */
         uint32_t active_max_latency_us; /* idle exit latency allowed on CPUs hosting vCPUs */
@@ -123,6 +125,8 @@ struct plan_reasons {
         unsigned moves_deferred; /* wanted but not made: held by the cap, waiting for the dwell, no room */
         unsigned moves_capped; /* of moves_deferred, held by the per-period cap (MaxMovesPerPeriod) */
         unsigned moves_dwell;  /* of moves_deferred, a shrink waiting out ShrinkDwell */
+        unsigned moves_cooling; /* of moves_deferred, a shrink held by MoveCooldown (a vCPU of its source
+                                 * CPU moved less than MoveCooldown ago) */
         unsigned shrink_moves; /* of moves, those made to save energy (a grow may make some on other cores) */
         int forced_wake_cpu;   /* CPU woken because of forced_by_key, -1 if none */
         uint64_t forced_by_key;
@@ -155,6 +159,7 @@ struct plan {
         int *vcpu_cpu;               /* [n_vcpus], -1 = not placed (exclude with unknown CPU) */
         uint8_t *vcpu_boost;         /* [n_vcpus] 1: boosted by a hint (its CPU at the top level) */
         uint8_t *vcpu_alone;         /* [n_vcpus] 1: larger than its pack set's water level: pinned alone */
+        nsec_t *vcpu_moved_ns;       /* [n_vcpus] when a plan last moved it, -1: never (MoveCooldown) */
         double *vcpu_demand;         /* [n_vcpus] the demand planned for it (step 1 of placement.c) */
         uint8_t *fdom_level;         /* [n_fdoms] perf level index */
         int8_t *cpu_idle_state;      /* [n_cpus] deepest allowed model idle state, -1 = none (offline: -1) */

@@ -18,6 +18,7 @@ void plan_policy_from_config(const struct vp_config *cfg, struct plan_policy *po
         pol->level_headroom_pct = cfg->level_headroom_pct;
         pol->wait_budget = cfg->wait_budget_pct / 100.0;
         pol->shrink_dwell_ns = cfg->shrink_dwell_ns;
+        pol->move_cooldown_ns = cfg->move_cooldown_ns;
         pol->period_ns = cfg->period_ns;
         pol->max_moves = cfg->max_moves;
         pol->pin_single_cpu = cfg->pin_single_cpu;

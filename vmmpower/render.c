@@ -728,11 +728,12 @@ void render_plan(const struct daemon_view *d, bool json, struct strbuf *out)
                 strbuf_printf(out,
                               ",\"decision\":\"%s\",\"plan_mw\":%.1f,\"spread_mw\":%.1f,\"prev_mw\":%.1f,"
                               "\"target_mw\":%.1f,\"n_active\":%u,\"moves\":%u,\"moves_deferred\":%u,"
-                              "\"moves_capped\":%u,\"moves_dwell\":%u,"
+                              "\"moves_capped\":%u,\"moves_dwell\":%u,\"moves_cooling\":%u,"
                               "\"forced_wake_cpu\":%d,\"plan_cpu_ns\":%" PRId64 ",\"reason\":",
                               plan_decision_to_string(p->why.decision), p->why.plan_mw, p->why.spread_mw,
                               p->why.prev_mw, p->why.target_mw, p->why.n_active, p->why.moves,
-                              p->why.moves_deferred, p->why.moves_capped, p->why.moves_dwell, p->why.forced_wake_cpu,
+                              p->why.moves_deferred, p->why.moves_capped, p->why.moves_dwell, p->why.moves_cooling,
+                              p->why.forced_wake_cpu,
                               d->counters->last_plan_cpu_ns);
                 strbuf_json_string(out, p->why.text);
                 strbuf_puts(out, ",\"cpus\":[");
@@ -774,12 +775,13 @@ void render_plan(const struct daemon_view *d, bool json, struct strbuf *out)
                 return;
         }
         strbuf_printf(out, "plan (%s): %s, %u of %u pCPUs active, %u moves (%u deferred: %u held by the move cap, "
-                           "%u waiting for the dwell)\n",
+                           "%u waiting for the dwell, %u held by the move cooldown)\n",
                       d->applier ? "applied" : d->dry_run ? "dry run: shown, not applied"
                       : d->counters->apply_start_errors > 0 ? "NOT APPLIED: the applier failed to start"
                                                            : "advisory: shown, not applied",
                       plan_decision_to_string(p->why.decision), p->why.n_active, cpuset_count(&d->topo->online),
-                      p->why.moves, p->why.moves_deferred, p->why.moves_capped, p->why.moves_dwell);
+                      p->why.moves, p->why.moves_deferred, p->why.moves_capped, p->why.moves_dwell,
+                      p->why.moves_cooling);
         strbuf_printf(out, "modelled power: plan %.0f mW, spread %.0f mW, previous placement %.0f mW, best %.0f mW\n",
                       p->why.plan_mw, p->why.spread_mw, p->why.prev_mw, p->why.target_mw);
         strbuf_printf(out, "reason: %s\n", p->why.text);

@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "config.h"
+#include "plan_input.h"
 
 #define DATA TEST_DATA_DIR "/config"
 #define NO_CONFD DATA "/does-not-exist"
@@ -305,6 +306,46 @@ static void test_planner_profile_budget(void **state)
                                 ? err.message
                                 : NULL);
         }
+}
+
+static char *dump_to_string(const struct vp_config *c);
+
+/* [Planner] MoveCooldown: empty is the profile's default (-1), a duration within 0..1h, the dump round trip. */
+static void test_move_cooldown(void **state)
+{
+        struct vp_config c, again;
+        struct config_error err;
+        struct plan_policy pol;
+        char *text;
+
+        (void) state;
+        config_defaults(&c);
+        assert_true(c.move_cooldown_ns == -1);
+        plan_policy_from_config(&c, &pol);
+        assert_true(pol.move_cooldown_ns == -1);
+        assert_int_equal(parse_str("[Planner]\nMoveCooldown = 2min\n", &c, &err), 0);
+        assert_true(c.move_cooldown_ns == 120 * NSEC_PER_SEC);
+        plan_policy_from_config(&c, &pol);
+        assert_true(pol.move_cooldown_ns == 120 * NSEC_PER_SEC);
+        text = dump_to_string(&c);
+        assert_non_null(strstr(text, "\nMoveCooldown = 2min\n"));
+        free(text);
+        assert_int_equal(parse_str("[Planner]\nMoveCooldown = 0s\n", &c, &err), 0);
+        assert_true(c.move_cooldown_ns == 0);
+        assert_int_equal(parse_str("[Planner]\nMoveCooldown =\n", &c, &err), 0);
+        assert_true(c.move_cooldown_ns == -1);
+        text = dump_to_string(&c);
+        assert_non_null(strstr(text, "\nMoveCooldown =\n"));
+        config_defaults(&again);
+        again.move_cooldown_ns = 5;
+        assert_int_equal(config_parse_buffer("dump", text, strlen(text), &again, &err), 0);
+        assert_true(again.move_cooldown_ns == -1);
+        free(text);
+        config_defaults(&c);
+        assert_int_equal(parse_str("[Planner]\nMoveCooldown = 61min\n", &c, &err), -EINVAL);
+        assert_non_null(strstr(err.message, "MoveCooldown"));
+        assert_int_equal(parse_str("[Planner]\nMoveCooldown = -1s\n", &c, &err), -EINVAL);
+        assert_int_equal(parse_str("[Planner]\nMoveCooldown = soon\n", &c, &err), -EINVAL);
 }
 
 static void test_line_length(void **state)
@@ -653,7 +694,7 @@ static void test_docs_cover_keys(void **state)
                         fail_msg("shipped vmmpower.conf lacks '#%s'", line);
                 n_keys++;
         }
-        assert_int_equal(n_keys, 38); /* 39 keys, QMPSocket skipped */
+        assert_int_equal(n_keys, 39); /* 40 keys, QMPSocket skipped */
         free(man);
         free(shipped);
         free(dump);
@@ -689,6 +730,7 @@ int main(void)
                 cmocka_unit_test(test_bad_files),
                 cmocka_unit_test(test_bad_dropin),
                 cmocka_unit_test(test_planner_profile_budget),
+                cmocka_unit_test(test_move_cooldown),
                 cmocka_unit_test(test_line_length),
                 cmocka_unit_test(test_qmp_list),
                 cmocka_unit_test(test_hint_socket),

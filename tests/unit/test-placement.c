@@ -1290,6 +1290,96 @@ static void test_move_cap(void **state)
         free_host(&f);
 }
 
+/*
+ * MoveCooldown: a shrink does not move a vCPU a plan moved less than the cooldown ago, nor empty the
+ * CPU it is on; a grow still moves it at once.  Twelve idle vCPUs packed, one waits: the grow moves it
+ * (the plan keeps when); quiet again, the shrink that would take it back is held, and shown as held by
+ * the cooldown, until the cooldown is over (the batch profile's default, 60 s), then made.  With
+ * MoveCooldown = 0 the same shrink is made once the dwell is over, and the latency profile's default is
+ * 0.  Fails with the cooldown not applied, or its time not carried from plan to plan.
+ */
+static unsigned cooldown_run(const struct plan_policy *pol, nsec_t *back_at, unsigned *cooling_plans)
+{
+        struct host_fixture f;
+        struct plan_vcpu v[12];
+        struct plan *prev = NULL, *p = NULL;
+        const nsec_t S = NSEC_PER_SEC;
+        unsigned active0;
+        int grown_to;
+
+        load_host("epyc-genoa-1s", "epyc-genoa", &f);
+        for (unsigned i = 0; i < 12; i++)
+                v[i] = (struct plan_vcpu) { .key = 500 + i, .vm = 1 + i / 4, .util = 0.05, .cur_cpu = -1 };
+        assert_int_equal(plan_compute(f.h, pol, v, 12, NULL, 0, NULL, 0, &prev), 0);
+        active0 = n_active_cpus(prev);
+        for (unsigned i = 0; i < 12; i++)
+                assert_true(prev->vcpu_moved_ns[i] == -1);
+        /* one vCPU waits: grow at once, whatever the cooldown */
+        v[3].wait_ratio = v[3].wait_avg = 0.2;
+        assert_int_equal(plan_compute(f.h, pol, v, 12, NULL, 0, prev, 1 * S, &p), 0);
+        assert_int_equal(p->why.decision, PLAN_GROW);
+        assert_int_not_equal(p->vcpu_cpu[3], prev->vcpu_cpu[3]);
+        for (unsigned i = 0; i < 12; i++)
+                assert_true(p->vcpu_moved_ns[i] == (p->vcpu_cpu[i] != prev->vcpu_cpu[i] ? 1 * S : -1));
+        grown_to = p->vcpu_cpu[3];
+        assert_true(n_active_cpus(p) > active0);
+        plan_free(prev);
+        prev = p;
+        /* quiet again: one plan a second for 70 s */
+        v[3].wait_ratio = v[3].wait_avg = 0.0;
+        *back_at = -1;
+        *cooling_plans = 0;
+        for (nsec_t t = 2 * S; t <= 70 * S; t += S) {
+                assert_int_equal(plan_compute(f.h, pol, v, 12, NULL, 0, prev, t, &p), 0);
+                *cooling_plans += p->why.moves_cooling > 0;
+                if (p->why.moves_cooling)
+                        assert_non_null(strstr(p->why.text, "held by the move cooldown"));
+                if (*back_at < 0 && p->vcpu_cpu[3] != grown_to)
+                        *back_at = t;
+                plan_free(prev);
+                prev = p;
+        }
+        unsigned active = n_active_cpus(prev);
+        plan_free(prev);
+        free_host(&f);
+        return active;
+}
+
+static void test_move_cooldown(void **state)
+{
+        struct plan_policy pol;
+        nsec_t back_at;
+        unsigned cooling, active;
+
+        (void) state;
+        policy(&pol); /* batch, MoveCooldown the profile's */
+        pol.max_moves = 0;
+        active = cooldown_run(&pol, &back_at, &cooling);
+        print_message("# batch, default cooldown: taken back at %.0f s, %u plans held by the cooldown\n",
+                      (double) back_at / NSEC_PER_SEC, cooling);
+        assert_true(back_at >= 61 * NSEC_PER_SEC && back_at <= 63 * NSEC_PER_SEC);
+        assert_true(cooling >= 40); /* from the end of the dwell (12 s) to 61 s */
+        assert_true(active <= 2);
+
+        pol.move_cooldown_ns = 0;
+        active = cooldown_run(&pol, &back_at, &cooling);
+        print_message("# batch, MoveCooldown = 0: taken back at %.0f s\n", (double) back_at / NSEC_PER_SEC);
+        assert_true(back_at > 0 && back_at <= 1 * NSEC_PER_SEC + pol.shrink_dwell_ns + 2 * NSEC_PER_SEC);
+        assert_int_equal(cooling, 0);
+        assert_true(active <= 2);
+
+        pol.move_cooldown_ns = 30 * NSEC_PER_SEC;
+        (void) cooldown_run(&pol, &back_at, &cooling);
+        assert_true(back_at >= 31 * NSEC_PER_SEC && back_at <= 33 * NSEC_PER_SEC);
+
+        plan_policy_defaults(&pol); /* latency: the profile's cooldown is 0 */
+        pol.max_moves = 0;
+        assert_true(pol.move_cooldown_ns == -1);
+        (void) cooldown_run(&pol, &back_at, &cooling);
+        print_message("# latency, default cooldown: taken back at %.0f s\n", (double) back_at / NSEC_PER_SEC);
+        assert_int_equal(cooling, 0);
+}
+
 /* ---- determinism and modes -------------------------------------------------------- */
 
 static void test_determinism(void **state)
@@ -2183,6 +2273,7 @@ static void test_numa_binding(void **state)
 
                 plan_policy_defaults(&pol);
                 pol.profile = prof ? PLAN_PROFILE_BATCH : PLAN_PROFILE_LATENCY;
+                pol.move_cooldown_ns = 0; /* the shrink right after the grow below (the cooldown has its test) */
                 pol.shrink_dwell_ns = 0;
                 for (unsigned i = 0; i < n; i++)
                         v[i] = (struct plan_vcpu) { .key = 100 + i, .vm = i < nn ? 1 : 2, .util = 0.1,
@@ -2503,6 +2594,7 @@ int main(void)
                 cmocka_unit_test(test_shrink_reaches_target),
                 cmocka_unit_test(test_move_cost),
                 cmocka_unit_test(test_move_cap),
+                cmocka_unit_test(test_move_cooldown),
                 cmocka_unit_test(test_determinism),
                 cmocka_unit_test(test_modes),
                 cmocka_unit_test(test_hints),
