@@ -19,6 +19,9 @@
 #   SENS      1 (default): the sensitivity runs; 0: none
 #   DEST      directory results.md and results-frontier.svg are written to (default: docs/)
 #   JOBS (parallel runs, default nproc), SEED (default 1), OUT (work dir, default BUILD_DIR/sim-results).
+#   ONLY      an extended regex: re-run only the runs whose label matches (e.g. '^batch;') and keep the
+#             others' outputs from a complete earlier run in OUT; for a change that cannot alter the
+#             others (say why in the commit).  The runtime line of results.md names it.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$src/build-sim}
@@ -42,7 +45,13 @@ simopts=${SIMOPTS:---period-ms 1000 --step-s 300}
 build=$(cd "$build" && pwd)
 ninja -C "$build" sim/vmmpower-sim bench/plan-bench >/dev/null
 [ -d "$traces" ] || { echo "sim-results: no trace directory $traces" >&2; exit 1; }
-rm -rf "$out"; mkdir -p "$out/csv" "$out/svg" "$out/models" "$dest"
+only=${ONLY:-}
+if [ -z "$only" ]; then
+        rm -rf "$out"
+elif [ ! -s "$out/commands" ]; then
+        echo "sim-results: ONLY needs a complete earlier run in $out" >&2; exit 1
+fi
+mkdir -p "$out/csv" "$out/svg" "$out/models" "$dest"
 
 # The planner's wait-model options (issue 14): the batch profile and a queueing budget the planner
 # itself keeps.  Until the planner has them, the batch matrix is the default one (today's planner packs
@@ -99,8 +108,18 @@ fi
 
 start=$(date +%s)
 n=$(wc -l <"$cmds")
-echo "sim-results: $n runs, $jobs in parallel, results in $out" >&2
-xargs -P "$jobs" -I{} -d '\n' bash -c {} <"$cmds"
+what="$n runs"
+if [ -n "$only" ]; then
+        grep -E -- "--label '($only)" "$cmds" >"$cmds.only" || true
+        what="$(wc -l <"$cmds.only") of $n runs (ONLY='$only'; the rest kept from an earlier run)"
+        mv "$cmds.only" "$cmds.run"
+        # --csv appends: the re-run runs' rows go first
+        grep -oE -- "--csv [^ ]+" "$cmds.run" | cut -d' ' -f2 | xargs -r rm -f
+else
+        cp "$cmds" "$cmds.run"
+fi
+echo "sim-results: $what, $jobs in parallel, results in $out" >&2
+xargs -P "$jobs" -I{} -d '\n' bash -c {} <"$cmds.run"
 secs=$(( $(date +%s) - start ))
 echo "sim-results: done in $secs s" >&2
 # The planner's cost: 1,000 vCPUs on 256 pCPUs (2 packages, SMT), median of 21 plans.
@@ -109,7 +128,7 @@ buildtype=$(meson introspect --buildoptions "$build" 2>/dev/null |
         python3 -c 'import json,sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "buildtype"))' ||
         echo unknown)
 python3 "$src/tools/sim-results.py" "$out" "$dest/results.md" "$seed" \
-        --runtime "$n runs in $secs s, $jobs in parallel on $(nproc) CPUs" --profile "$have_profile" \
+        --runtime "$what in $secs s, $jobs in parallel on $(nproc) CPUs" --profile "$have_profile" \
         --plan-bench "$out/plan-bench.txt" --buildtype "$buildtype" --svg "$dest/results-frontier.svg"
 if command -v rsvg-convert >/dev/null; then # the frontier must render (librsvg2-bin, tools/setup-host.sh)
         rsvg-convert "$dest/results-frontier.svg" -o "$out/results-frontier.png"
