@@ -2356,7 +2356,8 @@ struct pc {
         int *pidx;                   /* [nv] its index in the previous plan, -1: none */
         nsec_t *moved;               /* [nv] when the previous plans last moved it, -1: never */
         unsigned *prio;              /* [nv] scratch: move order */
-        uint8_t *touched;            /* [n_cpus] cores a grow touched (1), sources not to vacate (2) */
+        uint8_t *touched;            /* [n_cpus] cores a grow touched (1), sources not to vacate (2), sources
+                                      * holding a vCPU in its move cooldown (4) */
         double *umax;                /* [n_cpus] largest demand per CPU, for the wait estimate after a grow */
         bool grew, grew_acted;
         double best_mw, spread_mw, keep_mw, total_demand;
