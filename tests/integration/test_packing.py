@@ -237,7 +237,8 @@ class Packing(unittest.TestCase):
         wait with vmmpowerd running stays within what the budget promises against the host without
         it: as a share of the time at most 1.5 x the unmanaged host's (+ 0.05 points of noise),
         the simulator's ratio against B3 (per timeslice it moves with the guests' timer noise:
-        34-107 us without the daemon in three runs here).  The model is the one the batch test
+        34-107 us without the daemon in three runs here; the unmanaged host is measured before and
+        after, and their mean is the reference).  The model is the one the batch test
         packs with, so packing is what the energy alone would choose; the budget decides.  With WAIT_PLANNER_EXTRA
         {"Profile": "batch"} the three loops are packed onto one pCPU and the test fails (measured:
         2.72% against 1.50% without the daemon, limit 2.30%; the default budget: 0.29-0.72% against
@@ -264,9 +265,14 @@ class Packing(unittest.TestCase):
         d.stop()
         self.__class__.d = None
         self.assertEqual(self.affinities(), before_aff)
+        # The unmanaged host measured again after: the guests' noise drifts between windows
+        # (one CI: 0.45% before, 0.82% with the daemon while its plan pinned nothing tighter
+        # than both pCPUs), so the reference is the mean of the windows on either side.
+        off_after = self.wait_window("no daemon, after")
+        off = (off + off_after) / 2.0
         limit = 1.5 * off + 0.0005
-        log("run-queue wait: %.3f%% of the time with vmmpowerd against %.3f%% without (limit %.3f%%)" %
-            (100 * on, 100 * off, 100 * limit))
+        log("run-queue wait: %.3f%% of the time with vmmpowerd against %.3f%% without (mean of before and "
+            "after; limit %.3f%%)" % (100 * on, 100 * off, 100 * limit))
         self.assertLessEqual(on, limit)
 
     def test_pack_grow_restore(self):
