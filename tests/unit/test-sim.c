@@ -1113,6 +1113,18 @@ static void test_evsim_queued(void **state)
         sim_host_done(&h);
 }
 
+/* evsim inputs for a set at the top level: every domain's level, no idle limit, and a zeroed allowed mask. */
+static void top_level_inputs(const struct sim_host *h, uint8_t **lvl, uint32_t **lat, uint8_t **allowed)
+{
+        *lvl = calloc(h->em->n_fdoms, 1);
+        *lat = calloc(h->em->n_cpus, sizeof(uint32_t));
+        *allowed = calloc(h->em->n_cpus, 1);
+        assert_true(*lvl && *lat && *allowed);
+        memset(*lvl, (int) h->em->model.n_levels - 1, h->em->n_fdoms);
+        for (unsigned c = 0; c < h->em->n_cpus; c++)
+                (*lat)[c] = EM_LATENCY_ANY;
+}
+
 /*
  * Sets of unequal vCPUs (issue 14, the set model's blind spot; docs/simulator.md §5 stop 27):
  * a few heavy vCPUs pooled with many light ones on c CPUs of one LLC (one thread per core, the
@@ -1157,13 +1169,9 @@ static void test_queueing_heterogeneous(void **state)
 
         (void) state;
         load_host_named(&h, "epyc-genoa-1s", "epyc-genoa"); /* CCX 0: CPUs 0-7 */
-        _cleanup_free_ uint8_t *lvl = calloc(h.em->n_fdoms, 1);
-        _cleanup_free_ uint32_t *lat = calloc(h.em->n_cpus, sizeof(uint32_t));
-        _cleanup_free_ uint8_t *allowed = calloc(h.em->n_cpus, 1);
-        assert_true(lvl && lat && allowed);
-        memset(lvl, (int) h.em->model.n_levels - 1, h.em->n_fdoms);
-        for (unsigned c = 0; c < h.em->n_cpus; c++)
-                lat[c] = EM_LATENCY_ANY;
+        _cleanup_free_ uint8_t *lvl = NULL, *allowed = NULL;
+        _cleanup_free_ uint32_t *lat = NULL;
+        top_level_inputs(&h, &lvl, &lat, &allowed);
         for (unsigned k = 0; k < sizeof(cs) / sizeof(cs[0]); k++)
                 for (unsigned b = 0; b < 2; b++) {
                         unsigned n = cs[k].nh + cs[k].nl, c = cs[k].c;
@@ -1225,13 +1233,9 @@ static void test_queueing_vs_evsim(void **state)
 
         (void) state;
         load_host_named(&h, "epyc-genoa-1s", "epyc-genoa"); /* CCX 0: CPUs 0-7 (siblings 32-39) */
-        _cleanup_free_ uint8_t *lvl = calloc(h.em->n_fdoms, 1);
-        _cleanup_free_ uint32_t *lat = calloc(h.em->n_cpus, sizeof(uint32_t));
-        _cleanup_free_ uint8_t *allowed = calloc(h.em->n_cpus, 1);
-        assert_true(lvl && lat && allowed);
-        memset(lvl, (int) h.em->model.n_levels - 1, h.em->n_fdoms);
-        for (unsigned c = 0; c < h.em->n_cpus; c++)
-                lat[c] = EM_LATENCY_ANY;
+        _cleanup_free_ uint8_t *lvl = NULL, *allowed = NULL;
+        _cleanup_free_ uint32_t *lat = NULL;
+        top_level_inputs(&h, &lvl, &lat, &allowed);
         for (unsigned k = 0; k < sizeof(cs) / sizeof(cs[0]); k++) {
                 double demand[40], wait[40];
                 int home[40];
