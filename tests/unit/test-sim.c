@@ -1169,7 +1169,8 @@ static void test_queueing_heterogeneous(void **state)
 
         (void) state;
         load_host_named(&h, "epyc-genoa-1s", "epyc-genoa"); /* CCX 0: CPUs 0-7 */
-        _cleanup_free_ uint8_t *lvl = NULL, *allowed = NULL;
+        _cleanup_free_ uint8_t *lvl = NULL;
+        _cleanup_free_ uint8_t *allowed = NULL;
         _cleanup_free_ uint32_t *lat = NULL;
         top_level_inputs(&h, &lvl, &lat, &allowed);
         for (unsigned k = 0; k < sizeof(cs) / sizeof(cs[0]); k++)
@@ -1233,7 +1234,8 @@ static void test_queueing_vs_evsim(void **state)
 
         (void) state;
         load_host_named(&h, "epyc-genoa-1s", "epyc-genoa"); /* CCX 0: CPUs 0-7 (siblings 32-39) */
-        _cleanup_free_ uint8_t *lvl = NULL, *allowed = NULL;
+        _cleanup_free_ uint8_t *lvl = NULL;
+        _cleanup_free_ uint8_t *allowed = NULL;
         _cleanup_free_ uint32_t *lat = NULL;
         top_level_inputs(&h, &lvl, &lat, &allowed);
         for (unsigned k = 0; k < sizeof(cs) / sizeof(cs[0]); k++) {
