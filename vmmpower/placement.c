@@ -109,7 +109,14 @@
  *  6. Pins (plan_pin_sets, called by plan_to_actions): a packed vCPU its LLC's
  *     set (without the CPUs of vCPUs pinned alone, unless those are all it
  *     has), within its NUMA nodes; a dedicated, spread, boosted or large
- *     vCPU, and every vCPU with PinSingleCPU, its planned CPU alone.
+ *     vCPU, and every vCPU with PinSingleCPU, its planned CPU alone.  On a
+ *     saturated host (plan_saturated: every core active and a set over
+ *     its budget) the LLCs' sets are pinned as one, large vCPUs with them,
+ *     and every set runs the top level (fill_plan): no core is asleep for a
+ *     per-LLC pin to protect, and the kernel's periodic balancer evens the
+ *     LLCs' load within milliseconds where this planner moves a few vCPUs a
+ *     period (at 4:1 on a busy day one LLC stayed saturated for minutes while
+ *     the others had room: docs/simulator.md §5).
  *
  * The latency profile (policy.profile, the default)
  *
@@ -2026,6 +2033,7 @@ bool plan_equal(const struct plan *a, const struct plan *b)
                memcmp(a->cpu_max_latency_us, b->cpu_max_latency_us, a->n_cpus * sizeof(uint32_t)) == 0 &&
                memcmp(a->cpu_work, b->cpu_work, a->n_cpus * sizeof(double)) == 0 &&
                a->shrink_pending_since_ns == b->shrink_pending_since_ns && a->now_ns == b->now_ns &&
+               a->sets_as_one == b->sets_as_one &&
                memcmp(&a->why, &b->why, sizeof(a->why)) == 0;
 }
 
@@ -2311,6 +2319,16 @@ static void fill_plan(struct ws *w, struct plan *p, nsec_t now)
         p->now_ns = now;
         p->why.n_active = cpuset_count(&p->active);
         fill_plan_sets(w, p);
+        p->sets_as_one = plan_saturated(h, w->pol, p);
+        if (p->sets_as_one) {
+                /* the sets pinned as one: the kernel moves load between them, so each runs
+                 * the top level (an over-budget set is there already, L3) */
+                for (unsigned c = 0; c < h->n_cpus; c++)
+                        if (w->in_set[c])
+                                w->level[h->cpu_fdom[c]] = (uint8_t) (h->model.n_levels - 1);
+                memcpy(p->fdom_level, w->level, h->n_fdoms);
+                fill_plan_sets(w, p);
+        }
 }
 
 struct cand_ctx {
@@ -2748,6 +2766,9 @@ static void plan_text(struct pc *st)
                               y->moves_deferred - y->moves_capped - y->moves_cooling);
         if (y->decision == PLAN_GROW && y->shrink_moves > 0 && n > 0 && (size_t) n < sz)
                 n += snprintf(y->text + n, sz - (size_t) n, " (%u to save energy)", y->shrink_moves);
+        if (st->p->sets_as_one && n > 0 && (size_t) n < sz)
+                n += snprintf(y->text + n, sz - (size_t) n,
+                              "; saturated (every core active, a set over its budget): the pack sets pinned as one");
         if (y->forced_wake_cpu >= 0 && n > 0 && (size_t) n < sz)
                 snprintf(y->text + n, sz - (size_t) n, "; woke CPU %d for vCPU %" PRIu64, y->forced_wake_cpu,
                          y->forced_by_key);
@@ -2773,6 +2794,8 @@ static void plan_reason(struct pc *st)
         st->p->why.moves_capped = st->capped;
         st->p->why.moves_cooling = st->cooling;
         fill_plan(w, st->p, st->now);
+        if (st->p->sets_as_one) /* fill_plan raised the sets' levels */
+                st->p->why.plan_mw = plan_power(w->h, st->p, NULL);
         for (size_t i = 0; i < n_v; i++)
                 st->p->vcpu_moved_ns[i] = st->p->why.decision != PLAN_INITIAL && st->from[i] >= 0 &&
                                                           w->assign[i] != st->from[i]
@@ -2849,10 +2872,33 @@ out:
         return r;
 }
 
+bool plan_saturated(const struct em_host *h, const struct plan_policy *pol, const struct plan *p)
+{
+        bool over = false;
+
+        if (pol->pin_single_cpu || pol->profile != PLAN_PROFILE_LATENCY || h->n_cores == 0)
+                return false;
+        for (unsigned g = 0; g < p->n_llcs; g++)
+                over |= p->set[g].cpus > 0 && p->set[g].pwait > p->set[g].budget + EPS;
+        if (!over)
+                return false;
+        for (unsigned k = 0; k < h->n_cores; k++) {
+                const struct em_core *co = &h->cores[k];
+                bool awake = false;
+                for (unsigned t = 0; t < co->n_threads; t++)
+                        awake |= cpuset_isset(&p->active, (unsigned) co->cpu[t]);
+                if (!awake)
+                        return false;
+        }
+        return true;
+}
+
 int plan_pin_sets(const struct em_host *h, const struct plan_policy *pol, const struct plan *p,
                   const struct plan_vcpu *v, size_t n_v, cpuset_t *ret)
 {
         _cleanup_free_ cpuset_t *llc = NULL;
+        cpuset_t host = { 0 };
+        bool host_wide = p->sets_as_one && !pol->pin_single_cpu;
 
         if (!pol->pin_single_cpu) {
                 /* [2g]: every CPU of LLC g's set; [2g + 1]: those of vCPUs pinned alone */
@@ -2877,6 +2923,13 @@ int plan_pin_sets(const struct em_host *h, const struct plan_policy *pol, const 
                         if (!cpuset_empty(&rest))
                                 llc[2 * g] = rest;
                 }
+                /* saturated: the sets are one, so that the kernel balances between LLCs,
+                 * vCPUs pinned alone included (their CPUs run the top level like the rest) */
+                if (host_wide)
+                        for (unsigned g = 0; g < h->n_llcs; g++) {
+                                cpuset_or(&host, &llc[2 * g]);
+                                cpuset_or(&host, &llc[2 * g + 1]);
+                        }
         }
         for (size_t i = 0; i < n_v; i++) {
                 int c = i < p->n_vcpus ? p->vcpu_cpu[i] : -1;
@@ -2885,7 +2938,9 @@ int plan_pin_sets(const struct em_host *h, const struct plan_policy *pol, const 
                         continue;
                 /* a boosted vCPU stays on the CPU the plan runs at the top level for it, a
                  * large one on the CPU the plan gives it alone */
-                if (llc && in_pack_set(h, v[i].mode, p->vcpu_boost[i], c) && !p->vcpu_alone[i])
+                if (llc && in_pack_set(h, v[i].mode, p->vcpu_boost[i], c) && host_wide)
+                        ret[i] = host;
+                else if (llc && in_pack_set(h, v[i].mode, p->vcpu_boost[i], c) && !p->vcpu_alone[i])
                         ret[i] = llc[2 * h->cores[h->cpu_core[c]].llc];
                 else
                         cpuset_set(&ret[i], (unsigned) c);

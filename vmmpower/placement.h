@@ -169,6 +169,8 @@ struct plan {
         unsigned n_llcs;
         struct plan_set *set;        /* [n_llcs] */
         nsec_t shrink_pending_since_ns; /* -1 when no shrink is pending */
+        bool sets_as_one;            /* saturated (plan_saturated): the LLCs' pack sets pinned as one,
+                                      * at the top level (plan_pin_sets) */
         nsec_t now_ns;
         struct plan_reasons why;
 };
@@ -213,10 +215,28 @@ unsigned plan_cpu_capacity(const struct em_host *h, const struct plan *p, int c)
  * cannot leave it, so others there would queue it behind them (in
  * vmmpower-sim runs that was all of the planner's queueing over its budget).
  * Only when every CPU of a set holds a vCPU alone do the others keep them
- * all.  An unplaced vCPU gets an empty set.  0, or -ENOMEM.
+ * all.  On a saturated host (plan->sets_as_one, plan_saturated: every core active and
+ * a set over its budget; the plan runs every set at the top level then),
+ * every packed vCPU, large ones included, gets the union of every LLC's
+ * set instead: no core is asleep for a per-LLC pin to protect, which would
+ * only keep the kernel's periodic balancer from moving load off the LLC
+ * that is over.  An unplaced vCPU gets an empty set.  0, or -ENOMEM.
  */
 int plan_pin_sets(const struct em_host *h, const struct plan_policy *pol, const struct plan *p,
                   const struct plan_vcpu *v, size_t n_v, cpuset_t *ret);
+
+/*
+ * Whether plan p's host is saturated, so that its pack sets are pinned as
+ * one (plan->sets_as_one, plan_pin_sets): the latency profile with sets
+ * (PinSingleCPU off), every core of the host active (a thread of it at
+ * least: the sibling of a dedicated vCPU's thread is kept empty, not asleep
+ * for the energy; a core sleeps only as a whole) and a pack set predicted
+ * over its budget (plan_set.pwait > budget: at the top level, since the
+ * planner raises an over-budget set's level as far as it goes).  Such a plan
+ * runs every set at the top level: the kernel may move load onto any of
+ * them.
+ */
+bool plan_saturated(const struct em_host *h, const struct plan_policy *pol, const struct plan *p);
 
 /*
  * Water level of m CPUs carrying unmovable loads fixed[] when a movable load

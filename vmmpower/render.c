@@ -729,11 +729,12 @@ void render_plan(const struct daemon_view *d, bool json, struct strbuf *out)
                               ",\"decision\":\"%s\",\"plan_mw\":%.1f,\"spread_mw\":%.1f,\"prev_mw\":%.1f,"
                               "\"target_mw\":%.1f,\"n_active\":%u,\"moves\":%u,\"moves_deferred\":%u,"
                               "\"moves_capped\":%u,\"moves_dwell\":%u,\"moves_cooling\":%u,"
-                              "\"forced_wake_cpu\":%d,\"plan_cpu_ns\":%" PRId64 ",\"reason\":",
+                              "\"forced_wake_cpu\":%d,\"pins_host_wide\":%s,\"plan_cpu_ns\":%" PRId64 ",\"reason\":",
                               plan_decision_to_string(p->why.decision), p->why.plan_mw, p->why.spread_mw,
                               p->why.prev_mw, p->why.target_mw, p->why.n_active, p->why.moves,
                               p->why.moves_deferred, p->why.moves_capped, p->why.moves_dwell, p->why.moves_cooling,
                               p->why.forced_wake_cpu,
+                              p->sets_as_one ? "true" : "false",
                               d->counters->last_plan_cpu_ns);
                 strbuf_json_string(out, p->why.text);
                 strbuf_puts(out, ",\"cpus\":[");

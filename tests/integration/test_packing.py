@@ -320,6 +320,7 @@ class Packing(unittest.TestCase):
             (active, time.monotonic() - t0, plan["reason"], plan["plan_mw"], plan["spread_mw"]))
         out = vmlib.virsh("vcpupin", a.name).stdout
         self.assertIn(str(active), out)
+        self.assertFalse(plan["pins_host_wide"])  # a core asleep: the pack set is its LLC's
         time.sleep(2)
         plans0 = d.status()["periods"]
         rates, idle, idle_packed, packed_share = self.measure("packed", active, other)
@@ -370,19 +371,26 @@ class Packing(unittest.TestCase):
         a_tid = a.vcpu_tids()[0]
         # PinSingleCPU = no (the default): a packed vCPU may run on every pCPU of its LLC
         # that the plan packs onto — its new pCPU among them, nothing else; a vCPU larger than
-        # its set's balanced load (the busy one, most of the time) is pinned to its pCPU alone.
+        # its set's balanced load (the busy one, most of the time) is pinned to its pCPU alone;
+        # unless every core is awake at the top level (pins_host_wide): then every packed vCPU
+        # may run on every pCPU of every set.
         def pinned_as_planned():
-            vcpus = d.json("plan")["vcpus"]
+            plan = d.json("plan")
+            vcpus = plan["vcpus"]
             mine = [v for v in vcpus if v["pid"] == a.pid][0]
             pack_set = {v["cpu"] for v in vcpus if llc_of(v["cpu"]) == llc_of(mine["cpu"])}
             aff = parse_cpulist(thread_affinity(a.pid, a_tid))
-            want_set = {mine["cpu"]} if mine.get("alone") else pack_set
+            if plan["pins_host_wide"]:
+                want_set = {v["cpu"] for v in vcpus}
+            else:
+                want_set = {mine["cpu"]} if mine.get("alone") else pack_set
             return mine["cpu"] in aff and aff == want_set, mine
         d.wait_for(lambda: pinned_as_planned()[0], 10,
                    "the busy vCPU pinned to its pCPU alone or to its LLC's pack set, as planned")
         mine = pinned_as_planned()[1]
         log("busy vCPU's affinity: %s (plan: pCPU %d, %s)" %
             (thread_affinity(a.pid, a_tid), mine["cpu"], "alone" if mine.get("alone") else "pack set"))
+        log("pins host-wide (every core awake at the top level): %s" % d.json("plan")["pins_host_wide"])
         a.console.idle(0)
         a.console.light(0, batch, LIGHT_SLEEP_S)
 

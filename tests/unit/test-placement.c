@@ -596,7 +596,7 @@ static void test_pack_set_balance(void **state)
         struct host_fixture f;
         struct plan_policy pol, single;
         struct plan_vcpu v[48];
-        unsigned below = 0, alone = 0, paired = 0, excluded = 0;
+        unsigned below = 0, alone = 0, paired = 0, excluded = 0, host_wide = 0;
         double mw_sets = 0.0, mw_single = 0.0;
         static cpuset_t pins[48];
 
@@ -664,15 +664,26 @@ static void test_pack_set_balance(void **state)
                  * that CPU out (behind them it would queue, unable to move), unless the set has
                  * no other CPU */
                 assert_int_equal(plan_pin_sets(f.h, &pol, p, v, nv, pins), 0);
+                bool one_set = p->sets_as_one;
                 memset(big, 0, f.h->n_cpus);
                 for (unsigned i = 0; i < nv; i++)
                         if (p->vcpu_alone[i]) {
                                 assert_int_equal(big[p->vcpu_cpu[i]], 0); /* one per CPU */
                                 big[p->vcpu_cpu[i]] = 1;
+                                if (one_set)
+                                        continue;
                                 assert_int_equal(cpuset_count(&pins[i]), 1);
                                 assert_true(cpuset_isset(&pins[i], (unsigned) p->vcpu_cpu[i]));
                         }
-                for (unsigned i = 0; i < nv; i++) {
+                if (one_set) {
+                        /* saturated (every core awake, a set over its budget): one set for all,
+                         * large vCPUs included (test_pin_sets_host_wide) */
+                        host_wide++;
+                        for (unsigned i = 0; i < nv; i++)
+                                if (!cpuset_equal(&pins[i], &pins[0]) || !cpuset_isset(&pins[i], (unsigned) p->vcpu_cpu[i]))
+                                        fail_msg("case %u: vCPU %u not pinned to the one set", t, i);
+                }
+                for (unsigned i = 0; i < nv && !one_set; i++) {
                         if (p->vcpu_alone[i])
                                 continue;
                         bool only_big = true;
@@ -709,8 +720,9 @@ static void test_pack_set_balance(void **state)
                 plan_free(q);
         }
         printf("# pack-set balance: 300 random loads: %u CPUs below the level of their own vCPUs, %u vCPUs "
-               "alone (%u other vCPUs' sets without their CPUs), %u CPUs on cores whose threads share the water; modelled power %.0f mW with pack sets, "
-               "%.0f mW with PinSingleCPU\n", below, alone, excluded, paired, mw_sets / 300, mw_single / 300);
+               "alone (%u other vCPUs' sets without their CPUs), %u CPUs on cores whose threads share the water, %u plans "
+               "of a saturated host (one set); modelled power %.0f mW with pack sets, "
+               "%.0f mW with PinSingleCPU\n", below, alone, excluded, paired, host_wide, mw_sets / 300, mw_single / 300);
         assert_true(below > 0);
         assert_true(alone > 0);
         assert_true(excluded > 0);
@@ -2359,6 +2371,142 @@ static void test_numa_binding(void **state)
 }
 
 /*
+ * A saturated host (4:1, busy): every core active and a set over its budget.
+ * The LLCs' pack sets are pinned as one (plan->sets_as_one), large vCPUs
+ * with them, so the kernel's periodic balancer can move load between LLCs,
+ * and every set runs the top level; nothing is asleep for a per-LLC pin to
+ * protect.  A dedicated vCPU keeps its CPU, out of the set.  With every set
+ * within its budget, or cores left asleep, the sets are per LLC again.
+ * Fails with plan_pin_sets' per-LLC sets only (every set within one LLC, a
+ * large vCPU on its CPU alone), or with the levels left below the top.
+ */
+static void test_pin_sets_host_wide(void **state)
+{
+        struct host_fixture f;
+        struct plan_policy pol;
+        const unsigned n = 257;
+        _cleanup_free_ struct plan_vcpu *v = calloc(n, sizeof(*v));
+        _cleanup_free_ cpuset_t *sets = calloc(n, sizeof(cpuset_t));
+        struct plan *p = NULL;
+        cpuset_t want = { 0 };
+
+        (void) state;
+        assert_non_null(v);
+        assert_non_null(sets);
+        load_host("epyc-genoa-1s", "epyc-genoa", &f);
+        assert_true(f.h->n_llcs > 1);
+        plan_policy_defaults(&pol);
+        for (unsigned i = 0; i < n; i++)
+                v[i] = (struct plan_vcpu) { .key = 1000 + i, .vm = 1 + i, .util = 0.15, .cur_cpu = -1 };
+        v[0].util = 1.0; /* larger than any set's water level: pinned alone */
+        v[n - 1].mode = PLACE_DEDICATED;
+        assert_int_equal(plan_compute(f.h, &pol, v, n, NULL, 0, NULL, 0, &p), 0);
+        for (unsigned k = 0; k < f.h->n_cores; k++) /* every core awake (the dedicated one's sibling empty) */
+                assert_true(cpuset_isset(&p->active, (unsigned) f.h->cores[k].cpu[0]) ||
+                            (f.h->cores[k].n_threads > 1 && cpuset_isset(&p->active, (unsigned) f.h->cores[k].cpu[1])));
+        assert_true(p->sets_as_one);
+        assert_non_null(strstr(p->why.text, "pack sets pinned as one"));
+        assert_true(p->vcpu_alone[0]);
+        bool over = false;
+        for (unsigned g = 0; g < f.h->n_llcs; g++)
+                if (p->set[g].cpus > 0) {
+                        assert_int_equal(p->set[g].level, f.h->model.n_levels - 1);
+                        over |= p->set[g].pwait > p->set[g].budget;
+                }
+        assert_true(over);
+        for (unsigned i = 0; i + 1 < n; i++)
+                cpuset_set(&want, (unsigned) p->vcpu_cpu[i]);
+        assert_int_equal(plan_pin_sets(f.h, &pol, p, v, n, sets), 0);
+        unsigned llcs = 0;
+        for (unsigned g = 0; g < f.h->n_llcs; g++) {
+                bool in = false;
+                CPUSET_FOREACH(x, &want)
+                        in |= f.h->cores[f.h->cpu_core[x]].llc == g;
+                llcs += in;
+        }
+        assert_true(llcs > 1);
+        for (unsigned i = 0; i + 1 < n; i++) {
+                if (!cpuset_equal(&sets[i], &want))
+                        fail_msg("vCPU %u on CPU %d: pinned to %u CPUs, not the %u of every set", i, p->vcpu_cpu[i],
+                                 cpuset_count(&sets[i]), cpuset_count(&want));
+        }
+        assert_false(cpuset_isset(&want, (unsigned) p->vcpu_cpu[n - 1]));
+        assert_int_equal(cpuset_count(&sets[n - 1]), 1);
+        assert_true(plan_saturated(f.h, &pol, p));
+        /* PinSingleCPU or the batch profile: not saturated in this sense */
+        {
+                struct plan_policy q = pol;
+                q.pin_single_cpu = true;
+                assert_false(plan_saturated(f.h, &q, p));
+                q = pol;
+                q.profile = PLAN_PROFILE_BATCH;
+                assert_false(plan_saturated(f.h, &q, p));
+        }
+        /* every set within its budget: the per-LLC sets keep their promise */
+        for (unsigned g = 0; g < f.h->n_llcs; g++)
+                p->set[g].pwait = MIN(p->set[g].pwait, p->set[g].budget);
+        assert_false(plan_saturated(f.h, &pol, p));
+        p->sets_as_one = false;
+        assert_int_equal(plan_pin_sets(f.h, &pol, p, v, n, sets), 0);
+        assert_int_equal(cpuset_count(&sets[0]), 1);
+        plan_free(p);
+        p = NULL;
+
+        /* the levels: on the two-package host, loads from light to saturated; wherever the sets
+         * are pinned as one, every set's CPUs run the top level (the kernel may move another
+         * LLC's load onto them), where the planner alone keeps a set within its budget lower */
+        {
+                struct host_fixture s2;
+                unsigned one = 0, below = 0;
+                load_host("xeon-spr-2s", "xeon-spr-2s", &s2);
+                const unsigned n2 = 3 * s2.h->n_online, top = s2.h->model.n_levels - 1;
+                _cleanup_free_ struct plan_vcpu *v2 = calloc(n2, sizeof(*v2));
+                assert_non_null(v2);
+                for (unsigned k = 0; k < 16; k++) {
+                        struct plan *q = NULL;
+                        for (unsigned i = 0; i < n2; i++)
+                                v2[i] = (struct plan_vcpu) { .key = 5000 + i, .vm = 1 + i,
+                                                             .util = 0.02 + 0.02 * k + (i % 7 == 0 ? 0.3 : 0.0),
+                                                             .cur_cpu = -1 };
+                        assert_int_equal(plan_compute(s2.h, &pol, v2, n2, NULL, 0, NULL, 0, &q), 0);
+                        bool hw = q->sets_as_one;
+                        one += hw;
+                        for (unsigned g = 0; g < s2.h->n_llcs; g++)
+                                if (q->set[g].cpus > 0 && q->set[g].level < top) {
+                                        if (hw)
+                                                fail_msg("load %u: sets pinned as one, LLC %u's at level %u", k, g,
+                                                         q->set[g].level);
+                                        below++;
+                                }
+                        plan_free(q);
+                }
+                printf("# sets pinned as one in %u of 16 loads; %u sets below the top level in the others\n", one,
+                       below);
+                assert_true(one > 0 && one < 16);
+                free_host(&s2);
+        }
+
+        /* a light host: CPUs asleep, each set within its LLC */
+        for (unsigned i = 0; i < n; i++)
+                v[i].util = 0.02;
+        assert_int_equal(plan_compute(f.h, &pol, v, n, NULL, 0, NULL, 0, &p), 0);
+        assert_false(p->sets_as_one);
+        assert_null(strstr(p->why.text, "pinned as one"));
+        assert_int_equal(plan_pin_sets(f.h, &pol, p, v, n, sets), 0);
+        for (unsigned i = 0; i < n; i++) {
+                int g = -1;
+                CPUSET_FOREACH(x, &sets[i]) {
+                        int gx = (int) f.h->cores[f.h->cpu_core[x]].llc;
+                        if (g >= 0 && gx != g)
+                                fail_msg("vCPU %u's set spans LLCs %d and %d on a host with CPUs asleep", i, g, gx);
+                        g = gx;
+                }
+        }
+        plan_free(p);
+        free_host(&f);
+}
+
+/*
  * Sub-NUMA clustering: an LLC that spans two nodes.  The xeon-spr-2s host with
  * CPUs 4-7,20-23 of LLC 0 moved to a node 2 of their own: a VM bound to node 2
  * joins LLC 0's pack set with its unbound neighbours, and its pin set is the
@@ -2613,6 +2761,7 @@ int main(void)
                 cmocka_unit_test(test_latency_vm_budget),
                 cmocka_unit_test(test_reason_text),
                 cmocka_unit_test(test_numa_binding),
+                cmocka_unit_test(test_pin_sets_host_wide),
                 cmocka_unit_test(test_numa_binding_llc_split),
                 cmocka_unit_test(test_numa_policy_input),
                 cmocka_unit_test(test_plan_input_build),
