@@ -364,6 +364,9 @@ struct pstate {
         double *cpu_work;           /* [n_cpus] */
         uint8_t *cpu_vcpus;         /* [n_cpus] */
         uint8_t *allowed;           /* [n_cpus] */
+        uint8_t *kbal;              /* [nv] vmmpower: pinned to CPUs of more than one LLC (plan->sets_as_one),
+                                     * so the kernel's periodic balancer places it (kernel_balance) */
+        uint8_t *kpin;              /* [nv] vmmpower: pinned alone (vcpu_alone), evsim keeps it home */
         double *wait_ns;            /* [nv] last window */
         double *wait_last, *wait_avg; /* [nv] last window's last period, decayed (vmmpower's wait inputs) */
         double *cpu_deliv;          /* [n_cpus] share of the CPU's work its level delivers (evaluate) */
@@ -420,6 +423,8 @@ static void pstate_free(struct pstate *p)
         free(p->cpu_work);
         free(p->cpu_vcpus);
         free(p->allowed);
+        free(p->kbal);
+        free(p->kpin);
         free(p->wait_ns);
         free(p->wait_last);
         free(p->wait_avg);
@@ -446,13 +451,15 @@ static int pstate_init(struct run *R, struct pstate *p, enum sim_policy id)
         p->cpu_work = calloc(h->n_cpus, sizeof(double));
         p->cpu_vcpus = calloc(h->n_cpus, 1);
         p->allowed = calloc(h->n_cpus, 1);
+        p->kbal = calloc(R->nv + 1, 1);
+        p->kpin = calloc(R->nv + 1, 1);
         p->wait_ns = calloc(R->nv + 1, sizeof(double));
         p->wait_last = calloc(R->nv + 1, sizeof(double));
         p->wait_avg = calloc(R->nv + 1, sizeof(double));
         p->cpu_deliv = calloc(h->n_cpus, sizeof(double));
         p->ran = calloc(R->nv + 1, sizeof(double));
         if (!p->home || !p->level || !p->eff_level || !p->want_level || !p->lat || !p->want_lat || !p->cpu_work || !p->cpu_vcpus ||
-            !p->allowed || !p->wait_ns || !p->wait_last || !p->wait_avg || !p->cpu_deliv || !p->ran)
+            !p->allowed || !p->kbal || !p->kpin || !p->wait_ns || !p->wait_last || !p->wait_avg || !p->cpu_deliv || !p->ran)
                 return -ENOMEM;
         for (unsigned i = 0; i < R->nv; i++)
                 p->home[i] = -1;
@@ -545,10 +552,14 @@ static int baseline_knobs(struct run *R, struct pstate *p)
         return drive_knobs(R, p, R->knobs);
 }
 
-/* vCPU i is pinned alone on its CPU by the plan in force (plan->vcpu_alone). */
-static bool vcpu_alone(const struct pstate *p, unsigned i)
+/*
+ * vCPU i's load counts on its home CPU: pinned alone there by the plan in
+ * force (plan->vcpu_alone), or placed by the kernel's periodic balancer
+ * (p->kbal), which is evaluated as B0's placement is, by its homes.
+ */
+static bool by_home(const struct pstate *p, unsigned i)
 {
-        return p->plan && i < p->plan->n_vcpus && p->plan->vcpu_alone[i];
+        return p->kbal[i] || (p->plan && i < p->plan->n_vcpus && p->plan->vcpu_alone[i]);
 }
 
 /*
@@ -556,7 +567,8 @@ static bool vcpu_alone(const struct pstate *p, unsigned i)
  * its LLC's pack set.  Over a step a set is work-conserving (a waking vCPU
  * goes to an idle CPU of its set, a CPU that goes idle pulls a waiting one),
  * so its load is evaluated spread the way plan_water_level() spreads it: a
- * vCPU the plan pins alone (plan->vcpu_alone) keeps its CPU, the rest of the
+ * vCPU the plan pins alone (plan->vcpu_alone), or one the kernel balances
+ * between LLCs (kernel_balance), counts on its CPU, the rest of the
  * set's demand fills the set's CPUs up to a common level.  The demand is the
  * step's, not the planner's estimate, so a set whose level is too low shows
  * as undelivered work.  The plan's own per-CPU placement stays the planner's
@@ -574,7 +586,7 @@ static void balance_pack_sets(struct run *R, struct pstate *p)
                         continue;
                 if (p->cpu_vcpus[c] < 255)
                         p->cpu_vcpus[c]++;
-                if (vcpu_alone(p, i))
+                if (by_home(p, i))
                         p->cpu_work[c] += R->demand[i];
                 else
                         set_load[h->cores[h->cpu_core[c]].llc] += R->demand[i];
@@ -615,7 +627,7 @@ static void record_ran(struct run *R, struct pstate *p)
                 memset(alone, 0, h->n_cpus * sizeof(double));
                 memset(R->llc_tmp, 0, 2 * h->n_llcs * sizeof(double));
                 for (unsigned i = 0; i < R->nv; i++)
-                        if (p->home[i] >= 0 && vcpu_alone(p, i))
+                        if (p->home[i] >= 0 && by_home(p, i))
                                 alone[p->home[i]] += R->demand[i];
                 for (unsigned c = 0; c < h->n_cpus; c++) {
                         if (h->cpu_core[c] < 0 || !p->allowed[c])
@@ -631,7 +643,7 @@ static void record_ran(struct run *R, struct pstate *p)
                 double f = 1.0;
                 if (c >= 0) {
                         f = p->cpu_deliv[c];
-                        if (sets && !vcpu_alone(p, i)) {
+                        if (sets && !by_home(p, i)) {
                                 unsigned g = h->cores[h->cpu_core[c]].llc;
                                 f = water[g] > 0.0 ? dwater[g] / water[g] : 1.0;
                         }
@@ -813,9 +825,10 @@ static void sub_load(struct run *R, unsigned *nr, int c, double d)
  * the least loaded allowed CPU, largest first; then the periodic balancer
  * moves one vCPU at a time from the busiest to the idlest CPU while their
  * utilisation differs by more than B0_IMBALANCE and the move narrows it.
- * Returns the number of moves of already placed vCPUs.
+ * movable: the vCPUs it may place and move (NULL: all); the others' load
+ * stays where they are.  Returns the number of moves of already placed vCPUs.
  */
-static unsigned spread_balance(struct run *R, struct pstate *p)
+static unsigned spread_balance(struct run *R, struct pstate *p, const uint8_t *movable)
 {
         const struct em_host *h = R->h;
         _cleanup_free_ unsigned *nr = calloc(h->n_cpus, sizeof(unsigned));
@@ -827,9 +840,9 @@ static unsigned spread_balance(struct run *R, struct pstate *p)
         memset(R->load, 0, h->n_cpus * sizeof(double));
         memset(R->sibload, 0, h->n_cpus * sizeof(double));
         for (unsigned i = 0; i < R->nv; i++) {
-                if (p->home[i] >= 0 && p->allowed[p->home[i]])
+                if (p->home[i] >= 0 && (p->allowed[p->home[i]] || (movable && !movable[i])))
                         add_load(R, nr, p->home[i], R->demand[i]);
-                else
+                else if (!movable || movable[i])
                         it[n_it++] = (struct ffd_item) { R->demand[i], i };
         }
         qsort(it, n_it, sizeof(*it), cmp_item);
@@ -857,7 +870,8 @@ static unsigned spread_balance(struct run *R, struct pstate *p)
                 if (diff <= B0_IMBALANCE)
                         break;
                 for (unsigned i = 0; i < R->nv; i++)
-                        if (p->home[i] == busiest && R->demand[i] < diff && R->demand[i] > bestd) {
+                        if (p->home[i] == busiest && (!movable || movable[i]) && R->demand[i] < diff &&
+                            R->demand[i] > bestd) {
                                 bestd = R->demand[i];
                                 bi = i;
                         }
@@ -900,7 +914,7 @@ static int window(struct run *R, struct pstate *p, uint64_t window_id, const uin
                 .wake_balance = p->id == SIM_B0 || p->id == SIM_B2 || p->id == SIM_B3 ||
                                 (p->id == SIM_VMM && !R->cfg->policy.pin_single_cpu),
                 .allowed = p->allowed,
-                .pinned = p->id == SIM_VMM && p->plan ? p->plan->vcpu_alone : NULL,
+                .pinned = p->id == SIM_VMM && p->plan ? p->kpin : NULL,
                 .core_mask = core_mask,
                 .burst = R->cfg->burst,
                 .seed = R->cfg->seed,
@@ -961,7 +975,7 @@ static void pin_allowed(struct run *R, struct pstate *p, const struct plan *next
         memset(p->allowed, 0, R->h->n_cpus);
         for (size_t i = 0; i < act->n_vcpus; i++) {
                 int c = act->pin[i].cpu;
-                if (c < 0 || next->vcpu_alone[i])
+                if (c < 0 || (next->vcpu_alone[i] && !p->kbal[i]))
                         continue;
                 if (cpuset_empty(&act->set[i]))
                         p->allowed[c] = 1;
@@ -970,7 +984,51 @@ static void pin_allowed(struct run *R, struct pstate *p, const struct plan *next
         }
 }
 
-/* The vCPUs' homes from the pins (R->act): the number of vCPUs moved, their cores in R->core_mask. */
+/*
+ * vmmpower's vCPUs pinned to CPUs of more than one LLC (the pack sets pinned
+ * as one, plan_pin_sets()): the kernel's periodic balancer places them, as
+ * it places B0's vCPUs (spread_balance(), at the same moments), among the
+ * CPUs they may use; the others' load stays where the plan put it.  Its
+ * moves are migrations, not the planner's moves.  Returns them.
+ */
+static unsigned kernel_balance(struct run *R, struct pstate *p)
+{
+        bool any = false;
+        for (unsigned i = 0; i < R->nv && !any; i++)
+                any = p->kbal[i];
+        return any ? spread_balance(R, p, p->kbal) : 0;
+}
+
+/* Which vCPUs' pins (R->act) span more than one LLC (p->kbal); true if one is new. */
+static bool take_kbal(struct run *R, struct pstate *p)
+{
+        const struct em_host *h = R->h;
+        bool fresh = false;
+
+        for (unsigned i = 0; i < R->nv; i++) {
+                int first = -1;
+                bool multi = false;
+                if (i < R->act.n_vcpus)
+                        CPUSET_FOREACH(x, &R->act.set[i]) {
+                                int g = (int) h->cores[h->cpu_core[x]].llc;
+                                if (first < 0)
+                                        first = g;
+                                else if (g != first) {
+                                        multi = true;
+                                        break;
+                                }
+                        }
+                fresh |= multi && !p->kbal[i];
+                p->kbal[i] = multi;
+        }
+        return fresh;
+}
+
+/*
+ * The vCPUs' homes from the pins (R->act): the number of vCPUs moved, their
+ * cores in R->core_mask.  A vCPU the kernel balances between LLCs (p->kbal)
+ * keeps its home while its pins allow it.
+ */
 static unsigned take_homes(struct run *R, struct pstate *p)
 {
         const struct em_host *h = R->h;
@@ -981,7 +1039,7 @@ static unsigned take_homes(struct run *R, struct pstate *p)
                 int c = i < R->act.n_vcpus ? R->act.pin[i].cpu : -1, old = p->home[i];
                 if (c < 0)
                         c = -1; /* not placed (vmmpower-sim has no excluded VM to release) */
-                if (c == old)
+                if (c == old || (c >= 0 && old >= 0 && p->kbal[i] && cpuset_isset(&R->act.set[i], (unsigned) old)))
                         continue;
                 if (old >= 0) {
                         moved++;
@@ -1026,6 +1084,7 @@ static int vmm_period(struct run *R, struct pstate *p, nsec_t now, uint64_t peri
                         R->core_mask[h->cores[h->cpu_core[c]].llc] = 1; /* as scratch: n_llcs <= n_cores */
         for (unsigned g = 0; g < h->n_llcs; g++)
                 pr->active_llcs += R->core_mask[g];
+        pr->host_wide += next->sets_as_one;
         if (next->why.decision == PLAN_GROW)
                 pr->grows++;
         else if (next->why.decision == PLAN_SHRINK)
@@ -1036,11 +1095,22 @@ static int vmm_period(struct run *R, struct pstate *p, nsec_t now, uint64_t peri
                 plan_free(next);
                 return r;
         }
+        bool fresh = take_kbal(R, p);
+        for (unsigned i = 0; i < R->nv; i++)
+                p->kpin[i] = i < next->n_vcpus && next->vcpu_alone[i] && !p->kbal[i];
         moved = take_homes(R, p);
         pr->migrations += moved;
         pr->moves += moved;
         if (!pol->pin_single_cpu)
                 pin_allowed(R, p, next);
+        if (fresh) { /* newly pinned across LLCs: the kernel balances them now, not at the next step */
+                unsigned km = kernel_balance(R, p);
+                pr->migrations += km;
+                if (km > 0) { /* any core may have changed: the re-simulation takes them all */
+                        memset(R->core_mask, 1, h->n_cores);
+                        moved += km;
+                }
+        }
         r = drive_knobs(R, p, R->act.cpu);
         if (r < 0) {
                 plan_free(next);
@@ -1073,7 +1143,7 @@ static int baseline_step(struct run *R, struct pstate *p, bool interval_start)
 
         switch (p->id) {
         case SIM_B0:
-                moves = spread_balance(R, p);
+                moves = spread_balance(R, p, NULL);
                 top_levels(R, p);
                 break;
         case SIM_B1:
@@ -1097,12 +1167,12 @@ static int baseline_step(struct run *R, struct pstate *p, bool interval_start)
                                         p->allowed[c] = R->h->cpu_core[c] >= 0 && (!lp || R->lp_set[c]);
                         }
                 }
-                moves = spread_balance(R, p);
+                moves = spread_balance(R, p, NULL);
                 top_levels(R, p);
                 break;
         }
         case SIM_B3:
-                moves = spread_balance(R, p);
+                moves = spread_balance(R, p, NULL);
                 util_levels(R, p, B3_EPP_MARGIN);
                 break;
         default:
@@ -1439,6 +1509,8 @@ int sim_run(const struct sim_host *host, const struct sim_trace *tr, const struc
                                         update_wait_inputs(&R, &R.ps[SIM_VMM], NULL);
                                 step_idx++;
                         }
+                        if (step || q == 0) /* the kernel balances vmmpower's vCPUs pinned across LLCs */
+                                res->p[SIM_VMM].migrations += kernel_balance(&R, &R.ps[SIM_VMM]);
                         r = vmm_period(&R, &R.ps[SIM_VMM], t, period_idx);
                         if (r < 0)
                                 goto out;

@@ -95,6 +95,7 @@ struct sim_policy_result {
         nsec_t decide_cpu_ns;           /* CPU time of the policy's decisions (plan_compute for SIM_VMM) */
         uint64_t decisions;
         uint64_t grows, shrinks;        /* SIM_VMM: plans by decision */
+        uint64_t host_wide;             /* SIM_VMM: plans whose pack sets are pinned as one (plan->sets_as_one) */
         uint64_t active_cpus, active_llcs; /* SIM_VMM: CPUs hosting vCPUs and LLCs holding them, summed over plans */
         double overload_s;              /* CPU-seconds of demand over capacity (modelled power is clipped) */
         double undelivered_j;           /* overload_s charged at sim_result.undelivered_mw (included in energy_j
