@@ -694,7 +694,7 @@ static int listen_open(struct daemon *d)
         (void) unlink(d->sock_path);
         if (bind(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0 || chmod(d->sock_path, 0666) < 0 ||
             listen(fd, 16) < 0) {
-                int r = -errno;
+                r = -errno;
                 close(fd);
                 return r;
         }
