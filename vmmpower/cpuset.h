@@ -39,12 +39,6 @@ static inline void cpuset_andnot(cpuset_t *s, const cpuset_t *t)
         for (unsigned k = 0; k < VP_MAX_CPUS / 64; k++)
                 s->w[k] &= ~t->w[k];
 }
-/* s = s with the CPUs of t */
-static inline void cpuset_or(cpuset_t *s, const cpuset_t *t)
-{
-        for (unsigned k = 0; k < VP_MAX_CPUS / 64; k++)
-                s->w[k] |= t->w[k];
-}
 unsigned cpuset_count(const cpuset_t *s);
 bool cpuset_equal(const cpuset_t *a, const cpuset_t *b);
 bool cpuset_empty(const cpuset_t *s);

@@ -2911,6 +2911,10 @@ int plan_pin_sets(const struct em_host *h, const struct plan_policy *pol, const 
                         if (in_pack_set(h, v[i].mode, p->vcpu_boost[i], c)) {
                                 unsigned g = h->cores[h->cpu_core[c]].llc;
                                 cpuset_set(&llc[2 * g], (unsigned) c);
+                                /* saturated: the sets are one, so that the kernel balances between
+                                 * LLCs, the CPUs of vCPUs alone included (all run the top level) */
+                                if (host_wide)
+                                        cpuset_set(&host, (unsigned) c);
                                 if (p->vcpu_alone[i])
                                         cpuset_set(&llc[2 * g + 1], (unsigned) c);
                         }
@@ -2923,24 +2927,18 @@ int plan_pin_sets(const struct em_host *h, const struct plan_policy *pol, const 
                         if (!cpuset_empty(&rest))
                                 llc[2 * g] = rest;
                 }
-                /* saturated: the sets are one, so that the kernel balances between LLCs,
-                 * vCPUs pinned alone included (their CPUs run the top level like the rest) */
-                if (host_wide)
-                        for (unsigned g = 0; g < h->n_llcs; g++) {
-                                cpuset_or(&host, &llc[2 * g]);
-                                cpuset_or(&host, &llc[2 * g + 1]);
-                        }
         }
         for (size_t i = 0; i < n_v; i++) {
                 int c = i < p->n_vcpus ? p->vcpu_cpu[i] : -1;
                 cpuset_zero(&ret[i]);
                 if (!cpu_ok(h, c))
                         continue;
+                bool packed = llc && in_pack_set(h, v[i].mode, p->vcpu_boost[i], c);
                 /* a boosted vCPU stays on the CPU the plan runs at the top level for it, a
-                 * large one on the CPU the plan gives it alone */
-                if (llc && in_pack_set(h, v[i].mode, p->vcpu_boost[i], c) && host_wide)
+                 * large one on the CPU the plan gives it alone (unless the sets are one) */
+                if (packed && host_wide)
                         ret[i] = host;
-                else if (llc && in_pack_set(h, v[i].mode, p->vcpu_boost[i], c) && !p->vcpu_alone[i])
+                else if (packed && !p->vcpu_alone[i])
                         ret[i] = llc[2 * h->cores[h->cpu_core[c]].llc];
                 else
                         cpuset_set(&ret[i], (unsigned) c);
