@@ -57,10 +57,11 @@ void sim_print_table(const struct sim_result *r, FILE *f)
                         fprintf(f, " %9s %9s %8s %9s %7s %9s %9s %7s %9s\n", "-", "-", "-", "-", "-", "-", "-", "-",
                                 "-");
         }
-        fprintf(f, "vmmpower: %llu plans (%llu grow, %llu shrink; %llu with the pack sets pinned as one), %.2f ms CPU "
-                   "per plan, vCPUs on %.1f CPUs in %.2f LLCs on the mean; overload CPU-s:",
+        fprintf(f, "vmmpower: %llu plans (%llu grow, %llu shrink; %llu with the pack sets pinned as one, %llu times "
+                   "entered), %.2f ms CPU per plan, vCPUs on %.1f CPUs in %.2f LLCs on the mean; overload CPU-s:",
                 (unsigned long long) r->p[SIM_VMM].decisions, (unsigned long long) r->p[SIM_VMM].grows,
                 (unsigned long long) r->p[SIM_VMM].shrinks, (unsigned long long) r->p[SIM_VMM].host_wide,
+                (unsigned long long) r->p[SIM_VMM].host_wide_entries,
                 r->p[SIM_VMM].decisions ? r->p[SIM_VMM].decide_cpu_ns / 1e6 / r->p[SIM_VMM].decisions : 0.0,
                 r->p[SIM_VMM].decisions ? (double) r->p[SIM_VMM].active_cpus / r->p[SIM_VMM].decisions : 0.0,
                 r->p[SIM_VMM].decisions ? (double) r->p[SIM_VMM].active_llcs / r->p[SIM_VMM].decisions : 0.0);

@@ -1085,6 +1085,7 @@ static int vmm_period(struct run *R, struct pstate *p, nsec_t now, uint64_t peri
         for (unsigned g = 0; g < h->n_llcs; g++)
                 pr->active_llcs += R->core_mask[g];
         pr->host_wide += next->sets_as_one;
+        pr->host_wide_entries += next->sets_as_one && !(p->plan && p->plan->sets_as_one);
         if (next->why.decision == PLAN_GROW)
                 pr->grows++;
         else if (next->why.decision == PLAN_SHRINK)

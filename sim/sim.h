@@ -96,6 +96,7 @@ struct sim_policy_result {
         uint64_t decisions;
         uint64_t grows, shrinks;        /* SIM_VMM: plans by decision */
         uint64_t host_wide;             /* SIM_VMM: plans whose pack sets are pinned as one (plan->sets_as_one) */
+        uint64_t host_wide_entries;     /* SIM_VMM: of them, those after a plan that was not */
         uint64_t active_cpus, active_llcs; /* SIM_VMM: CPUs hosting vCPUs and LLCs holding them, summed over plans */
         double overload_s;              /* CPU-seconds of demand over capacity (modelled power is clipped) */
         double undelivered_j;           /* overload_s charged at sim_result.undelivered_mw (included in energy_j

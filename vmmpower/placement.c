@@ -116,7 +116,9 @@
  *     per-LLC pin to protect, and the kernel's periodic balancer evens the
  *     LLCs' load within milliseconds where this planner moves a few vCPUs a
  *     period (at 4:1 on a busy day one LLC stayed saturated for minutes while
- *     the others had room: docs/simulator.md §5).
+ *     the others had room: docs/simulator.md §5).  The sets stay one for
+ *     SATURATION_HOLD_NS after the last saturated plan while every core
+ *     stays active (fill_plan).
  *
  * The latency profile (policy.profile, the default)
  *
@@ -203,6 +205,12 @@
  *    default is 0: its sets are sized by the wait model, it moved fewer than
  *    30 times a vCPU-hour, and holding its shrinks cost 0.6% of the energy
  *    on the 2:1 Genoa run (docs/simulator.md §5).
+ *  - SATURATION_HOLD_NS 30 s: the sets stay pinned as one this long after
+ *    the last saturated plan while every core stays active.  Without it a
+ *    host on the boundary went in and out of the one set every few minutes
+ *    (Genoa 4:1 pl-20110306 2 ms: 450 entries a day, wait p99 2.11 ms
+ *    against a 1.12 ms limit); with 30 s, 112 entries and 1.06 ms
+ *    (docs/simulator.md §5).
  *  - ROOM_EMPTY_CORE 4, FFD_WINDOW 4, WAKE_PROBE_WORK 0.1: first-fit and
  *    best-wake-CPU details (an empty core takes any vCPU; positions scanned
  *    linearly before the tree; the load that compares CPUs to wake).
@@ -227,6 +235,7 @@
 #define MAX_LEVEL_CANDIDATES 8
 #define WAKE_PROBE_WORK 0.1      /* load used to compare CPUs to wake: 10% of a CPU */
 #define MOVE_COOLDOWN_BATCH_NS (60 * NSEC_PER_SEC) /* MoveCooldown's default under the batch profile */
+#define SATURATION_HOLD_NS (30 * NSEC_PER_SEC)     /* the sets stay one this long after saturation */
 #define FFD_WINDOW 4             /* positions scanned linearly before the segment tree search */
 
 double plan_vcpu_wait(const struct plan_policy *pol, const struct plan_vcpu *v, bool cpu_overloaded)
@@ -2033,7 +2042,7 @@ bool plan_equal(const struct plan *a, const struct plan *b)
                memcmp(a->cpu_max_latency_us, b->cpu_max_latency_us, a->n_cpus * sizeof(uint32_t)) == 0 &&
                memcmp(a->cpu_work, b->cpu_work, a->n_cpus * sizeof(double)) == 0 &&
                a->shrink_pending_since_ns == b->shrink_pending_since_ns && a->now_ns == b->now_ns &&
-               a->sets_as_one == b->sets_as_one &&
+               a->sets_as_one == b->sets_as_one && a->saturated_ns == b->saturated_ns &&
                memcmp(&a->why, &b->why, sizeof(a->why)) == 0;
 }
 
@@ -2292,7 +2301,9 @@ static void fill_plan_sets(struct ws *w, struct plan *p)
         }
 }
 
-static void fill_plan(struct ws *w, struct plan *p, nsec_t now)
+static bool all_cores_active(const struct em_host *h, const struct plan *p);
+
+static void fill_plan(struct ws *w, struct plan *p, const struct plan *prev, nsec_t now)
 {
         const struct em_host *h = w->h;
         cpuset_zero(&p->active);
@@ -2320,6 +2331,13 @@ static void fill_plan(struct ws *w, struct plan *p, nsec_t now)
         p->why.n_active = cpuset_count(&p->active);
         fill_plan_sets(w, p);
         p->sets_as_one = plan_saturated(h, w->pol, p);
+        p->saturated_ns = p->sets_as_one ? now : prev ? prev->saturated_ns : -1;
+        /* held while every core stays active: in and out of saturation every few seconds, each
+         * exit repins every vCPU to its LLC and each entry lets the kernel spread them again */
+        if (!p->sets_as_one && prev && prev->sets_as_one && p->saturated_ns >= 0 &&
+            now - p->saturated_ns < SATURATION_HOLD_NS && w->pol->profile == PLAN_PROFILE_LATENCY &&
+            !w->pol->pin_single_cpu && all_cores_active(h, p))
+                p->sets_as_one = true;
         if (p->sets_as_one) {
                 /* the sets pinned as one: the kernel moves load between them, so each runs
                  * the top level (an over-budget set is there already, L3) */
@@ -2766,9 +2784,13 @@ static void plan_text(struct pc *st)
                               y->moves_deferred - y->moves_capped - y->moves_cooling);
         if (y->decision == PLAN_GROW && y->shrink_moves > 0 && n > 0 && (size_t) n < sz)
                 n += snprintf(y->text + n, sz - (size_t) n, " (%u to save energy)", y->shrink_moves);
-        if (st->p->sets_as_one && n > 0 && (size_t) n < sz)
+        if (st->p->sets_as_one && st->p->saturated_ns == st->now && n > 0 && (size_t) n < sz)
                 n += snprintf(y->text + n, sz - (size_t) n,
                               "; saturated (every core active, a set over its budget): the pack sets pinned as one");
+        else if (st->p->sets_as_one && n > 0 && (size_t) n < sz)
+                n += snprintf(y->text + n, sz - (size_t) n,
+                              "; held after saturation %.0f s ago (every core active): the pack sets pinned as one",
+                              (double) (st->now - st->p->saturated_ns) / NSEC_PER_SEC);
         if (y->forced_wake_cpu >= 0 && n > 0 && (size_t) n < sz)
                 snprintf(y->text + n, sz - (size_t) n, "; woke CPU %d for vCPU %" PRIu64, y->forced_wake_cpu,
                          y->forced_by_key);
@@ -2793,7 +2815,7 @@ static void plan_reason(struct pc *st)
                 st->p->why.moves_deferred = st->deferred;
         st->p->why.moves_capped = st->capped;
         st->p->why.moves_cooling = st->cooling;
-        fill_plan(w, st->p, st->now);
+        fill_plan(w, st->p, st->prev, st->now);
         if (st->p->sets_as_one) /* fill_plan raised the sets' levels */
                 st->p->why.plan_mw = plan_power(w->h, st->p, NULL);
         for (size_t i = 0; i < n_v; i++)
@@ -2872,16 +2894,8 @@ out:
         return r;
 }
 
-bool plan_saturated(const struct em_host *h, const struct plan_policy *pol, const struct plan *p)
+static bool all_cores_active(const struct em_host *h, const struct plan *p)
 {
-        bool over = false;
-
-        if (pol->pin_single_cpu || pol->profile != PLAN_PROFILE_LATENCY || h->n_cores == 0)
-                return false;
-        for (unsigned g = 0; g < p->n_llcs; g++)
-                over |= p->set[g].cpus > 0 && p->set[g].pwait > p->set[g].budget + EPS;
-        if (!over)
-                return false;
         for (unsigned k = 0; k < h->n_cores; k++) {
                 const struct em_core *co = &h->cores[k];
                 bool awake = false;
@@ -2891,6 +2905,17 @@ bool plan_saturated(const struct em_host *h, const struct plan_policy *pol, cons
                         return false;
         }
         return true;
+}
+
+bool plan_saturated(const struct em_host *h, const struct plan_policy *pol, const struct plan *p)
+{
+        bool over = false;
+
+        if (pol->pin_single_cpu || pol->profile != PLAN_PROFILE_LATENCY || h->n_cores == 0)
+                return false;
+        for (unsigned g = 0; g < p->n_llcs; g++)
+                over |= p->set[g].cpus > 0 && p->set[g].pwait > p->set[g].budget + EPS;
+        return over && all_cores_active(h, p);
 }
 
 int plan_pin_sets(const struct em_host *h, const struct plan_policy *pol, const struct plan *p,

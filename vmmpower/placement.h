@@ -171,6 +171,8 @@ struct plan {
         nsec_t shrink_pending_since_ns; /* -1 when no shrink is pending */
         bool sets_as_one;            /* saturated (plan_saturated): the LLCs' pack sets pinned as one,
                                       * at the top level (plan_pin_sets) */
+        nsec_t saturated_ns;         /* when a plan was last saturated (-1: never); the sets stay
+                                      * one 30 s after it while every core stays active */
         nsec_t now_ns;
         struct plan_reasons why;
 };

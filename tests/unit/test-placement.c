@@ -2452,6 +2452,44 @@ static void test_pin_sets_host_wide(void **state)
         plan_free(p);
         p = NULL;
 
+        /* the hold: after a saturated plan the sets stay one while every core stays active, for
+         * SATURATION_HOLD_NS (30 s): the load falls within the budget at once, the shrink waits
+         * (a long dwell keeps every core awake); held at 1..29 s, released at 30 s */
+        {
+                struct plan_policy hp = pol;
+                struct plan *prev = NULL;
+                unsigned held = 0;
+                int released_at = -1;
+                hp.shrink_dwell_ns = 3600 * NSEC_PER_SEC;
+                for (unsigned i = 0; i < n; i++)
+                        v[i].util = 0.15;
+                assert_int_equal(plan_compute(f.h, &hp, v, n, NULL, 0, NULL, 0, &prev), 0);
+                assert_true(prev->sets_as_one);
+                assert_non_null(strstr(prev->why.text, "; saturated (every core active"));
+                for (unsigned i = 0; i < n; i++)
+                        v[i].util = 0.04;
+                for (int t = 1; t <= 40; t++) {
+                        struct plan *q = NULL;
+                        assert_int_equal(plan_compute(f.h, &hp, v, n, NULL, 0, prev, (nsec_t) t * NSEC_PER_SEC, &q),
+                                         0);
+                        assert_false(plan_saturated(f.h, &hp, q)); /* within the budget from the first */
+                        if (q->sets_as_one) {
+                                held++;
+                                assert_non_null(strstr(q->why.text, "; held after saturation"));
+                        } else {
+                                assert_null(strstr(q->why.text, "pinned as one"));
+                                if (released_at < 0)
+                                        released_at = t;
+                        }
+                        plan_free(prev);
+                        prev = q;
+                }
+                printf("# saturation hold: held %u plans, released at %d s\n", held, released_at);
+                assert_int_equal(held, 29);
+                assert_int_equal(released_at, 30);
+                plan_free(prev);
+        }
+
         /* the levels: on the two-package host, loads from light to saturated; wherever the sets
          * are pinned as one, every set's CPUs run the top level (the kernel may move another
          * LLC's load onto them), where the planner alone keeps a set within its budget lower */
