@@ -192,8 +192,74 @@ static double llc_sets_power(const struct em_host *h, const int *order, const un
         return placed_power(h, L, work, lvl, zero, lat);
 }
 
+/* Record the per-LLC sets c[] (demand w[]) of order's segments at level L as the best placement. */
+static void record_placement(const struct em_host *h, const int *order, const unsigned *seg_start, unsigned n_seg,
+                             const unsigned *c, const double *w, unsigned L, struct sim_ref_placement *pl)
+{
+        if (!pl)
+                return;
+        pl->level = L;
+        memset(pl->in_set, 0, h->n_cpus);
+        for (unsigned g = 0; g < h->n_llcs; g++)
+                pl->llc_w[g] = 0.0;
+        for (unsigned s = 0; s < n_seg; s++) {
+                if (c[s] == 0)
+                        continue;
+                pl->llc_w[h->cores[h->cpu_core[order[seg_start[s]]]].llc] += w[s];
+                for (unsigned j = 0; j < c[s]; j++)
+                        pl->in_set[order[seg_start[s] + j]] = 1;
+        }
+}
+
+void sim_ref_homes(const struct em_host *h, const struct sim_ref_placement *pl, const double *demand, unsigned nv,
+                   int *home)
+{
+        _cleanup_free_ unsigned *idx = malloc((nv ? nv : 1) * sizeof(unsigned));
+        _cleanup_free_ double *left = calloc(h->n_llcs ? h->n_llcs : 1, sizeof(double));
+        _cleanup_free_ double *load = calloc(h->n_cpus, sizeof(double));
+
+        for (unsigned i = 0; i < nv; i++)
+                home[i] = -1;
+        if (!idx || !left || !load)
+                return;
+        for (unsigned g = 0; g < h->n_llcs; g++)
+                left[g] = pl->llc_w[g];
+        for (unsigned i = 0; i < nv; i++)
+                idx[i] = i;
+        /* largest first (insertion sort: nv is a host's vCPUs) */
+        for (unsigned a = 1; a < nv; a++) {
+                unsigned x = idx[a], b = a;
+                for (; b > 0 && demand[idx[b - 1]] < demand[x]; b--)
+                        idx[b] = idx[b - 1];
+                idx[b] = x;
+        }
+        for (unsigned a = 0; a < nv; a++) {
+                unsigned i = idx[a];
+                int g_best = -1, c_best = -1;
+                for (unsigned g = 0; g < h->n_llcs; g++) {
+                        bool any = false;
+                        for (unsigned k = h->llcs[g].first; k < h->llcs[g].end && !any; k++)
+                                for (unsigned t = 0; t < h->cores[k].n_threads; t++)
+                                        any |= pl->in_set[h->cores[k].cpu[t]] != 0;
+                        if (any && (g_best < 0 || left[g] > left[g_best]))
+                                g_best = (int) g;
+                }
+                if (g_best < 0)
+                        return;
+                for (unsigned k = h->llcs[g_best].first; k < h->llcs[g_best].end; k++)
+                        for (unsigned t = 0; t < h->cores[k].n_threads; t++) {
+                                int cpu = h->cores[k].cpu[t];
+                                if (pl->in_set[cpu] && (c_best < 0 || load[cpu] < load[c_best]))
+                                        c_best = cpu;
+                        }
+                home[i] = c_best;
+                load[c_best] += demand[i] > 0 ? demand[i] : 0;
+                left[g_best] -= demand[i] > 0 ? demand[i] : 0;
+        }
+}
+
 int sim_latency_bound_llc_mw(const struct em_host *h, const double *demand, unsigned nv, double budget,
-                             double *ret_mw, unsigned *ret_cpus)
+                             double *ret_mw, unsigned *ret_cpus, struct sim_ref_placement *ret_pl)
 {
         const struct energy_model *m = &h->model;
         _cleanup_free_ double *work = calloc(h->n_cpus, sizeof(double));
@@ -216,8 +282,14 @@ int sim_latency_bound_llc_mw(const struct em_host *h, const double *demand, unsi
                 W += demand[i] > 0 ? demand[i] : 0;
                 dmax = fmax(dmax, demand[i]);
         }
-        if (W <= 0)
+        if (W <= 0) {
+                if (ret_pl) { /* no set: nothing to place */
+                        memset(ret_pl->in_set, 0, h->n_cpus);
+                        for (unsigned g = 0; g < h->n_llcs; g++)
+                                ret_pl->llc_w[g] = 0.0;
+                }
                 return sim_latency_bound_mw(h, demand, nv, budget, ret_mw, ret_cpus);
+        }
         for (unsigned o = 0; o < 2; o++) {
                 const int *order = orders[o];
                 unsigned n_seg = 0;
@@ -264,6 +336,7 @@ int sim_latency_bound_llc_mw(const struct em_host *h, const double *demand, unsi
                                         if (p < best) {
                                                 best = p;
                                                 best_c = used - c_last + k;
+                                                record_placement(h, order, seg_start, n_seg, c, w, L, ret_pl);
                                         }
                                 }
                         }
@@ -288,6 +361,7 @@ int sim_latency_bound_llc_mw(const struct em_host *h, const double *demand, unsi
                                         if (p < best) {
                                                 best = p;
                                                 best_c = k * cc;
+                                                record_placement(h, order, seg_start, n_seg, c, w, L, ret_pl);
                                         }
                                 }
                         }

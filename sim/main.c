@@ -55,6 +55,7 @@ static void help(void)
                "      --first-interval=N    start at interval N (default 0)\n"
                "      --no-resim            do not re-simulate cores the planner changed\n"
                "      --free-undelivered    do not charge the work a policy left undelivered in its kWh\n"
+               "      --check-reference     also run the per-LLC reference's placements through the burst simulation\n"
                "                            (default: charged as a busy CPU at the top level)\n"
                "      --csv=FILE            append CSV rows (header when the file is new or empty)\n"
                "      --label=TEXT          run label in the CSV (default: trace,host,oversub,burst)\n"
@@ -166,7 +167,7 @@ static int bad(const char *opt, const char *val)
 int main(int argc, char **argv)
 {
         enum { O_VMS = 256, O_DIST, O_PERIOD, O_STEP, O_WINDOW, O_INTERVALS, O_FIRST, O_NORESIM, O_CSV, O_LABEL, O_SVG,
-               O_PROGRESS, O_NOPROGRESS, O_FREE_UNDELIVERED, O_FORMAT, O_RESAMPLE, O_SPLIT, O_CURVE, O_MEASURED, O_HINTS, O_UNIT,
+               O_PROGRESS, O_NOPROGRESS, O_FREE_UNDELIVERED, O_CHECK_REF, O_FORMAT, O_RESAMPLE, O_SPLIT, O_CURVE, O_MEASURED, O_HINTS, O_UNIT,
                O_PROFILE, O_QBUDGET };
         static const struct option opts[] = {
                 { "trace", required_argument, NULL, 't' },
@@ -196,6 +197,7 @@ int main(int argc, char **argv)
                 { "progress", no_argument, NULL, O_PROGRESS },
                 { "no-progress", no_argument, NULL, O_NOPROGRESS },
                 { "free-undelivered", no_argument, NULL, O_FREE_UNDELIVERED },
+                { "check-reference", no_argument, NULL, O_CHECK_REF },
                 { "power-curve", no_argument, NULL, O_CURVE },
                 { "measured", required_argument, NULL, O_MEASURED },
                 { "hints", required_argument, NULL, O_HINTS },
@@ -325,6 +327,7 @@ int main(int argc, char **argv)
                 case O_PROGRESS: cfg.progress = true; break;
                 case O_NOPROGRESS: cfg.progress = false; break;
                 case O_FREE_UNDELIVERED: cfg.free_undelivered = true; break;
+                case O_CHECK_REF: cfg.check_reference = true; break;
                 case O_CURVE: curve = true; break;
                 case O_MEASURED: measured = optarg; break;
                 case O_HINTS: hints_path = optarg; break;

@@ -74,6 +74,12 @@ void sim_print_table(const struct sim_result *r, FILE *f)
                    "%.1f%% of B0, mean sets %.1f CPUs in all; %u intervals where none meets it",
                 r->p[SIM_B0].energy_j > 0 ? 100.0 * r->latbound_llc_j / r->p[SIM_B0].energy_j : 0.0,
                 r->latbound_llc_cpus, r->latbound_llc_infeasible);
+        if (r->ref_windows > 0)
+                fprintf(f, "\nlat-bound per LLC placed (--check-reference, %u windows): %.2f%% of the wake-ups queued, "
+                           "wait p50 %.1f us, p99 %.1f us",
+                        r->ref_windows,
+                        r->ref_wakeups ? 100.0 * (double) r->ref_queued_wakeups / (double) r->ref_wakeups : 0.0,
+                        wait_hist_percentile(&r->ref_hist, 0.50) / 1e3, wait_hist_percentile(&r->ref_hist, 0.99) / 1e3);
         fprintf(f, "\nundelivered work: %s at %.0f mW per CPU (the top level's busy power over the shallowest idle "
                    "state's, with its share of the platform's busy power, over the PSU efficiency); charged kWh:",
                 r->free_undelivered ? "not charged (--free-undelivered), would be" : "charged in kWh",

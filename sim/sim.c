@@ -1367,6 +1367,50 @@ static int setup_hints(struct run *R)
         return r;
 }
 
+/*
+ * sim_config.check_reference: interval k's per-LLC reference placement pl through the burst
+ * simulation, one window: the vCPUs homed by sim_ref_homes(), free to run on the sets' CPUs
+ * (the kernel's wake-up and newidle balancing, within an LLC as everywhere in evsim), the
+ * reference's level on the sets' domains and the lowest elsewhere, no idle limit (as the
+ * reference is powered).  Its wake-ups, queued wake-ups and waits go to res->ref_*.
+ */
+static int ref_window(struct run *R, const struct sim_ref_placement *pl, uint64_t window_id)
+{
+        const struct em_host *h = R->h;
+        _cleanup_free_ int *home = calloc(R->nv ? R->nv : 1, sizeof(int));
+        _cleanup_free_ uint8_t *lvl = calloc(h->n_fdoms ? h->n_fdoms : 1, 1);
+        _cleanup_free_ uint32_t *lat = calloc(h->n_cpus, sizeof(uint32_t));
+        struct ev_ws *ev = NULL;
+        int r;
+
+        if (!home || !lvl || !lat)
+                return -ENOMEM;
+        sim_ref_homes(h, pl, R->demand, R->nv, home);
+        for (unsigned c = 0; c < h->n_cpus; c++) {
+                lat[c] = EM_LATENCY_ANY;
+                if (pl->in_set[c])
+                        lvl[h->cpu_fdom[c]] = (uint8_t) pl->level;
+        }
+        r = ev_ws_new(h, R->nv, &ev);
+        if (r < 0)
+                return r;
+        struct ev_input in = {
+                .nv = R->nv, .demand = R->demand, .home = home, .fdom_level = lvl, .cpu_max_latency_us = lat,
+                .wake_balance = true, .allowed = pl->in_set, .burst = R->cfg->burst, .seed = R->cfg->seed,
+                .window_id = window_id, .window_ns = R->window_ns,
+        };
+        _cleanup_free_ double *wait = calloc(R->nv ? R->nv : 1, sizeof(double));
+        struct ev_output out = { .vcpu_wait_ns = wait, .hist = &R->res->ref_hist };
+        r = wait ? ev_run(ev, &in, &out) : -ENOMEM;
+        ev_ws_free(ev);
+        if (r < 0)
+                return r;
+        R->res->ref_wakeups += out.wakeups;
+        R->res->ref_queued_wakeups += out.queued_wakeups;
+        R->res->ref_windows++;
+        return 0;
+}
+
 int sim_run(const struct sim_host *host, const struct sim_trace *tr, const struct sim_config *cfg,
             struct sim_result *res)
 {
@@ -1377,6 +1421,9 @@ int sim_run(const struct sim_host *host, const struct sim_trace *tr, const struc
         uint64_t period_idx = 0, step_idx = 0;
         double alpha = 1.0 - exp2(-(double) per / (double) cfg->half_life_ns);
         _cleanup_free_ double *bound_mw = NULL;
+        _cleanup_free_ uint8_t *ref_in_set = NULL;
+        _cleanup_free_ double *ref_llc_w = NULL;
+        struct sim_ref_placement ref_pl = { 0 };
         int r;
 
         memset(res, 0, sizeof(*res));
@@ -1419,7 +1466,11 @@ int sim_run(const struct sim_host *host, const struct sim_trace *tr, const struc
                         goto out;
         }
         bound_mw = calloc(3, sizeof(double));
-        if (!bound_mw) {
+        if (cfg->check_reference) {
+                ref_pl.in_set = ref_in_set = calloc(h->n_cpus, 1);
+                ref_pl.llc_w = ref_llc_w = calloc(h->n_llcs ? h->n_llcs : 1, sizeof(double));
+        }
+        if (!bound_mw || (cfg->check_reference && (!ref_in_set || !ref_llc_w))) {
                 r = -ENOMEM;
                 goto out;
         }
@@ -1458,14 +1509,21 @@ int sim_run(const struct sim_host *host, const struct sim_trace *tr, const struc
                 } else
                         res->latbound_cpus += lb_cpus;
                 double llc_mw = 0;
-                r = sim_latency_bound_llc_mw(h, R.demand, R.nv, cfg->queue_budget, &llc_mw, &lb_cpus);
+                r = sim_latency_bound_llc_mw(h, R.demand, R.nv, cfg->queue_budget, &llc_mw, &lb_cpus,
+                                             cfg->check_reference ? &ref_pl : NULL);
                 if (r < 0)
                         goto out;
                 if (r == 0) {
                         llc_mw = bound_mw[0];
                         res->latbound_llc_infeasible++;
-                } else
+                } else {
                         res->latbound_llc_cpus += lb_cpus;
+                        if (cfg->check_reference) {
+                                r = ref_window(&R, &ref_pl, k);
+                                if (r < 0)
+                                        goto out;
+                        }
+                }
                 res->latbound_llc_j += llc_mw / 1000.0 * (double) tr->interval_ns / 1e9;
                 res->p[SIM_LATBOUND].interval_w[k] = bound_mw[2] / 1000.0;
                 res->p[SIM_LATBOUND].energy_j += bound_mw[2] / 1000.0 * (double) tr->interval_ns / 1e9;

@@ -74,6 +74,8 @@ struct sim_config {
         struct hint_policy hint_policy; /* the [Hints] policy they are taken under (config_defaults) */
         bool free_undelivered;          /* false (default): a policy's energy includes its undelivered
                                          * work charged at sim_undelivered_mw() per CPU (docs/simulator.md §5) */
+        bool check_reference;           /* also run the per-LLC reference's placements through the burst
+                                         * simulation (sim_result.ref_*) */
 };
 
 /* The run's VM k is QEMU pid SIM_VM_PID0 + k (plan keys, hint scripts' VM numbers). */
@@ -122,6 +124,12 @@ struct sim_result {
         double latbound_llc_j;          /* the same with per-LLC sets (sim_latency_bound_llc_mw), J */
         double latbound_llc_cpus;       /* mean size of its sets over the intervals it meets the budget */
         unsigned latbound_llc_infeasible; /* intervals where it does not (the fluid bound counted) */
+        /* sim_config.check_reference: the per-LLC reference's placements in the burst simulation,
+         * one window per interval it has one (sim_ref_homes(), its sets' CPUs the allowed ones,
+         * its level on their domains, the lowest elsewhere, no idle limit) */
+        struct wait_hist ref_hist;
+        uint64_t ref_wakeups, ref_queued_wakeups;
+        unsigned ref_windows;
         double undelivered_mw;          /* the charge per CPU of undelivered work (sim_undelivered_mw) */
         bool free_undelivered;          /* the run's sim_config.free_undelivered */
         struct sim_policy_result p[_SIM_POLICY_MAX];
@@ -165,8 +173,21 @@ int sim_latency_bound_mw(const struct em_host *h, const double *demand, unsigned
  * CPUs or more), or the demand split evenly over k LLCs; the least power of those.  A reference
  * for a per-LLC planner, not a bound of every placement (docs/simulator.md §5).
  */
+struct sim_ref_placement {
+        unsigned level;                 /* the one level of its sets */
+        uint8_t *in_set;                /* [n_cpus] 1: a CPU of a set */
+        double *llc_w;                  /* [n_llcs] the demand LLC k's set carries (top-level CPUs) */
+};
 int sim_latency_bound_llc_mw(const struct em_host *h, const double *demand, unsigned nv, double budget,
-                             double *ret_mw, unsigned *ret_cpus);
+                             double *ret_mw, unsigned *ret_cpus, struct sim_ref_placement *ret_pl);
+/*
+ * The per-LLC reference's placement of one interval (ret_pl of sim_latency_bound_llc_mw) made
+ * real for the burst simulation: the vCPUs, largest first, each into the LLC whose set has the
+ * most of its demand left to take (ties: the lower LLC), homed on the least loaded CPU of that
+ * set; home[i] -1 when no set is left (the bound has no placement).  nv vCPUs of demand[].
+ */
+void sim_ref_homes(const struct em_host *h, const struct sim_ref_placement *pl, const double *demand, unsigned nv,
+                   int *home);
 /* Erlang C: the probability that an arrival waits in M/M/c with offered load a (1 when a >= c). */
 double sim_erlang_c(unsigned c, double a);
 /* The least c <= max_c with sim_erlang_c(c, a) <= budget; 0 for a <= 0, max_c + 1 when none. */

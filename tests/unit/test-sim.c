@@ -609,16 +609,65 @@ static void test_latbound_llc(void **state)
         load_host_named(&h, "epyc-genoa-1s", "epyc-genoa");
         for (unsigned i = 0; i < 64; i++)
                 d[i] = 0.3;
-        assert_int_equal(sim_latency_bound_llc_mw(h.em, d, 64, 0.01, &mw_llc, &c_llc), 1);
+        assert_int_equal(sim_latency_bound_llc_mw(h.em, d, 64, 0.01, &mw_llc, &c_llc, NULL), 1);
         assert_int_equal(sim_latency_bound_mw(h.em, d, 64, 0.01, &mw_host, &c_host), 1);
         printf("# 19.2 CPUs of demand: per-LLC %u CPUs %.0f mW, one set %u CPUs %.0f mW\n", c_llc, mw_llc, c_host,
                mw_host);
         assert_true(c_llc >= sim_erlang_servers(19.2, 0.01, 64));
         assert_true(c_llc > 16); /* more than one LLC's set */
         assert_true(isfinite(mw_llc) && mw_llc > 0);
+
+        /* its placement (--check-reference): the same sets, the demand homed on them LLC by LLC,
+         * and run through evsim, equal vCPUs of 0.3 queue within the budget (Erlang C, which the
+         * reference sizes by, overstates a finite population's queueing) */
+        {
+                _cleanup_free_ uint8_t *in_set = calloc(h.em->n_cpus, 1);
+                _cleanup_free_ double *llc_w = calloc(h.em->n_llcs, sizeof(double));
+                _cleanup_free_ double *homed = calloc(h.em->n_llcs, sizeof(double));
+                _cleanup_free_ uint8_t *lvl = calloc(h.em->n_fdoms, 1);
+                _cleanup_free_ uint32_t *lat = calloc(h.em->n_cpus, sizeof(uint32_t));
+                struct sim_ref_placement pl = { .in_set = in_set, .llc_w = llc_w };
+                unsigned n_in = 0, c_ref = 0;
+                double mw_ref = 0, wsum = 0, wait[64];
+                int home[64];
+                struct ev_ws *w = NULL;
+
+                assert_int_equal(sim_latency_bound_llc_mw(h.em, d, 64, 0.01, &mw_ref, &c_ref, &pl), 1);
+                assert_true(mw_ref == mw_llc && c_ref == c_llc);
+                for (unsigned c = 0; c < h.em->n_cpus; c++) {
+                        n_in += in_set[c];
+                        lat[c] = EM_LATENCY_ANY;
+                        if (in_set[c])
+                                lvl[h.em->cpu_fdom[c]] = (uint8_t) pl.level;
+                }
+                for (unsigned g = 0; g < h.em->n_llcs; g++)
+                        wsum += llc_w[g];
+                assert_int_equal(n_in, c_llc);
+                assert_true(fabs(wsum - 19.2) < 1e-9);
+                sim_ref_homes(h.em, &pl, d, 64, home);
+                for (unsigned i = 0; i < 64; i++) {
+                        assert_true(home[i] >= 0 && in_set[home[i]]);
+                        homed[h.em->cores[h.em->cpu_core[home[i]]].llc] += d[i];
+                }
+                for (unsigned g = 0; g < h.em->n_llcs; g++)
+                        assert_true(fabs(homed[g] - llc_w[g]) <= 0.3 + 1e-9);
+                struct ev_input in = {
+                        .nv = 64, .demand = d, .home = home, .fdom_level = lvl, .cpu_max_latency_us = lat,
+                        .wake_balance = true, .allowed = in_set, .burst = { .mean_ns = 10e6, .dist = BURST_EXP },
+                        .seed = 3, .window_id = 1, .window_ns = 300e9,
+                };
+                struct ev_output out = { .vcpu_wait_ns = wait };
+                assert_int_equal(ev_ws_new(h.em, 64, &w), 0);
+                assert_int_equal(ev_run(w, &in, &out), 0);
+                ev_ws_free(w);
+                printf("# its placement in evsim: %.2f%% of %llu wake-ups queued (budget 1%%)\n",
+                       100.0 * (double) out.queued_wakeups / (double) out.wakeups, (unsigned long long) out.wakeups);
+                assert_true(out.wakeups > 10000);
+                assert_true((double) out.queued_wakeups <= 0.01 * (double) out.wakeups);
+        }
         for (unsigned i = 0; i < 128; i++)
                 d[i] = 0.3;
-        assert_int_equal(sim_latency_bound_llc_mw(h.em, d, 128, 0.01, &mw_llc, &c_llc), 0);
+        assert_int_equal(sim_latency_bound_llc_mw(h.em, d, 128, 0.01, &mw_llc, &c_llc, NULL), 0);
         assert_true(isinf(mw_llc));
         assert_int_equal(sim_latency_bound_mw(h.em, d, 128, 0.01, &mw_host, &c_host), 1);
         assert_true(c_host >= sim_erlang_servers(38.4, 0.01, 64) && c_host > 48);
