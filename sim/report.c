@@ -74,12 +74,17 @@ void sim_print_table(const struct sim_result *r, FILE *f)
                    "%.1f%% of B0, mean sets %.1f CPUs in all; %u intervals where none meets it",
                 r->p[SIM_B0].energy_j > 0 ? 100.0 * r->latbound_llc_j / r->p[SIM_B0].energy_j : 0.0,
                 r->latbound_llc_cpus, r->latbound_llc_infeasible);
-        if (r->ref_windows > 0)
-                fprintf(f, "\nlat-bound per LLC placed (--check-reference, %u windows): %.2f%% of the wake-ups queued, "
-                           "wait p50 %.1f us, p99 %.1f us",
-                        r->ref_windows,
-                        r->ref_wakeups ? 100.0 * (double) r->ref_queued_wakeups / (double) r->ref_wakeups : 0.0,
-                        wait_hist_percentile(&r->ref_hist, 0.50) / 1e3, wait_hist_percentile(&r->ref_hist, 0.99) / 1e3);
+        for (unsigned j = 0; j < SIM_N_REF; j++) {
+                const struct sim_ref_result *x = &r->ref[j];
+                if (x->windows == 0)
+                        continue;
+                fprintf(f, "\nlat-bound per LLC at %.2f%%, placed (--check-reference, %u windows; %u intervals without "
+                           "a placement): %.1f%% of B0; %.2f%% of its wake-ups queued, wait p50 %.1f us, p99 %.1f us",
+                        100.0 * x->budget, x->windows, x->infeasible,
+                        r->p[SIM_B0].energy_j > 0 ? 100.0 * x->energy_j / r->p[SIM_B0].energy_j : 0.0,
+                        x->wakeups ? 100.0 * (double) x->queued_wakeups / (double) x->wakeups : 0.0,
+                        wait_hist_percentile(&x->hist, 0.50) / 1e3, wait_hist_percentile(&x->hist, 0.99) / 1e3);
+        }
         fprintf(f, "\nundelivered work: %s at %.0f mW per CPU (the top level's busy power over the shallowest idle "
                    "state's, with its share of the platform's busy power, over the PSU efficiency); charged kWh:",
                 r->free_undelivered ? "not charged (--free-undelivered), would be" : "charged in kWh",
@@ -118,11 +123,31 @@ void sim_write_csv(const struct sim_result *r, const char *label, bool header, F
                 else
                         fprintf(f, ",,,,,,,,,,,,,,,\n");
         }
-        /* the per-LLC reference (not a policy, not a bound): energy and its share of B0's only */
+        /* the per-LLC reference (not a policy, not a bound): energy and its share of B0's; with
+         * --check-reference also its placements' waits and queued wake-ups in the burst simulation,
+         * and the same at the smaller budgets (rows lat-bound-llc@BUDGET%) */
         double b0 = r->p[SIM_B0].energy_j, fl = r->p[SIM_FLUID].energy_j;
-        fprintf(f, "%s,lat-bound-llc,%u,%u,%u,%.3f,%.6f,%.6f,%.6f,%.6f,,,,,,,,,,,,,,,,\n", label, r->n_vms, r->n_vcpus,
-                r->n_cpus, r->vcpu_hours, r->latbound_llc_j / 3.6e6, b0 > 0 ? r->latbound_llc_j / b0 : NAN,
-                b0 - fl > 0 ? (b0 - r->latbound_llc_j) / (b0 - fl) : NAN, fl > 0 ? r->latbound_llc_j / fl - 1 : NAN);
+        for (unsigned j = 0; j < SIM_N_REF; j++) {
+                const struct sim_ref_result *x = &r->ref[j];
+                double ej = j == 0 ? r->latbound_llc_j : x->energy_j;
+                char name[48];
+                if (j > 0 && x->windows == 0 && x->infeasible == 0)
+                        break; /* no --check-reference */
+                if (j == 0)
+                        snprintf(name, sizeof(name), "lat-bound-llc");
+                else
+                        snprintf(name, sizeof(name), "lat-bound-llc@%g%%", 100.0 * x->budget);
+                fprintf(f, "%s,%s,%u,%u,%u,%.3f,%.6f,%.6f,%.6f,%.6f,", label, name, r->n_vms, r->n_vcpus, r->n_cpus,
+                        r->vcpu_hours, ej / 3.6e6, b0 > 0 ? ej / b0 : NAN, b0 - fl > 0 ? (b0 - ej) / (b0 - fl) : NAN,
+                        fl > 0 ? ej / fl - 1 : NAN);
+                if (x->windows > 0)
+                        fprintf(f, "%.3f,%.3f,%.3f,%llu,,,,,,,,,,%llu,%.6f,\n", wait_hist_percentile(&x->hist, 0.50) / 1e3,
+                                wait_hist_percentile(&x->hist, 0.99) / 1e3, wait_hist_percentile(&x->hist, 0.999) / 1e3,
+                                (unsigned long long) x->wakeups, (unsigned long long) x->queued_wakeups,
+                                x->wakeups ? (double) x->queued_wakeups / x->wakeups : 0.0);
+                else
+                        fprintf(f, ",,,,,,,,,,,,,,,\n");
+        }
 }
 
 static const char *const colours[_SIM_POLICY_MAX] = { "#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e",

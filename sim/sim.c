@@ -1372,9 +1372,9 @@ static int setup_hints(struct run *R)
  * simulation, one window: the vCPUs homed by sim_ref_homes(), free to run on the sets' CPUs
  * (the kernel's wake-up and newidle balancing, within an LLC as everywhere in evsim), the
  * reference's level on the sets' domains and the lowest elsewhere, no idle limit (as the
- * reference is powered).  Its wake-ups, queued wake-ups and waits go to res->ref_*.
+ * reference is powered).  Its wake-ups, queued wake-ups and waits go to rr.
  */
-static int ref_window(struct run *R, const struct sim_ref_placement *pl, uint64_t window_id)
+static int ref_window(struct run *R, const struct sim_ref_placement *pl, uint64_t window_id, struct sim_ref_result *rr)
 {
         const struct em_host *h = R->h;
         _cleanup_free_ int *home = calloc(R->nv ? R->nv : 1, sizeof(int));
@@ -1400,14 +1400,14 @@ static int ref_window(struct run *R, const struct sim_ref_placement *pl, uint64_
                 .window_id = window_id, .window_ns = R->window_ns,
         };
         _cleanup_free_ double *wait = calloc(R->nv ? R->nv : 1, sizeof(double));
-        struct ev_output out = { .vcpu_wait_ns = wait, .hist = &R->res->ref_hist };
+        struct ev_output out = { .vcpu_wait_ns = wait, .hist = &rr->hist };
         r = wait ? ev_run(ev, &in, &out) : -ENOMEM;
         ev_ws_free(ev);
         if (r < 0)
                 return r;
-        R->res->ref_wakeups += out.wakeups;
-        R->res->ref_queued_wakeups += out.queued_wakeups;
-        R->res->ref_windows++;
+        rr->wakeups += out.wakeups;
+        rr->queued_wakeups += out.queued_wakeups;
+        rr->windows++;
         return 0;
 }
 
@@ -1436,6 +1436,11 @@ int sim_run(const struct sim_host *host, const struct sim_trace *tr, const struc
         res->queue_budget = cfg->queue_budget;
         res->n_cpus = h->n_online;
         res->interval_ns = tr->interval_ns;
+        {
+                static const double frac[SIM_N_REF] = SIM_REF_FRACTIONS;
+                for (unsigned j = 0; j < SIM_N_REF; j++)
+                        res->ref[j].budget = cfg->queue_budget * frac[j];
+        }
         R.window_ns = cfg->window_ns > 0 ? (double) cfg->window_ns : fmax(1e9, 50 * cfg->burst.mean_ns);
         if (R.window_ns > (double) cfg->step_ns)
                 R.window_ns = (double) cfg->step_ns;
@@ -1513,16 +1518,32 @@ int sim_run(const struct sim_host *host, const struct sim_trace *tr, const struc
                                              cfg->check_reference ? &ref_pl : NULL);
                 if (r < 0)
                         goto out;
+                int llc_ok = r;
                 if (r == 0) {
                         llc_mw = bound_mw[0];
                         res->latbound_llc_infeasible++;
-                } else {
+                } else
                         res->latbound_llc_cpus += lb_cpus;
-                        if (cfg->check_reference) {
-                                r = ref_window(&R, &ref_pl, k);
+                /* --check-reference: the reference at each budget, its placement simulated */
+                for (unsigned j = 0; cfg->check_reference && j < SIM_N_REF; j++) {
+                        struct sim_ref_result *rr = &res->ref[j];
+                        double mw = llc_mw;
+                        if (j > 0) {
+                                r = sim_latency_bound_llc_mw(h, R.demand, R.nv, rr->budget, &mw, NULL, &ref_pl);
+                                if (r < 0)
+                                        goto out;
+                                if (r == 0)
+                                        mw = bound_mw[0];
+                        } else
+                                r = llc_ok; /* the budget itself: the placement of the call above */
+                        if (r == 0)
+                                rr->infeasible++;
+                        else {
+                                r = ref_window(&R, &ref_pl, k, rr);
                                 if (r < 0)
                                         goto out;
                         }
+                        rr->energy_j += mw / 1000.0 * (double) tr->interval_ns / 1e9;
                 }
                 res->latbound_llc_j += llc_mw / 1000.0 * (double) tr->interval_ns / 1e9;
                 res->p[SIM_LATBOUND].interval_w[k] = bound_mw[2] / 1000.0;

@@ -75,7 +75,8 @@ struct sim_config {
         bool free_undelivered;          /* false (default): a policy's energy includes its undelivered
                                          * work charged at sim_undelivered_mw() per CPU (docs/simulator.md §5) */
         bool check_reference;           /* also run the per-LLC reference's placements through the burst
-                                         * simulation (sim_result.ref_*) */
+                                         * simulation, at the budget and at SIM_REF_FRACTIONS of it
+                                         * (sim_result.ref) */
 };
 
 /* The run's VM k is QEMU pid SIM_VM_PID0 + k (plan keys, hint scripts' VM numbers). */
@@ -85,6 +86,10 @@ struct sim_config {
 void sim_config_defaults(struct sim_config *c);
 /* The planner policy exactly as vmmpowerd's plan_period() builds it from a configuration. */
 void sim_policy_from_config(const struct vp_config *cfg, struct plan_policy *ret);
+
+/* --check-reference: the per-LLC reference at the budget and at these fractions of it */
+#define SIM_REF_FRACTIONS { 1.0, 0.5, 0.2, 0.1 }
+#define SIM_N_REF 4
 
 struct sim_policy_result {
         double energy_j;
@@ -124,12 +129,17 @@ struct sim_result {
         double latbound_llc_j;          /* the same with per-LLC sets (sim_latency_bound_llc_mw), J */
         double latbound_llc_cpus;       /* mean size of its sets over the intervals it meets the budget */
         unsigned latbound_llc_infeasible; /* intervals where it does not (the fluid bound counted) */
-        /* sim_config.check_reference: the per-LLC reference's placements in the burst simulation,
-         * one window per interval it has one (sim_ref_homes(), its sets' CPUs the allowed ones,
-         * its level on their domains, the lowest elsewhere, no idle limit) */
-        struct wait_hist ref_hist;
-        uint64_t ref_wakeups, ref_queued_wakeups;
-        unsigned ref_windows;
+        /* sim_config.check_reference: the per-LLC reference at the budget x SIM_REF_FRACTIONS[j]
+         * (j 0: the budget itself, latbound_llc_j), its placements in the burst simulation, one
+         * window per interval it has one (sim_ref_homes(), its sets' CPUs the allowed ones, its
+         * level on their domains, the lowest elsewhere, no idle limit) */
+        struct sim_ref_result {
+                double budget;          /* the share of wake-ups its sets are sized for */
+                double energy_j;        /* its energy (the fluid bound where it has no placement) */
+                struct wait_hist hist;
+                uint64_t wakeups, queued_wakeups;
+                unsigned windows, infeasible;
+        } ref[SIM_N_REF];
         double undelivered_mw;          /* the charge per CPU of undelivered work (sim_undelivered_mw) */
         bool free_undelivered;          /* the run's sim_config.free_undelivered */
         struct sim_policy_result p[_SIM_POLICY_MAX];

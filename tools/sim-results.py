@@ -42,7 +42,17 @@ for r in rows:
 for v in runs.values():
     # the per-LLC reference: a row of its own (vmmpower-sim since stop 26), its energy relative to B0
     if 'lat-bound-llc' in v:
-        v['_llc_ref'] = fnum(v.pop('lat-bound-llc')['rel_b0'])
+        llc = v.pop('lat-bound-llc')
+        v['_llc_ref'] = fnum(llc['rel_b0'])
+        # --check-reference: its placements in the burst simulation (queued share, wait p99), and
+        # the same reference at smaller budgets (rows lat-bound-llc@BUDGET%)
+        if llc.get('queued_share'):
+            v['_llc_ref_placed'] = (100 * fnum(llc['queued_share']), fnum(llc['wait_p99_us']) / 1000)
+            v['_llc_refs'] = [(None, fnum(llc['rel_b0']), v['_llc_ref_placed'][1])]
+    for name in [p for p in v if p.startswith('lat-bound-llc@')]:
+        x = v.pop(name)
+        if '_llc_refs' in v and x.get('wait_p99_us'):
+            v['_llc_refs'].append((name.split('@')[1], fnum(x['rel_b0']), fnum(x['wait_p99_us']) / 1000))
 
 
 def key_of(label):
@@ -93,6 +103,22 @@ def fmt(x, f='%.1f'):
 def wait_limit_b3(v):
     b3 = w99(v, 'B3')
     return max(1.5 * b3, b3 + 0.5)
+
+
+def kept_ref(v):
+    """The least energy (share of B0's) of the per-LLC references, at the budget and the smaller ones, whose
+    own placements keep the run's wait limit in the burst simulation; None when none does or none was run."""
+    ok = [r for r in v.get('_llc_refs', []) if r[2] <= wait_limit_b3(v)]
+    return min(ok, key=lambda r: r[1]) if ok else None
+
+
+def kept_share(v):
+    """(B3 - vmmpower) / (B3 - kept_ref): the share against a reference that keeps the wait promise."""
+    r = kept_ref(v)
+    b3 = e(v, 'B3') / e(v, 'B0')
+    if r is None or not b3 > r[1]:
+        return float('nan')
+    return (b3 - e(v, 'vmmpower') / e(v, 'B0')) / (b3 - r[1])
 
 
 def latency_share(v):
@@ -153,6 +179,11 @@ L.append('Columns: energy relative to B0; **queued** = share of the wake-ups tha
          'whose Erlang C queueing probability with the interval\'s demand is within the budget (docs/simulator.md '
          '§5); **per-LLC ref** = the same search with every set inside one LLC, as the planner keeps its sets (a '
          'reference, not a bound: the pooling of sets across LLCs is what separates it from the lat-bound); '
+         '**per-LLC ref placed** = the per-LLC reference\'s placements themselves run through the burst simulation '
+         '(`vmmpower-sim --check-reference`, 1:1 and 2:1): the share of their wake-ups that queued and their wait '
+         'p99, **bold** over the run\'s wait limit; **kept ref** = the least energy of the per-LLC references at '
+         'the budget and at 1/2, 1/5 and 1/10 of it whose own placements keep the run\'s wait limit there (the budget '
+         'it was sized for in brackets); '
          '**moves** = placement changes (planner or balancer) per vCPU-hour; **undelivered** = demand the '
          'placement could not run; every policy\'s energy includes it, charged as that many CPU-seconds on a busy '
          'CPU at the top level (vmmpower-sim\'s default; docs/simulator.md §5), so leaving work undone saves '
@@ -185,6 +216,18 @@ L.append('| default budget, 1:1 and 2:1: mean (B3 - vmmpower) / (B3 - lat-bound)
 if lshares:
     L.append('| (not a target) the same share against the per-LLC reference | mean of %d | %s |' % (
         len(lshares), fmt(statistics.mean(lshares), '%.2f')))
+placed = [k for k in d12 if '_llc_ref_placed' in matrix[k]]
+if placed:
+    L.append('| (not a target) the per-LLC reference\'s own placements, run in the burst simulation: wait p99 within '
+             'the same limit (queued share, mean) | %d | %d (%.2f%%) |' % (
+                 len(placed), sum(matrix[k]['_llc_ref_placed'][1] <= wait_limit_b3(matrix[k]) for k in placed),
+                 statistics.mean(matrix[k]['_llc_ref_placed'][0] for k in placed)))
+    kshares = [kept_share(matrix[k]) for k in placed]
+    L.append('| (proposed in place of the share above) mean (B3 - vmmpower) / (B3 - kept ref), kept ref = the least '
+             'energy of the per-LLC references at the budget, 1/2, 1/5 and 1/10 of it whose own placements keep the '
+             'wait limit in the burst simulation | mean of %d (runs with one) | %s |' % (
+                 sum(x == x for x in kshares), fmt(statistics.mean([x for x in kshares if x == x]), '%.2f')
+                 if any(x == x for x in kshares) else '-'))
 if d12:
     L.append('| (not a target) demand left undelivered, vmmpower / B3 (mean; runs where vmmpower leaves more; '
              'its charge in the energy, %% of B0) | mean of %d | %.2f%% / %.2f%% (%d; %s / %s) |' % (
@@ -206,16 +249,20 @@ L.append('')
 misses = []
 L.append('### Default budget, 1:1 and 2:1, run by run\n')
 L.append('| run | vmm wait p99 ms | limit ms | | vmm energy vs B0 | B3 | lat-bound | | share of the lat-bound saving | '
-         'per-LLC ref | share of its saving | queued vmm / B3 | undelivered vmm / B3 | moves/vCPU-h |')
-L.append('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|')
+         'per-LLC ref | share of its saving | per-LLC ref placed: queued / wait p99 ms | kept ref (its budget) | '
+         'share of its saving | queued vmm / B3 | undelivered vmm / B3 | moves/vCPU-h |')
+L.append('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|')
 for k in d12:
     v = matrix[k]
     wl, wv = wait_limit_b3(v), w99(v, 'vmmpower')
     wok, eok = wv <= wl, e(v, 'vmmpower') < e(v, 'B3')
-    L.append('| %s | %.2f | %.2f | %s | %.1f%% | %.1f%% | %s%% | %s | %s | %s | %s | %.2f%% / %.2f%% | %.2f%% / %.2f%% | %.1f |' % (
+    rp, kr = v.get('_llc_ref_placed'), kept_ref(v)
+    L.append('| %s | %.2f | %.2f | %s | %.1f%% | %.1f%% | %s%% | %s | %s | %s | %s | %s | %s | %s | %.2f%% / %.2f%% | %.2f%% / %.2f%% | %.1f |' % (
         ';'.join(k), wv, wl, ok(wok), pct_b0(v, 'vmmpower'), pct_b0(v, 'B3'),
         fmt(pct_b0(v, 'lat-bound')) if 'lat-bound' in v else '-', ok(eok), fmt(latency_share(v), '%.2f'),
         fmt(100 * v['_llc_ref'], '%.1f%%') if '_llc_ref' in v else '-', fmt(llc_share(v), '%.2f'),
+        '%.2f%% / %s%.2f%s' % (rp[0], '**' if rp[1] > wl else '', rp[1], '**' if rp[1] > wl else '') if rp else '-',
+        '%.1f%% (%s)' % (100 * kr[1], kr[0] or '%g%%' % BUDGET) if kr else '-', fmt(kept_share(v), '%.2f'),
         queued(v, 'vmmpower'), queued(v, 'B3'), undelivered(v, 'vmmpower'), undelivered(v, 'B3'), moves(v)))
     if not wok:
         misses.append('%s: wait p99 %.2f ms > %.2f ms (B3 %.2f ms); %s.' % (';'.join(k), wv, wl, w99(v, 'B3'), queue_note(v)))

@@ -61,6 +61,10 @@ mkdir -p "$out/csv" "$out/svg" "$out/models" "$dest"
 help=$("$sim" --help)
 have_profile=0
 grep -q -- '--profile' <<<"$help" && have_profile=1
+# At 1:1 and 2:1 the per-LLC reference's own placements are also run through the burst simulation
+# (whether the reference the share is measured against keeps the budget it was sized for).
+check_ref=
+grep -q -- '--check-reference' <<<"$help" && check_ref=--check-reference
 fb=10; grep -qw 10 <<<"$bursts" || fb=${bursts%% *}
 fday=${days%% *}
 
@@ -71,7 +75,8 @@ run() { # label file extra-options day topo model ratio burst
 }
 for day in $days; do for hm in $hosts; do for ov in $ratios; do for b in $bursts; do
         topo=${hm%%:*}; model=${hm##*:}
-        run "$day;$topo;$ov:1;${b}ms" "$day-$topo-$ov-$b" "" "$day" "$topo" "$model" "$ov" "$b"
+        ref=; case $ov in 1|2) ref=$check_ref ;; esac
+        run "$day;$topo;$ov:1;${b}ms" "$day-$topo-$ov-$b" "$ref" "$day" "$topo" "$model" "$ov" "$b"
         [ $have_profile -eq 0 ] ||
                 run "batch;$day;$topo;$ov:1;${b}ms" "batch-$day-$topo-$ov-$b" "--profile batch" "$day" "$topo" "$model" "$ov" "$b"
 done; done; done; done
