@@ -675,6 +675,54 @@ static void test_latbound_llc(void **state)
 }
 
 /*
+ * --check-reference in a run (sim_config.check_reference): every interval of each reference
+ * (the budget and 1/2, 1/5, 1/10 of it) is either placed and simulated (a window) or has no
+ * placement; the reference at the budget is the per-LLC reference the run reports; its windows
+ * see wake-ups.  Without the option none of it is run.
+ */
+static void test_check_reference_run(void **state)
+{
+        static const double frac[SIM_N_REF] = SIM_REF_FRACTIONS;
+        struct sim_host h;
+        struct sim_trace *t = synth_trace(60, 6);
+        struct sim_config c;
+        struct sim_result r, off;
+
+        (void) state;
+        load_host_named(&h, "epyc-genoa-1s", "epyc-genoa");
+        sim_config_defaults(&c);
+        c.step_ns = 60 * NSEC_PER_SEC;
+        c.window_ns = 500 * NSEC_PER_MSEC;
+        c.n_intervals = 4;
+        c.oversub = 2.0;
+        assert_int_equal(sim_run(&h, t, &c, &off), 0);
+        c.check_reference = true;
+        assert_int_equal(sim_run(&h, t, &c, &r), 0);
+        for (unsigned j = 0; j < SIM_N_REF; j++) {
+                const struct sim_ref_result *x = &r.ref[j];
+                printf("# reference at %.2f%%: %u windows, %u without a placement, %.2f%% of %llu wake-ups queued\n",
+                       100 * x->budget, x->windows, x->infeasible,
+                       x->wakeups ? 100.0 * (double) x->queued_wakeups / (double) x->wakeups : 0.0,
+                       (unsigned long long) x->wakeups);
+                assert_true(fabs(x->budget - c.queue_budget * frac[j]) < 1e-12);
+                assert_int_equal(x->windows + x->infeasible, r.n_intervals);
+                assert_int_equal(off.ref[j].windows + off.ref[j].infeasible, 0);
+                assert_true(x->windows == 0 || x->wakeups > 0);
+                assert_true(x->queued_wakeups <= x->wakeups);
+        }
+        assert_int_equal(r.ref[0].infeasible, r.latbound_llc_infeasible);
+        assert_true(fabs(r.ref[0].energy_j - r.latbound_llc_j) <= 1e-9 * r.latbound_llc_j);
+        assert_true(r.ref[0].windows > 0);
+        /* the option adds simulation, it changes no policy's figures */
+        for (int p = 0; p < _SIM_POLICY_MAX; p++)
+                assert_true(r.p[p].energy_j == off.p[p].energy_j);
+        sim_result_free(&r);
+        sim_result_free(&off);
+        sim_host_done(&h);
+        sim_trace_free(t);
+}
+
+/*
  * The demand unit (sim_demand_scale): with a turbo table, a fully busy vCPU is one CPU at the
  * all-core level; a host loaded with fully busy vCPUs, one per core, then runs all of it under B0,
  * while with the top level as the unit (the old unit) B0 leaves work undelivered.
@@ -1580,6 +1628,7 @@ int main(void)
                 cmocka_unit_test(test_bounds_below_policies),
                 cmocka_unit_test(test_erlang_c),
                 cmocka_unit_test(test_latbound_llc),
+                cmocka_unit_test(test_check_reference_run),
                 cmocka_unit_test(test_wake_energy_per_episode),
                 cmocka_unit_test(test_calibrated_models),
                 cmocka_unit_test(test_demand_unit),
