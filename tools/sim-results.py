@@ -248,21 +248,27 @@ L.append('')
 
 misses = []
 L.append('### Default budget, 1:1 and 2:1, run by run\n')
+# the placed reference's columns when the runs have them (vmmpower-sim --check-reference)
+ref_cols = any('_llc_ref_placed' in matrix[k] for k in d12)
 L.append('| run | vmm wait p99 ms | limit ms | | vmm energy vs B0 | B3 | lat-bound | | share of the lat-bound saving | '
-         'per-LLC ref | share of its saving | per-LLC ref placed: queued / wait p99 ms | kept ref (its budget) | '
-         'share of its saving | queued vmm / B3 | undelivered vmm / B3 | moves/vCPU-h |')
-L.append('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|')
+         'per-LLC ref | share of its saving | ' +
+         ('per-LLC ref placed: queued / wait p99 ms | kept ref (its budget) | share of its saving | ' if ref_cols else '') +
+         'queued vmm / B3 | undelivered vmm / B3 | moves/vCPU-h |')
+L.append('|---' * (17 if ref_cols else 14) + '|')
 for k in d12:
     v = matrix[k]
     wl, wv = wait_limit_b3(v), w99(v, 'vmmpower')
     wok, eok = wv <= wl, e(v, 'vmmpower') < e(v, 'B3')
     rp, kr = v.get('_llc_ref_placed'), kept_ref(v)
-    L.append('| %s | %.2f | %.2f | %s | %.1f%% | %.1f%% | %s%% | %s | %s | %s | %s | %s | %s | %s | %.2f%% / %.2f%% | %.2f%% / %.2f%% | %.1f |' % (
+    placed_cols = (' %s | %s | %s |' % (
+        '%.2f%% / %s%.2f%s' % (rp[0], '**' if rp[1] > wl else '', rp[1], '**' if rp[1] > wl else '') if rp else '-',
+        '%.1f%% (%s)' % (100 * kr[1], kr[0] or '%g%%' % BUDGET) if kr else '-', fmt(kept_share(v), '%.2f'))
+        if ref_cols else '')
+    L.append(('| %s | %.2f | %.2f | %s | %.1f%% | %.1f%% | %s%% | %s | %s | %s | %s |' + placed_cols.replace('%', '%%') +
+              ' %.2f%% / %.2f%% | %.2f%% / %.2f%% | %.1f |') % (
         ';'.join(k), wv, wl, ok(wok), pct_b0(v, 'vmmpower'), pct_b0(v, 'B3'),
         fmt(pct_b0(v, 'lat-bound')) if 'lat-bound' in v else '-', ok(eok), fmt(latency_share(v), '%.2f'),
         fmt(100 * v['_llc_ref'], '%.1f%%') if '_llc_ref' in v else '-', fmt(llc_share(v), '%.2f'),
-        '%.2f%% / %s%.2f%s' % (rp[0], '**' if rp[1] > wl else '', rp[1], '**' if rp[1] > wl else '') if rp else '-',
-        '%.1f%% (%s)' % (100 * kr[1], kr[0] or '%g%%' % BUDGET) if kr else '-', fmt(kept_share(v), '%.2f'),
         queued(v, 'vmmpower'), queued(v, 'B3'), undelivered(v, 'vmmpower'), undelivered(v, 'B3'), moves(v)))
     if not wok:
         misses.append('%s: wait p99 %.2f ms > %.2f ms (B3 %.2f ms); %s.' % (';'.join(k), wv, wl, w99(v, 'B3'), queue_note(v)))
