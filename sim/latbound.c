@@ -217,13 +217,17 @@ void sim_ref_homes(const struct em_host *h, const struct sim_ref_placement *pl, 
         _cleanup_free_ unsigned *idx = malloc((nv ? nv : 1) * sizeof(unsigned));
         _cleanup_free_ double *left = calloc(h->n_llcs ? h->n_llcs : 1, sizeof(double));
         _cleanup_free_ double *load = calloc(h->n_cpus, sizeof(double));
+        _cleanup_free_ uint8_t *has_set = calloc(h->n_llcs ? h->n_llcs : 1, 1);
 
         for (unsigned i = 0; i < nv; i++)
                 home[i] = -1;
-        if (!idx || !left || !load)
+        if (!idx || !left || !load || !has_set)
                 return;
         for (unsigned g = 0; g < h->n_llcs; g++)
                 left[g] = pl->llc_w[g];
+        for (unsigned c = 0; c < h->n_cpus; c++)
+                if (pl->in_set[c])
+                        has_set[h->cores[h->cpu_core[c]].llc] = 1;
         for (unsigned i = 0; i < nv; i++)
                 idx[i] = i;
         /* largest first (insertion sort: nv is a host's vCPUs) */
@@ -236,14 +240,9 @@ void sim_ref_homes(const struct em_host *h, const struct sim_ref_placement *pl, 
         for (unsigned a = 0; a < nv; a++) {
                 unsigned i = idx[a];
                 int g_best = -1, c_best = -1;
-                for (unsigned g = 0; g < h->n_llcs; g++) {
-                        bool any = false;
-                        for (unsigned k = h->llcs[g].first; k < h->llcs[g].end && !any; k++)
-                                for (unsigned t = 0; t < h->cores[k].n_threads; t++)
-                                        any |= pl->in_set[h->cores[k].cpu[t]] != 0;
-                        if (any && (g_best < 0 || left[g] > left[g_best]))
+                for (unsigned g = 0; g < h->n_llcs; g++)
+                        if (has_set[g] && (g_best < 0 || left[g] > left[g_best]))
                                 g_best = (int) g;
-                }
                 if (g_best < 0)
                         return;
                 for (unsigned k = h->llcs[g_best].first; k < h->llcs[g_best].end; k++)

@@ -1372,37 +1372,60 @@ static int setup_hints(struct run *R)
  * simulation, one window: the vCPUs homed by sim_ref_homes(), free to run on the sets' CPUs
  * (the kernel's wake-up and newidle balancing, within an LLC as everywhere in evsim), the
  * reference's level on the sets' domains and the lowest elsewhere, no idle limit (as the
- * reference is powered).  Its wake-ups, queued wake-ups and waits go to rr.
+ * reference is powered).  Its wake-ups, queued wake-ups and waits go to rr.  The burst
+ * simulation's workspace and inputs are the run's (struct ref_ws), kept across windows as each
+ * policy keeps its own.
  */
-static int ref_window(struct run *R, const struct sim_ref_placement *pl, uint64_t window_id, struct sim_ref_result *rr)
+struct ref_ws {
+        struct ev_ws *ev;
+        int *home;      /* [nv] */
+        uint8_t *lvl;   /* [n_fdoms] */
+        uint32_t *lat;  /* [n_cpus] EM_LATENCY_ANY */
+        double *wait;   /* [nv] */
+};
+
+static void ref_ws_free(struct ref_ws *x)
+{
+        ev_ws_free(x->ev);
+        free(x->home);
+        free(x->lvl);
+        free(x->lat);
+        free(x->wait);
+}
+
+static int ref_ws_init(struct run *R, struct ref_ws *x)
 {
         const struct em_host *h = R->h;
-        _cleanup_free_ int *home = calloc(R->nv ? R->nv : 1, sizeof(int));
-        _cleanup_free_ uint8_t *lvl = calloc(h->n_fdoms ? h->n_fdoms : 1, 1);
-        _cleanup_free_ uint32_t *lat = calloc(h->n_cpus, sizeof(uint32_t));
-        struct ev_ws *ev = NULL;
+
+        x->home = calloc(R->nv ? R->nv : 1, sizeof(int));
+        x->lvl = calloc(h->n_fdoms ? h->n_fdoms : 1, 1);
+        x->lat = calloc(h->n_cpus, sizeof(uint32_t));
+        x->wait = calloc(R->nv ? R->nv : 1, sizeof(double));
+        if (!x->home || !x->lvl || !x->lat || !x->wait)
+                return -ENOMEM;
+        for (unsigned c = 0; c < h->n_cpus; c++)
+                x->lat[c] = EM_LATENCY_ANY;
+        return ev_ws_new(h, R->nv, &x->ev);
+}
+
+static int ref_window(struct run *R, struct ref_ws *x, const struct sim_ref_placement *pl, uint64_t window_id,
+                      struct sim_ref_result *rr)
+{
+        const struct em_host *h = R->h;
         int r;
 
-        if (!home || !lvl || !lat)
-                return -ENOMEM;
-        sim_ref_homes(h, pl, R->demand, R->nv, home);
-        for (unsigned c = 0; c < h->n_cpus; c++) {
-                lat[c] = EM_LATENCY_ANY;
+        sim_ref_homes(h, pl, R->demand, R->nv, x->home);
+        memset(x->lvl, 0, h->n_fdoms ? h->n_fdoms : 1);
+        for (unsigned c = 0; c < h->n_cpus; c++)
                 if (pl->in_set[c])
-                        lvl[h->cpu_fdom[c]] = (uint8_t) pl->level;
-        }
-        r = ev_ws_new(h, R->nv, &ev);
-        if (r < 0)
-                return r;
+                        x->lvl[h->cpu_fdom[c]] = (uint8_t) pl->level;
         struct ev_input in = {
-                .nv = R->nv, .demand = R->demand, .home = home, .fdom_level = lvl, .cpu_max_latency_us = lat,
-                .wake_balance = true, .allowed = pl->in_set, .burst = R->cfg->burst, .seed = R->cfg->seed,
-                .window_id = window_id, .window_ns = R->window_ns,
+                .nv = R->nv, .demand = R->demand, .home = x->home, .fdom_level = x->lvl,
+                .cpu_max_latency_us = x->lat, .wake_balance = true, .allowed = pl->in_set, .burst = R->cfg->burst,
+                .seed = R->cfg->seed, .window_id = window_id, .window_ns = R->window_ns,
         };
-        _cleanup_free_ double *wait = calloc(R->nv ? R->nv : 1, sizeof(double));
-        struct ev_output out = { .vcpu_wait_ns = wait, .hist = &rr->hist };
-        r = wait ? ev_run(ev, &in, &out) : -ENOMEM;
-        ev_ws_free(ev);
+        struct ev_output out = { .vcpu_wait_ns = x->wait, .hist = &rr->hist };
+        r = ev_run(x->ev, &in, &out);
         if (r < 0)
                 return r;
         rr->wakeups += out.wakeups;
@@ -1424,6 +1447,7 @@ int sim_run(const struct sim_host *host, const struct sim_trace *tr, const struc
         _cleanup_free_ uint8_t *ref_in_set = NULL;
         _cleanup_free_ double *ref_llc_w = NULL;
         struct sim_ref_placement ref_pl = { 0 };
+        struct ref_ws ref_ws = { 0 };
         int r;
 
         memset(res, 0, sizeof(*res));
@@ -1474,6 +1498,9 @@ int sim_run(const struct sim_host *host, const struct sim_trace *tr, const struc
         if (cfg->check_reference) {
                 ref_pl.in_set = ref_in_set = calloc(h->n_cpus, 1);
                 ref_pl.llc_w = ref_llc_w = calloc(h->n_llcs ? h->n_llcs : 1, sizeof(double));
+                r = ref_ws_init(&R, &ref_ws);
+                if (r < 0)
+                        goto out;
         }
         if (!bound_mw || (cfg->check_reference && (!ref_in_set || !ref_llc_w))) {
                 r = -ENOMEM;
@@ -1539,7 +1566,7 @@ int sim_run(const struct sim_host *host, const struct sim_trace *tr, const struc
                         if (r == 0)
                                 rr->infeasible++;
                         else {
-                                r = ref_window(&R, &ref_pl, k, rr);
+                                r = ref_window(&R, &ref_ws, &ref_pl, k, rr);
                                 if (r < 0)
                                         goto out;
                         }
@@ -1636,6 +1663,7 @@ out:
         if (R.hints)
                 sim_hint_replay_counts(R.hints, &res->hints_fed, &res->hints_actuating);
         sim_hint_replay_free(R.hints);
+        ref_ws_free(&ref_ws);
         res->cpu_ns = process_cputime_ns() - c0;
         res->wall_ns = now_ns() - w0;
         for (int p = 0; p < _SIM_RUN_MAX; p++)
