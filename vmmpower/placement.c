@@ -28,7 +28,9 @@
  *        sum over the set's CPUs of max(0, lambda - fixed_c) = movable load.
  *  - large vCPU: one whose demand is over its set's water level; a busy
  *    thread is not spread by time slicing, so it keeps its CPU (vcpu_alone:
- *    pinned there, that CPU out of the others' set, one per CPU).
+ *    pinned there, that CPU out of the others' set, one per CPU, and not
+ *    beside another on its core when the two are over SmtGain x a thread:
+ *    the core would not deliver them; that one stays movable).
  *  - queueing share P of a set: the share of its wake-ups that find every
  *    CPU of the set busy; the budget (QueueBudgetPercent, or a VM's tighter
  *    queue-budget-percent; the tightest of a set's vCPUs) bounds it.
@@ -136,15 +138,17 @@
  *  L2. Sizing (place_sets): the packed vCPUs, largest first, are cut into
  *      runs, one per LLC in the wake order: each LLC takes the longest run
  *      its free CPUs carry with P <= budget, the last one the fewest CPUs
- *      that carry the rest; a run is spread over its CPUs.  Sets stay within
- *      an LLC: the wake-up path (select_idle_sibling) looks for an idle CPU
- *      only in the LLC, so two LLCs are not one queue (and a cross-LLC move
- *      costs the cache).  NUMA-bound vCPUs (plan_vcpu.nodes) are cut after
+ *      that carry the rest; a run is spread over its CPUs a core at a time
+ *      (put_balanced: the largest vCPUs, the ones pinned alone, on
+ *      different cores).  Sets stay within an LLC: the wake-up path
+ *      (select_idle_sibling) looks for an idle CPU only in the LLC, so two
+ *      LLCs are not one queue (and a cross-LLC move costs the cache).  NUMA-bound vCPUs (plan_vcpu.nodes) are cut after
  *      the unbound ones, per node mask, onto the empty CPUs of their nodes
  *      (cut_runs: a queue of their own, conservative).
  *  L3. Levels: every domain of a set runs at least the lowest level at which
  *      P <= budget, over all its CPUs and vCPUs and over the CPUs without a
- *      large vCPU with the movable load, both.  A candidate over the budget
+ *      large vCPU with the movable load (the pool; a thread beside a large
+ *      vCPU's counts at a lone thread's speed), both.  A candidate over the budget
  *      even at the top level is charged LAT_PENALTY x the top level's power
  *      per CPU and unit of excess; in step 4 such a set grows at once, and a
  *      grow destination must keep its set within the budget.
@@ -340,6 +344,8 @@ struct ws {
         double *measured;       /* [n_llcs] measured queueing share of the previous plan's set */
         unsigned *sorted_pack;  /* [nv] place_sets scratch: the packed vCPUs to place, largest first */
         int *cpu_list;          /* [n_cpus] place_sets scratch: an LLC's free CPUs */
+        int *cpu_list2;         /* [n_cpus] put_balanced scratch: second threads */
+        uint8_t *cpu_mark;      /* [n_cpus] put_balanced scratch, all 0 between calls */
         double lat_over;        /* of the last finalize(): sum over sets of CPUs x queueing over the budget at the
                                  * top level */
         double *work2, *base_work2; /* [n_cpus] sum of the squared demands of its vCPUs */
@@ -393,6 +399,8 @@ static void ws_free(struct ws *w)
         free(w->measured);
         free(w->sorted_pack);
         free(w->cpu_list);
+        free(w->cpu_list2);
+        free(w->cpu_mark);
         free(w->work2);
         free(w->base_work2);
         free(w->set_load2);
@@ -615,6 +623,8 @@ static int ws_init_wait_model(struct ws *w, const struct plan *prev)
         w->measured = calloc(nl, sizeof(double));
         w->sorted_pack = calloc(w->nv + 1, sizeof(unsigned));
         w->cpu_list = calloc(h->n_cpus, sizeof(int));
+        w->cpu_list2 = calloc(h->n_cpus, sizeof(int));
+        w->cpu_mark = calloc(h->n_cpus, 1);
         w->llc_n = calloc(nl, sizeof(unsigned));
         w->set_load2 = calloc(nl, sizeof(double));
         w->set_tot = calloc(nl, sizeof(double));
@@ -622,7 +632,7 @@ static int ws_init_wait_model(struct ws *w, const struct plan *prev)
         w->set_tot2 = calloc(nl, sizeof(double));
         w->pre1 = calloc(w->nv + 1, sizeof(double));
         w->pre2 = calloc(w->nv + 1, sizeof(double));
-        if (!w->corr || !w->corr_floor || !w->measured || !w->sorted_pack || !w->cpu_list || !w->llc_n || !w->set_load2 || !w->set_tot || !w->set_tot2 || !w->set_budget || !w->pre1 ||
+        if (!w->corr || !w->corr_floor || !w->measured || !w->sorted_pack || !w->cpu_list || !w->cpu_list2 || !w->cpu_mark || !w->llc_n || !w->set_load2 || !w->set_tot || !w->set_tot2 || !w->set_budget || !w->pre1 ||
             !w->pre2)
                 return -ENOMEM;
         for (unsigned c = 0; c < h->n_cpus; c++)
@@ -1231,12 +1241,34 @@ static bool run_ok(const struct ws *w, unsigned g, unsigned c, size_t k0, size_t
  * Put vCPUs sorted_pack[k0..k) (largest first) on cpus[0..n) in snake order
  * (0, 1, .. n-1, n-1, .. 0, 0, 1, ..): about the balance of largest-first
  * onto the least loaded CPU, in O(1) a vCPU; the kernel balances the set
- * anyway, and pack_set_balance() evaluates it balanced.
+ * anyway, and pack_set_balance() evaluates it balanced.  cpus is reordered
+ * cores first (one thread of each core in the given order, then the second
+ * threads in reverse): the largest vCPUs, the ones pinned alone, land on
+ * different cores, and a core's two threads get a large and a small one.  In
+ * the wake order's SMT-first layout the two largest went to one core's
+ * threads, two vCPUs pinned alone there got SmtGain x a thread between them,
+ * and 95% of the planner's undelivered work on Genoa 2:1 pl-20110303 (2 ms
+ * bursts) was such cores (docs/simulator.md §5; test_large_vcpus_apart).
  */
-static void put_balanced(struct ws *w, const int *cpus, unsigned n, size_t k0, size_t k)
+static void put_balanced(struct ws *w, int *cpus, unsigned n, size_t k0, size_t k)
 {
+        unsigned nf = 0, ns = 0;
+        int *second = w->cpu_list2;
+
         if (n == 0)
                 return;
+        for (unsigned q = 0; q < n; q++) {
+                int x = cpus[q];
+                if (w->sib[x] >= 0 && w->cpu_mark[w->sib[x]])
+                        second[ns++] = x;
+                else
+                        cpus[nf++] = x;
+                w->cpu_mark[x] = 1;
+        }
+        for (unsigned q = 0; q < ns; q++)
+                cpus[nf + q] = second[ns - 1 - q];
+        for (unsigned q = 0; q < n; q++)
+                w->cpu_mark[cpus[q]] = 0;
         for (size_t j = k0; j < k; j++) {
                 size_t q = (j - k0) % (2 * (size_t) n);
                 cpu_put(w, w->sorted_pack[j], cpus[q < n ? q : 2 * n - 1 - q]);
@@ -1465,7 +1497,8 @@ static int set_feedback(struct ws *w, const struct plan *prev)
                 unsigned L = MIN(ps->level, h->model.n_levels - 1u);
                 unsigned c = ps->cpus > alone_cpus[g] ? ps->cpus - alone_cpus[g] : 0;
                 double cap = (double) em_capacity(&h->model, L) / EM_CAPACITY_SCALE;
-                double spd = ps->speed > 0.0 ? ps->speed : 1.0, A = util[g] / (cap * spd), k = w->corr[g];
+                double spd = ps->pool_speed > 0.0 ? ps->pool_speed : ps->speed > 0.0 ? ps->speed : 1.0;
+                double A = util[g] / (cap * spd), k = w->corr[g];
                 double floor = w->corr_floor[g], meas, pred;
                 if (c == 0 || !(A > 0.0))
                         continue;
@@ -1496,7 +1529,9 @@ static int set_feedback(struct ws *w, const struct plan *prev)
  * ends up: what cannot move stays on its CPU (excluded and boosted vCPUs),
  * a vCPU larger than the set's water level keeps a CPU to itself (its
  * planned one, pinned there alone and out of the others' set: plan_pin_sets;
- * one per CPU, a second large one planned there stays movable), and the other packed
+ * one per CPU, a second large one planned there stays movable, as does one
+ * beside a large vCPU on its core when the two are over SmtGain x a thread),
+ * and the other packed
  * vCPUs fill the remaining room up to a common water level lambda:
  *
  *     sum over the set's CPUs of max(0, lambda - fixed_c) = movable load,
@@ -1564,6 +1599,12 @@ static void pack_set_balance(struct ws *w)
                         /* one vCPU pinned alone per CPU: a second one there would queue
                          * behind the first beside idle CPUs of the set; it stays movable */
                         if (w->cpu_large[c])
+                                continue;
+                        /* nor beside one on its core when the two are more than the core
+                         * delivers (SmtGain x a thread at the top level): a set with more
+                         * large vCPUs than cores runs the rest on its other threads as they
+                         * free up (put_balanced gives each large vCPU its own core first) */
+                        if (w->sib[c] >= 0 && w->cpu_large[w->sib[c]] && w->ework[w->sib[c]] + w->dem[i] > w->gain + EPS)
                                 continue;
                         w->set_free[g]--;
                         w->large[i] = 1;
@@ -2263,21 +2304,27 @@ static void fill_plan_sets(struct ws *w, struct plan *p)
                 ps->corr_floor = w->corr_floor[g];
                 ps->measured = w->measured[g];
                 ps->budget = w->set_budget[g];
+                unsigned f1 = 0, f2 = 0;
                 for (unsigned k = h->llcs[g].first; k < h->llcs[g].end; k++) {
                         const struct em_core *co = &h->cores[k];
-                        unsigned in = 0;
-                        for (unsigned t = 0; t < co->n_threads; t++)
+                        unsigned in = 0, fin = 0;
+                        for (unsigned t = 0; t < co->n_threads; t++) {
                                 in += w->in_set[co->cpu[t]];
+                                fin += w->in_set[co->cpu[t]] && !w->cpu_large[co->cpu[t]];
+                        }
                         if (in == 1)
                                 n1++;
                         else
                                 n2 += in;
+                        f1 += fin == 1;
+                        f2 += fin == 2 ? 2 : 0;
                         if (in)
                                 level = MAX(level, (unsigned) w->level[h->cpu_fdom[co->cpu[0]]]);
                 }
                 ps->cpus = n1 + n2;
                 ps->level = level;
                 ps->speed = set_speed(w, n1, n2);
+                ps->pool_speed = set_speed(w, f1, f2);
         }
         for (size_t i = 0; i < w->nv; i++) {
                 int c = w->assign[i];

@@ -142,6 +142,8 @@ struct plan_set {
         unsigned vcpus;        /* packed vCPUs in it */
         unsigned level;        /* perf level of its CPUs (the highest of their domains) */
         double speed;          /* per-CPU speed share (1; gain / 2 for both threads of a core) */
+        double pool_speed;     /* the same over its CPUs without a vCPU pinned alone, as its sizing
+                                * counts them (the closed loop reads the same pool) */
         double demand;         /* its vCPUs' demand, 1.0 = a CPU at the top level */
         double pwait;          /* predicted share of wake-ups that queue (corrected model) */
         double pwait_less;     /* the same with one CPU fewer (1 when cpus <= 1) */
