@@ -1600,11 +1600,13 @@ static void pack_set_balance(struct ws *w)
                          * behind the first beside idle CPUs of the set; it stays movable */
                         if (w->cpu_large[c])
                                 continue;
-                        /* nor beside one on its core when the two are more than the core
-                         * delivers (SmtGain x a thread at the top level): a set with more
+                        /* nor beside one on its core when the two (with the core's fixed
+                         * load) are more than the core delivers (SmtGain x a thread at the
+                         * top level): a set with more
                          * large vCPUs than cores runs the rest on its other threads as they
                          * free up (put_balanced gives each large vCPU its own core first) */
-                        if (w->sib[c] >= 0 && w->cpu_large[w->sib[c]] && w->ework[w->sib[c]] + w->dem[i] > w->gain + EPS)
+                        if (w->sib[c] >= 0 && w->cpu_large[w->sib[c]] &&
+                            w->ework[w->sib[c]] + w->ework[c] + w->dem[i] > w->gain + EPS)
                                 continue;
                         w->set_free[g]--;
                         w->large[i] = 1;
