@@ -130,8 +130,10 @@
  *      P = min(1, f k Pfs(c, n = D / s, u = s)): Pfs the finite-population
  *      Erlang C (machine-repair model: n vCPUs, each busy u, on c CPUs; c
  *      vCPUs on c CPUs never queue), f the Allen-Cunneen factor (1 + cs^2) / 2
- *      of the vCPUs' measured burst variability (plan_vcpu.burst_cv2, 1 when
- *      unknown), k the set's closed-loop correction (L4).  Checked against
+ *      of the vCPUs' burst variability (plan_vcpu.burst_cv2, 1 when unknown;
+ *      vmmpowerd and vmmpower-sim leave it unknown: schedstat has a vCPU's run
+ *      time and timeslice count, the mean burst and not its variance), k the
+ *      set's closed-loop correction (L4).  Checked against
  *      the simulator's event model of the kernel's balancing (sim/evsim.c,
  *      test_queueing_vs_evsim): within half a point on sets of 2-8 CPUs
  *      without SMT at 3.5-21% queueing.

@@ -33,7 +33,9 @@ struct plan_vcpu {
         double wait_avg;       /* the same, decayed average (the tracker's wait_avg, LoadHalfLife) */
         int cur_cpu;           /* where it runs now if known, else -1 */
         double burst_cv2;      /* squared coefficient of variation of its bursts (run time per
-                                * timeslice), measured; 0 or NaN = unknown: taken as 1 (exponential) */
+                                * timeslice) where the caller measures it; 0 or NaN = unknown: taken
+                                * as 1 (exponential).  vmmpowerd leaves it 0: schedstat sums the run
+                                * time and counts the timeslices, no variance */
         double queue_budget;   /* latency profile: this vCPU's queueing budget when tighter than the
                                 * policy's (a VM's metadata); 0 = the policy's.  A pack set holding it
                                 * is sized for the tightest budget of its vCPUs. */
