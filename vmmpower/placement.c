@@ -30,7 +30,8 @@
  *    thread is not spread by time slicing, so it keeps its CPU (vcpu_alone:
  *    pinned there, that CPU out of the others' set, one per CPU, and not
  *    beside another on its core when the two are over SmtGain x a thread:
- *    the core would not deliver them; that one stays movable).
+ *    the core would not deliver them; that one stays movable, except after
+ *    a saturated plan).
  *  - queueing share P of a set: the share of its wake-ups that find every
  *    CPU of the set busy; the budget (QueueBudgetPercent, or a VM's tighter
  *    queue-budget-percent; the tightest of a set's vCPUs) bounds it.
@@ -359,6 +360,7 @@ struct ws {
         /* NUMA binding (plan_vcpu.nodes) */
         uint64_t *nodes;        /* [nv] its nodes that have an online CPU; 0 = anywhere */
         bool any_nodes;         /* some vCPU is bound */
+        bool prev_one_set;      /* the previous plan pinned the sets as one (a saturated host) */
 };
 
 static void ws_free(struct ws *w)
@@ -808,6 +810,7 @@ static int ws_init(struct ws *w, const struct em_host *h, const struct plan_poli
                         w->any_nodes |= w->nodes[i] != 0;
                 }
         }
+        w->prev_one_set = prev && prev->sets_as_one;
         r = ws_init_wait_model(w, prev);
         if (r < 0)
                 return r;
@@ -1532,7 +1535,8 @@ static int set_feedback(struct ws *w, const struct plan *prev)
  * a vCPU larger than the set's water level keeps a CPU to itself (its
  * planned one, pinned there alone and out of the others' set: plan_pin_sets;
  * one per CPU, a second large one planned there stays movable, as does one
- * beside a large vCPU on its core when the two are over SmtGain x a thread),
+ * beside a large vCPU on its core when the two are over SmtGain x a thread
+ * and the previous plan was not saturated),
  * and the other packed
  * vCPUs fill the remaining room up to a common water level lambda:
  *
@@ -1604,10 +1608,14 @@ static void pack_set_balance(struct ws *w)
                                 continue;
                         /* nor beside one on its core when the two (with the core's fixed
                          * load) are more than the core delivers (SmtGain x a thread at the
-                         * top level): a set with more
-                         * large vCPUs than cores runs the rest on its other threads as they
-                         * free up (put_balanced gives each large vCPU its own core first) */
-                        if (w->sib[c] >= 0 && w->cpu_large[w->sib[c]] &&
+                         * top level): a set with more large vCPUs than cores runs the rest
+                         * on its other threads as they free up (put_balanced gives each
+                         * large vCPU its own core first).  Not on a saturated host (the
+                         * previous plan's sets pinned as one): there most cores hold two
+                         * busy vCPUs, and left movable they fill the pool (Genoa 4:1
+                         * pl-20110306 10 ms: wait p99 14.96 ms with it there, 3.76 without,
+                         * the limit 8.93; docs/simulator.md §5) */
+                        if (!w->prev_one_set && w->sib[c] >= 0 && w->cpu_large[w->sib[c]] &&
                             w->ework[w->sib[c]] + w->ework[c] + w->dem[i] > w->gain + EPS)
                                 continue;
                         w->set_free[g]--;

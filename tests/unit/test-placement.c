@@ -2161,6 +2161,8 @@ static void test_latency_sets_within_budget(void **state)
  * (1.5 on one core is over SmtGain 1.25), and no core carries two.  Fails
  * with the snake over the wake order's SMT-first layout (4 alone on Genoa)
  * or with the eighth pinned beside another (a core of SPR over SmtGain).
+ * After a saturated plan (sets pinned as one) the eighth is pinned alone
+ * again (the rule is off on a saturated host: docs/simulator.md §5).
  */
 static void test_large_vcpus_apart(void **state)
 {
@@ -2205,6 +2207,17 @@ static void test_large_vcpus_apart(void **state)
                 /* the case this is about: they are pinned alone, one a core, the rest movable */
                 assert_int_equal(alone, MIN(8u, cores));
                 assert_int_equal(pairs_over, 0);
+                /* after a saturated plan (its sets pinned as one) the eighth is pinned alone
+                 * beside another again: movable, the busy vCPUs of a full host fill the pool */
+                struct plan *q = NULL;
+                unsigned alone_sat = 0;
+                p->sets_as_one = true;
+                assert_int_equal(plan_compute(f.h, &pol, v, 32, NULL, 0, p, NSEC_PER_SEC, &q), 0);
+                for (size_t j = 0; j < q->n_vcpus; j++)
+                        alone_sat += q->vcpu_alone[j];
+                print_message("# the same after a saturated plan: %u pinned alone\n", alone_sat);
+                assert_int_equal(alone_sat, 8);
+                plan_free(q);
                 plan_free(p);
                 free_host(&f);
         }
