@@ -644,6 +644,33 @@ static void test_latbound_llc(void **state)
                         wsum += llc_w[g];
                 assert_int_equal(n_in, c_llc);
                 assert_true(fabs(wsum - 19.2) < 1e-9);
+                /* charged as a placement of the 64 vCPUs: each CPU of a set counts its share of
+                 * them (64 x / 19.2, at least one) in the idle gaps and wake-ups; counted as none
+                 * (the bound's optimism) the same placement comes out lower */
+                {
+                        _cleanup_free_ double *wk = calloc(h.em->n_cpus, sizeof(double));
+                        _cleanup_free_ uint8_t *cnt = calloc(h.em->n_cpus, 1);
+                        _cleanup_free_ uint8_t *none = calloc(h.em->n_cpus, 1);
+                        unsigned per[16] = { 0 };
+                        assert_true(h.em->n_llcs <= 16);
+                        for (unsigned c = 0; c < h.em->n_cpus; c++)
+                                per[h.em->cores[h.em->cpu_core[c]].llc] += in_set[c];
+                        for (unsigned c = 0; c < h.em->n_cpus; c++) {
+                                unsigned g = h.em->cores[h.em->cpu_core[c]].llc;
+                                if (!in_set[c])
+                                        continue;
+                                wk[c] = llc_w[g] / per[g];
+                                double n = 64.0 * wk[c] / 19.2;
+                                cnt[c] = (uint8_t) (n < 1.0 ? 1.0 : floor(n + 0.5));
+                        }
+                        struct em_load lc = { .cpu_work = wk, .cpu_vcpus = cnt, .cpu_max_latency_us = lat, .fdom_level = lvl };
+                        struct em_load l0 = { .cpu_work = wk, .cpu_vcpus = none, .cpu_max_latency_us = lat, .fdom_level = lvl };
+                        double mw_counted = em_host_power(h.em, &lc, NULL), mw_none = em_host_power(h.em, &l0, NULL);
+                        printf("# the reference's placement: %.0f mW with its vCPUs counted, %.0f mW without\n",
+                               mw_counted, mw_none);
+                        assert_true(fabs(mw_counted - mw_ref) <= 1e-6 * mw_ref);
+                        assert_true(mw_none < mw_counted - 1.0);
+                }
                 sim_ref_homes(h.em, &pl, d, 64, home);
                 for (unsigned i = 0; i < 64; i++) {
                         assert_true(home[i] >= 0 && in_set[home[i]]);
