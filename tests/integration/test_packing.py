@@ -243,43 +243,43 @@ class Packing(unittest.TestCase):
         """Issue 14: at the default queueing budget (latency profile) the vCPU threads' run-queue
         wait with vmmpowerd running stays within what the budget promises against the host without
         it: as a share of the time at most 1.5 x the unmanaged host's (+ 0.05 points of noise),
-        the simulator's ratio against B3 (per timeslice it moves with the guests' timer noise:
-        34-107 us without the daemon in three runs here; the unmanaged host is measured before and
-        after, and their mean is the reference).  The model is the one the batch test
-        packs with, so packing is what the energy alone would choose; the budget decides.  With WAIT_PLANNER_EXTRA
-        {"Profile": "batch"} the three loops are packed onto one pCPU and the test fails (measured:
-        2.72% against 1.50% without the daemon, limit 2.30%; the default budget: 0.29-0.72% against
-        0.28-0.88%)."""
+        the simulator's ratio against B3.  The guests' own noise drifts from window to window
+        (without the daemon 0.45-1.80% of the time in one CI and two runs after it, 34-111 us per
+        timeslice), so the windows alternate, unmanaged - managed - unmanaged - managed - unmanaged,
+        and the means are compared (with one managed window between two unmanaged ones a stop-32
+        CI read 1.08% against 0.59% and 0.45% while its plan pinned nothing tighter than both
+        pCPUs).  The model is the one the batch test packs with, so packing is what the energy
+        alone would choose; the budget decides.  With WAIT_PLANNER_EXTRA {"Profile": "batch"} the
+        three loops are packed onto one pCPU and the test fails (measured: 2.64% against 0.45%
+        without the daemon, limit 0.73%; the default budget: 0.47% against 0.44%, limit 0.71%)."""
         if n_cpus() < 2:
             self.skipTest("needs 2 pCPUs")
         self.start_light_loops(WAIT_SHARE)
         before_aff = self.affinities()
-        off = self.wait_window("no daemon")
+        offs, ons = [self.wait_window("no daemon, window 1")], []
         model = core_model(os.path.join(SRC, "config", "models", "xeon-spr-2s.model"))
         self.addCleanup(os.unlink, model)
-        self.__class__.d = d = Daemon(sections={"Planner": dict({"ShrinkDwell": "2s", "ModelFile": model},
-                                                               **WAIT_PLANNER_EXTRA)}).start()
-        p0 = d.status()["periods"]
-        d.wait_for(lambda: d.status()["periods"] - p0 >= 5 and d.json("plan").get("apply", {}).get("enabled"),
-                   60, "five periods of applied plans")
-        on = self.wait_window("vmmpowerd, default budget")
-        plan = d.json("plan")
-        sets = [s for s in plan.get("sets", []) if s.get("cpus")]
-        log("plan: %s, %d active pCPUs; pack sets %s" % (plan["decision"], plan["n_active"], sets))
-        for st in sets:  # the closed loop only adds caution, never under the floor a set's overrun left
-            self.assertGreaterEqual(st["corr"], 1.0, st)
-            self.assertGreaterEqual(st["corr"] + 1e-3, st["corr_floor"], st)
-        d.stop()
-        self.__class__.d = None
-        self.assertEqual(self.affinities(), before_aff)
-        # The unmanaged host measured again after: the guests' noise drifts between windows
-        # (one CI: 0.45% before, 0.82% with the daemon while its plan pinned nothing tighter
-        # than both pCPUs), so the reference is the mean of the windows on either side.
-        off_after = self.wait_window("no daemon, after")
-        off = (off + off_after) / 2.0
+        for k in range(2):
+            self.__class__.d = d = Daemon(sections={"Planner": dict({"ShrinkDwell": "2s", "ModelFile": model},
+                                                                   **WAIT_PLANNER_EXTRA)}).start()
+            p0 = d.status()["periods"]
+            d.wait_for(lambda: d.status()["periods"] - p0 >= 5 and d.json("plan").get("apply", {}).get("enabled"),
+                       60, "five periods of applied plans")
+            ons.append(self.wait_window("vmmpowerd, default budget, window %d" % (k + 1)))
+            plan = d.json("plan")
+            sets = [s for s in plan.get("sets", []) if s.get("cpus")]
+            log("plan: %s, %d active pCPUs; pack sets %s" % (plan["decision"], plan["n_active"], sets))
+            for st in sets:  # the closed loop only adds caution, never under the floor a set's overrun left
+                self.assertGreaterEqual(st["corr"], 1.0, st)
+                self.assertGreaterEqual(st["corr"] + 1e-3, st["corr_floor"], st)
+            d.stop()
+            self.__class__.d = None
+            self.assertEqual(self.affinities(), before_aff)
+            offs.append(self.wait_window("no daemon, window %d" % (k + 2)))
+        off, on = sum(offs) / len(offs), sum(ons) / len(ons)
         limit = 1.5 * off + 0.0005
-        log("run-queue wait: %.3f%% of the time with vmmpowerd against %.3f%% without (mean of before and "
-            "after; limit %.3f%%)" % (100 * on, 100 * off, 100 * limit))
+        log("run-queue wait: %.3f%% of the time with vmmpowerd (mean of %d windows) against %.3f%% without "
+            "(mean of the %d around them; limit %.3f%%)" % (100 * on, len(ons), 100 * off, len(offs), 100 * limit))
         self.assertLessEqual(on, limit)
 
     def test_pack_grow_restore(self):
