@@ -114,6 +114,12 @@ def kept_ref(v, budget=True):
     return min(ok, key=lambda r: r[1]) if ok else None
 
 
+def kept_mean(ks, budget=True):
+    """(mean, n) of kept_share over the runs ks that have a kept reference; (nan, 0) when none has."""
+    xs = [x for x in (kept_share(matrix[k], budget) for k in ks) if x == x]
+    return (statistics.mean(xs), len(xs)) if xs else (float('nan'), 0)
+
+
 def kept_share(v, budget=True):
     """(B3 - vmmpower) / (B3 - kept_ref): the share against a reference that keeps the promise."""
     r = kept_ref(v, budget)
@@ -226,18 +232,16 @@ if placed:
              'the same limit (queued share, mean) | %d | %d (%.2f%%) |' % (
                  len(placed), sum(matrix[k]['_llc_ref_placed'][1] <= wait_limit_b3(matrix[k]) for k in placed),
                  statistics.mean(matrix[k]['_llc_ref_placed'][0] for k in placed)))
-    wshares = [kept_share(matrix[k], False) for k in placed]
+    wmean, wn = kept_mean(placed, False)
     L.append('| (not a target; the proposal of stops 30-31) the same against the per-LLC references whose own '
              'placements keep the wait limit alone, whatever share of their wake-ups queued | mean of %d (runs with '
-             'one) | %s |' % (sum(x == x for x in wshares), fmt(statistics.mean([x for x in wshares if x == x]), '%.2f')
-                             if any(x == x for x in wshares) else '-'))
-    kshares = [kept_share(matrix[k]) for k in placed]
+             'one) | %s |' % (wn, fmt(wmean, '%.2f')))
+    kmean, kn = kept_mean(placed)
     L.append('| (proposed in place of the share above) mean (B3 - vmmpower) / (B3 - kept ref), kept ref = the least '
              'energy of the per-LLC references at the budget, 1/2, 1/5 and 1/10 of it whose own placements keep the '
              'wait limit and queue at most the budget (%g%%) of their wake-ups in the burst simulation, the promise '
              'vmmpower is held to | mean of %d (runs with one) | %s |' % (
-                 BUDGET, sum(x == x for x in kshares), fmt(statistics.mean([x for x in kshares if x == x]), '%.2f')
-                 if any(x == x for x in kshares) else '-'))
+                 BUDGET, kn, fmt(kmean, '%.2f')))
 if d12:
     L.append('| (not a target) demand left undelivered, vmmpower / B3 (mean; runs where vmmpower leaves more; '
              'its charge in the energy, %% of B0) | mean of %d | %.2f%% / %.2f%% (%d; %s / %s) |' % (
@@ -260,13 +264,12 @@ if placed:
     for k in placed:
         kg.setdefault((k[1], k[2]), []).append(k)
 
-    def kmean(ks, budget):
-        xs = [kept_share(matrix[k], budget) for k in ks]
-        xs = [x for x in xs if x == x]
-        return '%.2f (%d runs)' % (statistics.mean(xs), len(xs)) if xs else '-'
+    def kmean_text(ks, budget):
+        x, n = kept_mean(ks, budget)
+        return '%.2f (%d runs)' % (x, n) if n else '-'
     L.append('The proposed share per host and ratio, against the references that keep the wait limit and the budget '
              '(against those that keep the wait limit alone): %s.\n' % '; '.join(
-                 '%s %s %s (%s)' % (hk[0], hk[1], kmean(ks, True), kmean(ks, False)) for hk, ks in sorted(kg.items())))
+                 '%s %s %s (%s)' % (hk[0], hk[1], kmean_text(ks, True), kmean_text(ks, False)) for hk, ks in sorted(kg.items())))
 
 misses = []
 L.append('### Default budget, 1:1 and 2:1, run by run\n')

@@ -244,7 +244,7 @@ class Packing(unittest.TestCase):
         wait with vmmpowerd running stays within what the budget promises against the host without
         it: as a share of the time at most 1.5 x the unmanaged host's (+ 0.05 points of noise),
         the simulator's ratio against B3.  The guests' own noise drifts from window to window
-        (without the daemon 0.45-1.80% of the time in one CI and two runs after it, 34-111 us per
+        (without the daemon 0.36-1.80% of the time in one CI and four runs after it, 31-111 us per
         timeslice), so the windows alternate, unmanaged - managed - unmanaged - managed - unmanaged,
         and the means are compared (with one managed window between two unmanaged ones a stop-32
         CI read 1.08% against 0.59% and 0.45% while its plan pinned nothing tighter than both
