@@ -57,12 +57,11 @@ ninja -C "$fuzzdir"
 meson test -C "$fuzzdir" --suite fuzz --print-errorlogs || rc=$?
 fuzzlog=$fuzzdir/fuzz-runs.txt
 : > "$fuzzlog"
-for exe in "$fuzzdir"/fuzz/fuzz-*; do
-        [ -f "$exe" ] && [ -x "$exe" ] || continue
-        name=${exe##*/fuzz-}
+# One target: mutate for VMMPOWER_FUZZ_SECONDS, write "fuzz-NAME OK|FAIL" to its .res file.
+fuzz_one() {
+        local exe=$1 name=${1##*/fuzz-} corpus seeds= d execs
         corpus=$fuzzdir/corpus-$name
         mkdir -p "$corpus"
-        seeds=
         # fuzz/corpus/NAME, and the fixture files of config and qmp (other tests/data
         # directories hold trees, whose seeds are in fuzz/corpus/NAME: fuzz/fuzz-tree.h)
         for d in fuzz/corpus/$name; do
@@ -73,13 +72,38 @@ for exe in "$fuzzdir"/fuzz/fuzz-*; do
         if "$exe" -max_total_time="${VMMPOWER_FUZZ_SECONDS:-15}" -seed=1 -print_final_stats=1 \
                   -artifact_prefix="$fuzzdir/crash-$name-" "$corpus" $seeds >"$fuzzdir/fuzz-$name.log" 2>&1; then
                 execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$fuzzdir/fuzz-$name.log")
-                echo "fuzz-$name OK ${execs:-?} executions" | tee -a "$fuzzlog"
+                echo "fuzz-$name OK ${execs:-?} executions" >"$fuzzdir/fuzz-$name.res"
         else
-                tail -n 40 "$fuzzdir/fuzz-$name.log"
-                echo "fuzz-$name FAIL (log: $fuzzdir/fuzz-$name.log)" | tee -a "$fuzzlog"
-                rc=1
+                echo "fuzz-$name FAIL (log: $fuzzdir/fuzz-$name.log)" >"$fuzzdir/fuzz-$name.res"
+        fi
+}
+# Two targets at a time (this host has 2 CPUs; each target is single-threaded), each for
+# its full VMMPOWER_FUZZ_SECONDS; the results are printed in name order.
+t_fuzz=$(date +%s)
+running=0
+for exe in "$fuzzdir"/fuzz/fuzz-*; do
+        [ -f "$exe" ] && [ -x "$exe" ] || continue
+        rm -f "$fuzzdir/fuzz-${exe##*/fuzz-}.res"
+        fuzz_one "$exe" &
+        running=$((running + 1))
+        if [ "$running" -ge 2 ]; then
+                wait -n || true
+                running=$((running - 1))
         fi
 done
+wait
+for exe in "$fuzzdir"/fuzz/fuzz-*; do
+        [ -f "$exe" ] && [ -x "$exe" ] || continue
+        name=${exe##*/fuzz-}
+        res=$fuzzdir/fuzz-$name.res
+        [ -s "$res" ] || echo "fuzz-$name FAIL (no result; log: $fuzzdir/fuzz-$name.log)" >"$res"
+        if grep -q " FAIL " "$res"; then
+                tail -n 40 "$fuzzdir/fuzz-$name.log"
+                rc=1
+        fi
+        tee -a "$fuzzlog" <"$res"
+done
+echo "fuzz runs: $(( $(date +%s) - t_fuzz )) s"
 
 python3 - "$builddir/meson-logs/testlog.json" "$asandir/meson-logs/testlog.json" "$fuzzdir/meson-logs/testlog.json" \
         "$fuzzlog" <<'PY'

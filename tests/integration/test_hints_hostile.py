@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Hostile guests (issue 4): two libvirt TCG guests on the real vmmpowerd. The hostile one has
 no agent; from inside it writes straight into its org.vmmpower.hint.0 port: random bytes,
-oversized lines, then a HELLO and a 30 s flood of valid, state-changing LEVEL lines (busybox
+oversized lines, then a HELLO and a 20 s flood of valid, state-changing LEVEL lines (busybox
 `yes`). The well-behaved one runs powerhintd. Measured on the host: the daemon's CPU time
 (/proc/PID/stat utime+stime) and RSS growth over the flood, the hostile VM's hint counters, the
 achieved line rate, and the good VM's hint latency (`busy 1` in the guest until the daemon
@@ -23,7 +23,7 @@ measurement, the daemon's reads stay within the host-wide budget (set to 1 MiB/s
 HOST_READ_BPS), repeated HELLOs get at most two WELCOMEs a second; measured and printed:
 daemon CPU and RSS growth over the flood.
 
-Environment: VMMPOWER_HOSTILE_FLOOD_S (default 30) flood duration, also of the fake-guest
+Environment: VMMPOWER_HOSTILE_FLOOD_S (default 20) flood duration, also of the fake-guest
 phases."""
 
 import os
@@ -41,7 +41,7 @@ import vmlib  # noqa: E402
 from daemonlib import Daemon  # noqa: E402
 from test_hints import GUEST_DIR, HIGH, LOW, build_guest_extras  # noqa: E402
 
-FLOOD_S = float(os.environ.get("VMMPOWER_HOSTILE_FLOOD_S", "30"))
+FLOOD_S = float(os.environ.get("VMMPOWER_HOSTILE_FLOOD_S", "20"))
 CPU_MAX_PCT = 5.0         # daemon CPU over the flood, % of one core
 RSS_GROWTH_MAX_KIB = 1024
 OVERSIZED_LINES = 200
