@@ -361,10 +361,13 @@ struct ws {
         uint64_t *nodes;        /* [nv] its nodes that have an online CPU; 0 = anywhere */
         bool any_nodes;         /* some vCPU is bound */
         bool prev_one_set;      /* the previous plan pinned the sets as one (a saturated host) */
+        struct queue_memo *qmemo; /* the wait model's sums, for this plan only */
+        size_t n_reserved;      /* vCPUs in mode dedicated or spread (place_reserved) */
 };
 
 static void ws_free(struct ws *w)
 {
+        free(w->qmemo);
         free(w->dem);
         free(w->wait);
         free(w->boost);
@@ -417,15 +420,53 @@ static void ws_free(struct ws *w)
         free(w->nodes);
 }
 
-static int cmp_demand(const void *a, const void *b, void *ctx)
+/* The packing order: largest demand first, then by key, then by index */
+static inline bool demand_before(const struct ws *w, unsigned i, unsigned j)
 {
-        unsigned i = *(const unsigned *) a, j = *(const unsigned *) b;
-        const struct ws *w = ctx;
         if (w->dem[i] != w->dem[j])
-                return w->dem[i] > w->dem[j] ? -1 : 1;
+                return w->dem[i] > w->dem[j];
         if (w->v[i].key != w->v[j].key)
-                return w->v[i].key < w->v[j].key ? -1 : 1;
-        return i < j ? -1 : (i > j);
+                return w->v[i].key < w->v[j].key;
+        return i < j;
+}
+
+/*
+ * Sort idx[0..n) in the packing order (a total order: the result is that
+ * of any sort): insertion sort of runs of 16, then bottom-up merges through tmp
+ * (n entries).  The comparison is inlined: qsort_r's call per comparison took
+ * a tenth of a steady plan of 1,000 vCPUs (bench/plan-bench).
+ */
+static void sort_by_demand(const struct ws *w, unsigned *idx, unsigned *tmp, size_t n)
+{
+        enum { RUN = 16 };
+        unsigned *src = idx, *dst = tmp;
+
+        for (size_t a = 0; a < n; a += RUN) {
+                size_t e = MIN(a + RUN, n);
+                for (size_t k = a + 1; k < e; k++) {
+                        unsigned x = idx[k];
+                        size_t j = k;
+                        for (; j > a && demand_before(w, x, idx[j - 1]); j--)
+                                idx[j] = idx[j - 1];
+                        idx[j] = x;
+                }
+        }
+        for (size_t width = RUN; width < n; width *= 2) {
+                for (size_t a = 0; a < n; a += 2 * width) {
+                        size_t m = MIN(a + width, n), e = MIN(a + 2 * width, n), i = a, j = m, k = a;
+                        while (i < m && j < e)
+                                dst[k++] = demand_before(w, src[j], src[i]) ? src[j++] : src[i++];
+                        while (i < m)
+                                dst[k++] = src[i++];
+                        while (j < e)
+                                dst[k++] = src[j++];
+                }
+                unsigned *t = src;
+                src = dst;
+                dst = t;
+        }
+        if (src != idx)
+                memcpy(idx, src, n * sizeof(unsigned));
 }
 
 struct spread_key {
@@ -684,6 +725,7 @@ static int ws_init(struct ws *w, const struct em_host *h, const struct plan_poli
         w->hfrac = pol->headroom_pct / 100.0;
         w->lfrac = pol->level_headroom_pct / 100.0;
         w->gain = h->model.smt_gain_permille / 1000.0;
+        w->qmemo = calloc(1, sizeof(*w->qmemo));
         w->dem = calloc(nv1, sizeof(double));
         w->wait = calloc(nv1, sizeof(double));
         w->boost = calloc(nv1, 1);
@@ -791,8 +833,15 @@ static int ws_init(struct ws *w, const struct em_host *h, const struct plan_poli
                         d += w->wait[i];
                 w->dem[i] = d > 1.0 ? 1.0 : d;
                 w->sorted[i] = (unsigned) i;
+                w->n_reserved += v[i].mode == PLACE_DEDICATED || v[i].mode == PLACE_SPREAD;
         }
-        qsort_r(w->sorted, nv, sizeof(unsigned), cmp_demand, w);
+        {
+                unsigned *tmp = malloc(nv1 * sizeof(unsigned));
+                if (!tmp)
+                        return -ENOMEM;
+                sort_by_demand(w, w->sorted, tmp, nv);
+                free(tmp);
+        }
         /* NUMA binding: only nodes with an online CPU count; none left = anywhere (the
          * caller warns, plan_input_numa_nodes), and so is every node */
         w->nodes = calloc(nv1, sizeof(uint64_t));
@@ -1050,6 +1099,8 @@ static bool core_free(const struct ws *w, unsigned k)
 static void place_reserved(struct ws *w)
 {
         const struct em_host *h = w->h;
+        if (w->n_reserved == 0)
+                return;
         for (size_t s = 0; s < w->nv; s++) {
                 unsigned i = w->sorted[s];
                 if (w->assign[i] >= 0 || w->v[i].mode != PLACE_DEDICATED)
@@ -1224,7 +1275,7 @@ static double set_pwait(const struct ws *w, unsigned g, unsigned c, double load,
                         double cap)
 {
         double unit = cap * spd, A = load / unit, du = (load > 0.0 ? load2 / load : w->dbar) / unit;
-        return queue_set_pwait(c, A, MIN(du, 1.0), set_factor(w, g));
+        return queue_set_pwait_memo(w->qmemo, c, A, MIN(du, 1.0), set_factor(w, g));
 }
 
 /*
@@ -1239,7 +1290,7 @@ static bool run_ok(const struct ws *w, unsigned g, unsigned c, size_t k0, size_t
         if (w->any_vcpu_budget)
                 for (size_t j = k0; j < k; j++)
                         b = MIN(b, vcpu_budget(w, w->sorted_pack[j]));
-        return queue_set_pwait(c, s1 / unit, MIN(s2 / s1 / unit, 1.0), set_factor(w, g)) <= b;
+        return queue_set_pwait_memo(w->qmemo, c, s1 / unit, MIN(s2 / s1 / unit, 1.0), set_factor(w, g)) <= b;
 }
 
 /*
@@ -1568,14 +1619,15 @@ static void pack_set_balance(struct ws *w)
                 int c = w->assign[i];
                 if (!in_pack_set(h, w->v[i].mode, w->boost[i], c))
                         continue;
+                unsigned g = h->cores[h->cpu_core[c]].llc;
+                double d = w->dem[i];
                 w->in_set[c] = 1;
-                w->ework[c] -= w->dem[i];       /* leaves the CPU's unmovable load */
-                w->set_load[h->cores[h->cpu_core[c]].llc] += w->dem[i];
-                w->set_load2[h->cores[h->cpu_core[c]].llc] += w->dem[i] * w->dem[i];
-                w->set_tot[h->cores[h->cpu_core[c]].llc] += w->dem[i];
-                w->set_budget[h->cores[h->cpu_core[c]].llc] =
-                        MIN(w->set_budget[h->cores[h->cpu_core[c]].llc], vcpu_budget(w, i));
-                w->set_tot2[h->cores[h->cpu_core[c]].llc] += w->dem[i] * w->dem[i];
+                w->ework[c] -= d;       /* leaves the CPU's unmovable load */
+                w->set_load[g] += d;
+                w->set_load2[g] += d * d;
+                w->set_tot[g] += d;
+                w->set_budget[g] = MIN(w->set_budget[g], vcpu_budget(w, i));
+                w->set_tot2[g] += d * d;
         }
         memset(w->set_flat, 1, h->n_llcs);
         memset(w->set_free, 0, h->n_llcs * sizeof(unsigned));

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /* The wait model (queueing.h). */
 #include <math.h>
+#include <string.h>
 
 #include "queueing.h"
 
@@ -133,7 +134,29 @@ static unsigned set_n(double A, double dbar)
         return n > 4e9 ? 4000000000u : (unsigned) (n + 0.5);
 }
 
-double queue_set_pwait(unsigned c, double A, double dbar, double factor)
+static double pwait_finite_memo(struct queue_memo *m, unsigned c, unsigned n, double u)
+{
+        uint64_t ubits, h;
+
+        if (!m)
+                return queue_pwait_finite(c, n, u);
+        memcpy(&ubits, &u, sizeof(ubits));
+        h = (ubits ^ (ubits >> 29) ^ ((uint64_t) n << 17) ^ c) * 0x9e3779b97f4a7c15ULL;
+        unsigned s = (unsigned) (h >> 55) % QUEUE_MEMO_SLOTS;
+        if (m->slot[s].used && m->slot[s].c == c && m->slot[s].n == n && m->slot[s].ubits == ubits) {
+                m->hits++;
+                return m->slot[s].p;
+        }
+        m->misses++;
+        m->slot[s].c = c;
+        m->slot[s].n = n;
+        m->slot[s].ubits = ubits;
+        m->slot[s].p = queue_pwait_finite(c, n, u);
+        m->slot[s].used = true;
+        return m->slot[s].p;
+}
+
+double queue_set_pwait_memo(struct queue_memo *m, unsigned c, double A, double dbar, double factor)
 {
         double p;
 
@@ -143,9 +166,14 @@ double queue_set_pwait(unsigned c, double A, double dbar, double factor)
                 return 1.0;
         if (!(dbar > 0.0) || dbar > A)
                 dbar = A;
-        p = queue_pwait_finite(c, set_n(A, dbar), dbar);
+        p = pwait_finite_memo(m, c, set_n(A, dbar), dbar);
         p *= factor > 0.0 ? factor : 1.0;
         return p > 1.0 ? 1.0 : p;
+}
+
+double queue_set_pwait(unsigned c, double A, double dbar, double factor)
+{
+        return queue_set_pwait_memo(NULL, c, A, dbar, factor);
 }
 
 double queue_set_max_load(unsigned c, double dbar, double budget, double factor)

@@ -3,7 +3,7 @@
  * The wait model (queueing.c): Erlang B/C against textbook values and the
  * closed form in long double, stability up to 512 servers, the inverse
  * (least servers for a budget, largest load for a size) and the measured
- * probability a set's wait stands for.
+ * probability a set's wait stands for; the memo gives what the call does.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -108,6 +108,37 @@ static void test_measured(void **state)
         assert_true(queue_measured_pwait(c, 2.0, NAN) == 0.0);
 }
 
+/*
+ * The memo returns what queue_set_pwait does, bit for bit, also when more
+ * distinct arguments than it has slots evict each other, and it is used:
+ * the second pass over the same arguments hits.
+ */
+static void test_memo(void **state)
+{
+        (void) state;
+        static struct queue_memo m;
+        unsigned long x = 12345;
+        for (int pass = 0; pass < 2; pass++) {
+                unsigned long hits0 = m.hits;
+                x = 12345;
+                for (int i = 0; i < 4 * QUEUE_MEMO_SLOTS; i++) {
+                        x = x * 6364136223846793005UL + 1442695040888963407UL;
+                        unsigned c = 1 + (unsigned) (x >> 58);                /* 1..64 */
+                        double A = (double) ((x >> 20) % 70000) / 1000.0;      /* 0..70 */
+                        double dbar = (double) ((x >> 40) % 1000 + 1) / 1000.0;
+                        double f = i % 3 ? 1.0 : 1.7;
+                        double a = queue_set_pwait(c, A, dbar, f), b = queue_set_pwait_memo(&m, c, A, dbar, f);
+                        assert_memory_equal(&a, &b, sizeof(a));
+                        b = queue_set_pwait_memo(&m, c, A, dbar, f); /* right after: a hit */
+                        assert_memory_equal(&a, &b, sizeof(a));
+                }
+                assert_true(m.hits > hits0 + QUEUE_MEMO_SLOTS);
+        }
+        assert_true(m.misses > QUEUE_MEMO_SLOTS);
+        /* no memo: computed */
+        assert_true(queue_set_pwait_memo(NULL, 8, 7.0, 0.5, 1.0) == queue_set_pwait(8, 7.0, 0.5, 1.0));
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -115,6 +146,7 @@ int main(void)
                 cmocka_unit_test(test_erlang_stable_512),
                 cmocka_unit_test(test_inverse),
                 cmocka_unit_test(test_measured),
+                cmocka_unit_test(test_memo),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
