@@ -559,10 +559,13 @@ if args.plan_bench and os.path.exists(args.plan_bench):
         lines = [x.split() for x in fh if x.strip() and x.split()[0].isdigit()]
     for f in lines:
         if f[0] == '256' and f[1] == '1000':
-            ini, steady = float(f[2]), float(f[4])
+            ini, steady, ini_min, steady_min = float(f[2]), float(f[4]), float(f[3]), float(f[5])
             L.append('Plan time for 1,000 vCPUs on 256 pCPUs (`bench/plan-bench 21 256 1000`, median of 21 plans, %s '
-                     'build): %.0f us for the first plan, %.0f us for a steady one; the target, under 1 ms: %s.\n' % (
-                         args.buildtype, ini, steady, 'met' if max(ini, steady) < 1000 else '**missed**'))
+                     'build): %.0f us for the first plan, %.0f us for a steady one (the fastest of the 21: %.0f and '
+                     '%.0f us; CPU time on a shared VM, whose slow phases raise both by about half: '
+                     'docs/simulator.md §8); the target, under 1 ms: %s.\n' % (
+                         args.buildtype, ini, steady, ini_min, steady_min,
+                         'met' if max(ini, steady) < 1000 else '**missed**'))
 else:
     L.append('(no plan-bench output)\n')
 L.append('Plots per run (power over the day and wait p99 per policy) are written next to the CSVs in '
