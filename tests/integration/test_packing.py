@@ -14,6 +14,7 @@ Run: meson test -C build --suite integration packing -v   (root; real libvirtd).
 import concurrent.futures
 import glob
 import os
+import statistics
 import sys
 import threading
 import tempfile
@@ -30,6 +31,7 @@ WINDOW_S = 20          # measurement window for rates and idle residency
 LIGHT_SLEEP_S = "0.5"  # light loop: BATCH iterations, then this sleep (a fork under TCG: ~2.5% of a CPU each)
 LIGHT_SHARE = 0.03     # work of one light loop, share of what a busy loop does per second
 WAIT_PLANNER_EXTRA = {}  # e.g. {"Profile": "batch"} to see the test fail
+WAIT_WINDOW_S = 15      # the wait test's windows: 4 without the daemon, 3 with it, alternating
 WAIT_SHARE = 0.08      # the wait test's loops: the batch profile packs the three onto one pCPU, where they queue
 
 
@@ -62,6 +64,31 @@ def thread_affinity(pid, tid):
             if line.startswith("Cpus_allowed_list:"):
                 return line.split(":", 1)[1].strip()
     return None
+
+
+def host_cpu_by_name():
+    """Clock ticks of CPU time so far: the host's busy total ("busy", /proc/stat), and per group
+    of processes (utime + stime of /proc/PID/stat): vmmpowerd, libvirt (libvirtd and virt*d),
+    qemu (qemu-system-*), other."""
+    out = {"vmmpowerd": 0, "libvirt": 0, "qemu": 0, "other": 0}
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    out["busy"] = sum(v) - v[3] - v[4]  # without idle and iowait
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                st = f.read()
+        except OSError:
+            continue
+        comm = st[st.index("(") + 1:st.rindex(")")]
+        ticks = sum(int(x) for x in st[st.rindex(")") + 2:].split()[11:13])
+        key = ("vmmpowerd" if comm == "vmmpowerd" else "libvirt" if comm == "libvirtd" or
+               (comm.startswith("virt") and comm.endswith("d")) else "qemu" if comm.startswith("qemu-system")
+               else "other")
+        out[key] += ticks
+    return out
 
 
 def n_cpus():
@@ -144,14 +171,16 @@ class Packing(unittest.TestCase):
                 out[(g.name, tid)] = thread_affinity(g.pid, tid)
         return out
 
-    def measure(self, what, busy_cpu=None, other=None):
+    def measure(self, what, busy_cpu=None, other=None, daemon=None):
         """Work rate of each guest's light loop and the idle share of each pCPU over WINDOW_S.
 
         Packed (busy_cpu given): also the idle share of pCPU `other` over the time every vCPU
         was pinned to `busy_cpu` alone (sampled every 0.5 s from /proc, by a thread that runs
         on `busy_cpu`; a slice counts when all were so pinned at both of its ends), and that
-        time's share of the window."""
-        samples, stop = [], threading.Event()
+        time's share of the window.  With `daemon`, a sample that finds them not so pinned also
+        asks the daemon for its plan (only then: the query may wake the other pCPU), and the
+        plans' reasons are logged: why the window was not all packed."""
+        samples, stop, unpacked_why = [], threading.Event(), {}
         vcpus = [(g.pid, tid) for g in self.guests for tid in g.vcpu_tids().values()] if busy_cpu is not None else []
 
         def poll():
@@ -160,6 +189,13 @@ class Packing(unittest.TestCase):
                 t, idle = time.monotonic(), cpu_idle_us(other)
                 packed = all(thread_affinity(pid, tid) == str(busy_cpu) for pid, tid in vcpus)
                 samples.append((t, idle, packed))
+                if not packed and daemon is not None:
+                    try:
+                        p = daemon.json("plan")
+                        why = "%s (%s)" % (p.get("decision"), p.get("reason", "")[:160])
+                    except Exception as e:  # a diagnostic: never fails the window
+                        why = "plan not read: %s" % e
+                    unpacked_why[why] = unpacked_why.get(why, 0) + 1
                 if stop.wait(0.5):
                     return
         poller = threading.Thread(target=poll) if busy_cpu is not None else None
@@ -192,6 +228,8 @@ class Packing(unittest.TestCase):
         idle_packed = packed_idle / packed_s if packed_s > 0 else 0.0
         log("%s: every vCPU pinned to pCPU %d alone %.1f of %.1fs sampled; pCPU %d idle %.1f%% over that time" %
             (what, busy_cpu, packed_s, span, other, 100 * idle_packed))
+        for why, n in sorted(unpacked_why.items(), key=lambda x: -x[1])[:5]:
+            log("%s: not packed in %d samples, the plan: %s" % (what, n, why))
         return rates, idle, idle_packed, packed_s / span if span > 0 else 0.0
 
     def start_light_loops(self, share):
@@ -226,32 +264,40 @@ class Packing(unittest.TestCase):
         return out
 
     def wait_window(self, what):
-        """The vCPU threads' run-queue wait over WINDOW_S as a share of the window (mean over the
-        vCPUs; logged with the mean per timeslice)."""
-        s0, t0 = self.vcpu_schedstat(), time.monotonic()
-        time.sleep(WINDOW_S)
-        s1, dt = self.vcpu_schedstat(), time.monotonic() - t0
+        """The vCPU threads' run-queue wait over WAIT_WINDOW_S as a share of the window (mean over the
+        vCPUs; logged with the mean per timeslice), and what else ran on the host meanwhile
+        (logged: the host's busy share, and the CPU of vmmpowerd, libvirt's daemons and the
+        guests' QEMU processes, in % of one CPU)."""
+        s0, t0, c0 = self.vcpu_schedstat(), time.monotonic(), host_cpu_by_name()
+        time.sleep(WAIT_WINDOW_S)
+        s1, dt, c1 = self.vcpu_schedstat(), time.monotonic() - t0, host_cpu_by_name()
         delay = sum(s1[k][1] - s0[k][1] for k in s0)
         slices = sum(s1[k][2] - s0[k][2] for k in s0)
         per_slice_us = delay / 1000.0 / max(slices, 1)
         share = delay / 1e9 / dt / len(s0)
-        log("%s: vCPU run-queue wait %.1f us per timeslice (%d timeslices), %.3f%% of the window" %
-            (what, per_slice_us, slices, 100.0 * share))
+        cpu = {k: 100.0 * (c1.get(k, 0) - c0.get(k, 0)) / os.sysconf("SC_CLK_TCK") / dt for k in c1}
+        log("%s: vCPU run-queue wait %.1f us per timeslice (%d timeslices), %.3f%% of the window; "
+            "host busy %.1f%% of its CPUs, vmmpowerd %.1f%%, libvirt %.1f%%, QEMU %.1f%%, other %.1f%% of a CPU" %
+            (what, per_slice_us, slices, 100.0 * share, cpu.get("busy", 0) / n_cpus(), cpu.get("vmmpowerd", 0),
+             cpu.get("libvirt", 0), cpu.get("qemu", 0), cpu.get("other", 0)))
         return share
 
     def test_default_budget_wait(self):
         """Issue 14: at the default queueing budget (latency profile) the vCPU threads' run-queue
         wait with vmmpowerd running stays within what the budget promises against the host without
         it: as a share of the time at most 1.5 x the unmanaged host's (+ 0.05 points of noise),
-        the simulator's ratio against B3.  The guests' own noise drifts from window to window
-        (without the daemon 0.36-1.80% of the time in one CI and four runs after it, 31-111 us per
-        timeslice), so the windows alternate, unmanaged - managed - unmanaged - managed - unmanaged,
-        and the means are compared (with one managed window between two unmanaged ones a stop-32
-        CI read 1.08% against 0.59% and 0.45% while its plan pinned nothing tighter than both
-        pCPUs).  The model is the one the batch test packs with, so packing is what the energy
-        alone would choose; the budget decides.  With WAIT_PLANNER_EXTRA {"Profile": "batch"} the
-        three loops are packed onto one pCPU and the test fails (measured: 2.64% against 0.45%
-        without the daemon, limit 0.73%; the default budget: 0.47% against 0.44%, limit 0.71%)."""
+        the simulator's ratio against B3.  The guests' own noise moves the wait from window to
+        window, with the QEMU processes' CPU (stop 33: one unmanaged window at 2.17% with QEMU at
+        58% of a CPU, the next ones 0.43-0.49% at 49-50%; vmmpowerd itself 0.1% of a CPU, libvirt
+        0%), so the windows alternate, unmanaged - managed - ... - unmanaged (4 and 3), and the
+        medians are compared: one window caught in a burst of the guests' noise does not decide,
+        a plan that queues the vCPUs shows in every managed window.  (Stop 32 compared means of 3
+        and 2 windows of 20 s: a CI of stop 33 read 0.875% against 0.647%, and a run of this test
+        after it 0.887% against 0.517%, over its limit, with the plan pinning nothing tighter than
+        both pCPUs.)
+        The model is the one the batch test packs with, so packing is what the energy alone would
+        choose; the budget decides.  With WAIT_PLANNER_EXTRA {"Profile": "batch"} the three loops
+        are packed onto one pCPU and the test fails."""
         if n_cpus() < 2:
             self.skipTest("needs 2 pCPUs")
         self.start_light_loops(WAIT_SHARE)
@@ -259,7 +305,7 @@ class Packing(unittest.TestCase):
         offs, ons = [self.wait_window("no daemon, window 1")], []
         model = core_model(os.path.join(SRC, "config", "models", "xeon-spr-2s.model"))
         self.addCleanup(os.unlink, model)
-        for k in range(2):
+        for k in range(3):
             self.__class__.d = d = Daemon(sections={"Planner": dict({"ShrinkDwell": "2s", "ModelFile": model},
                                                                    **WAIT_PLANNER_EXTRA)}).start()
             p0 = d.status()["periods"]
@@ -276,10 +322,10 @@ class Packing(unittest.TestCase):
             self.__class__.d = None
             self.assertEqual(self.affinities(), before_aff)
             offs.append(self.wait_window("no daemon, window %d" % (k + 2)))
-        off, on = sum(offs) / len(offs), sum(ons) / len(ons)
+        off, on = statistics.median(offs), statistics.median(ons)
         limit = 1.5 * off + 0.0005
-        log("run-queue wait: %.3f%% of the time with vmmpowerd (mean of %d windows) against %.3f%% without "
-            "(mean of the %d around them; limit %.3f%%)" % (100 * on, len(ons), 100 * off, len(offs), 100 * limit))
+        log("run-queue wait: %.3f%% of the time with vmmpowerd (median of %d windows) against %.3f%% without "
+            "(median of the %d around them; limit %.3f%%)" % (100 * on, len(ons), 100 * off, len(offs), 100 * limit))
         self.assertLessEqual(on, limit)
 
     def test_pack_grow_restore(self):
@@ -330,7 +376,7 @@ class Packing(unittest.TestCase):
         self.assertFalse(plan["pins_host_wide"])  # a core asleep: the pack set is its LLC's
         time.sleep(2)
         plans0 = d.status()["periods"]
-        rates, idle, idle_packed, packed_share = self.measure("packed", active, other)
+        rates, idle, idle_packed, packed_share = self.measure("packed", active, other, daemon=d)
         plan = d.json("plan")
         utils = ["%.3f" % v["util"] for v in plan["vcpus"]]
         log("after the window (%d periods): %s, %d active pCPUs, vCPU util %s" %
