@@ -107,7 +107,14 @@ class HintsEndToEnd(unittest.TestCase):
         waited = self.d.wait_for(lambda: (self.levels().get(1) or 0) >= HIGH, 30, "vCPU1 level up")
         log("busy loop on vCPU1: host level %s after %.2fs (incl. the guest's own sampling)" % (
             self.levels(), time.monotonic() - t0))
-        self.assertLessEqual(self.levels()[0] or 0, LOW)
+        # vCPU0 stays low while vCPU1 is busy: hints are per vCPU.  Asked at the instant vCPU1
+        # rose, vCPU0 can still show the console command that started the loop (the guest's
+        # agent runs it there: a CI on a slow phase of this VM read 622 beside vCPU1's 996), so
+        # both are asked together for up to 10 s; a level that followed the VM's busiest vCPU
+        # would keep vCPU0 high all that time.
+        waited0 = self.d.wait_for(lambda: (self.levels().get(0) or 0) <= LOW and
+                                  (self.levels().get(1) or 0) >= HIGH, 10, "vCPU0 low while vCPU1 busy")
+        log("vCPU0 low beside busy vCPU1 after %.2fs more: %s" % (waited0, self.levels()))
         self.g.console.idle("all")
         waited = self.d.wait_for(lambda: (self.levels().get(1) or 0) <= LOW, 60, "vCPU1 level down")
         log("idle again: host level %s after %.2fs" % (self.levels(), waited))
