@@ -677,8 +677,9 @@ static int ws_init_wait_model(struct ws *w, const struct plan *prev)
         w->set_tot2 = calloc(nl, sizeof(double));
         w->pre1 = calloc(w->nv + 1, sizeof(double));
         w->pre2 = calloc(w->nv + 1, sizeof(double));
+        w->qmemo = calloc(1, sizeof(*w->qmemo));
         if (!w->corr || !w->corr_floor || !w->measured || !w->sorted_pack || !w->cpu_list || !w->cpu_list2 || !w->cpu_mark || !w->llc_n || !w->set_load2 || !w->set_tot || !w->set_tot2 || !w->set_budget || !w->pre1 ||
-            !w->pre2)
+            !w->pre2 || !w->qmemo)
                 return -ENOMEM;
         for (unsigned c = 0; c < h->n_cpus; c++)
                 if (h->cpu_core[c] >= 0) {
@@ -725,7 +726,6 @@ static int ws_init(struct ws *w, const struct em_host *h, const struct plan_poli
         w->hfrac = pol->headroom_pct / 100.0;
         w->lfrac = pol->level_headroom_pct / 100.0;
         w->gain = h->model.smt_gain_permille / 1000.0;
-        w->qmemo = calloc(1, sizeof(*w->qmemo));
         w->dem = calloc(nv1, sizeof(double));
         w->wait = calloc(nv1, sizeof(double));
         w->boost = calloc(nv1, 1);
