@@ -4,7 +4,8 @@ under libvirt and one plain QEMU guest are packed onto one pCPU of this machine,
 pCPU's measured idle residency (cpuidle `time` counters, or /proc/stat's idle where the host
 has no cpuidle states) rises above 90% while the plan is
 packed (most of the window: a burst of waiting may grow it for a few seconds) and a work
-counter inside each guest keeps within 10% of its unpacked rate; when one guest turns
+counter inside each guest keeps within 10% of its unpacked rate (the mean of a window before
+the daemon and one after it); when one guest turns
 busy the plan grows at once; on SIGTERM every pin goes back to what it was.  At the default
 queueing budget the vCPU threads' run-queue wait (schedstat) with the daemon stays within the
 budget's promise against the host without it.
@@ -400,8 +401,6 @@ class Packing(unittest.TestCase):
              " ".join("%+.1f%%" % (100.0 * (r - b) / b) for r, b in zip(rates, base_rates))))
         self.assertGreater(packed_share, 0.5)
         self.assertGreater(idle_packed, 0.90)
-        for g, r, b in zip(self.guests, rates, base_rates):
-            self.assertGreater(r, 0.9 * b, "%s work rate %d vs unpacked %d" % (g.name, r, b))
 
         # One guest turns busy: capacity grows at once (counted in control periods): the busy
         # vCPU overloads its CPU (last period's load over the packing headroom) and it or its
@@ -462,6 +461,20 @@ class Packing(unittest.TestCase):
         after = self.affinities()
         self.assertEqual(after, before_aff)
         log("after SIGTERM: affinities restored %s" % sorted(set(after.values())))
+
+        # The work rates: each guest's packed rate against its unpacked rate, the mean of a
+        # window before the daemon and one after it, around the packed one.  This machine's
+        # speed drifts between windows a minute apart (the busy-loop calibration moved 92,000 to
+        # 114,000 it/s between runs of stop 33), and a single unpacked window before read one
+        # guest 10.9% under while packed in a CI (every other run -2.7% to -8.2%); the windows
+        # around it take a drift that moves all of them alike out of the comparison.
+        time.sleep(3)  # the busy guest's light loop back at its pace
+        after_rates, _, _, _ = self.measure("unpacked again (daemon stopped)")
+        unpacked = [(b + x) / 2.0 for b, x in zip(base_rates, after_rates)]
+        log("work rate packed against unpacked (mean of before %s and after %s): %s" %
+            (base_rates, after_rates, " ".join("%+.1f%%" % (100.0 * (r - u) / u) for r, u in zip(rates, unpacked))))
+        for g, r, u in zip(self.guests, rates, unpacked):
+            self.assertGreater(r, 0.9 * u, "%s work rate %d vs unpacked %.0f" % (g.name, r, u))
 
 
 if __name__ == "__main__":
