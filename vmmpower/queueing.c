@@ -107,15 +107,32 @@ double queue_pwait_finite(unsigned c, unsigned n, double u)
         if (u > 0.999)
                 u = 0.999;
         r = u / (1.0 - u);
-        /* t_k = t_{k-1} (N - k + 1) r / min(k, c): k of the N others runnable */
-        for (unsigned k = 1; k <= N; k++) {
-                double ratio = (double) (N - k + 1) * r / (double) (k < c ? k : c);
+        /*
+         * t_k = t_{k-1} (N - k + 1) r / min(k, c): k of the N others runnable.  Two loops, k < c
+         * and k >= c, with the integers carried as doubles (exact below 2^53): the same sums, term
+         * for term, as one loop with min(k, c) and a test for the tail in it.
+         */
+        double nk = (double) N, dc = (double) c, kk = 1.0;
+        unsigned k = 1;
+        for (; k <= N && k < c; k++, nk -= 1.0, kk += 1.0) {
+                double ratio = nk * r / kk;
                 t *= ratio;
                 sum += t;
-                if (k >= c)
-                        tail += t;
                 /* past the mode the terms only fall: stop once they no longer count */
-                if (ratio < 1.0 && t < 1e-17 * sum && (k >= c || t * (double) (N - k) < 1e-17 * sum))
+                if (ratio < 1.0 && t < 1e-17 * sum && t * (nk - 1.0) < 1e-17 * sum)
+                        return tail / sum;
+                if (t > 1e250) {
+                        t *= 1e-250;
+                        sum *= 1e-250;
+                        tail *= 1e-250;
+                }
+        }
+        for (; k <= N; k++, nk -= 1.0) {
+                double ratio = nk * r / dc;
+                t *= ratio;
+                sum += t;
+                tail += t;
+                if (ratio < 1.0 && t < 1e-17 * sum)
                         break;
                 if (t > 1e250) {
                         t *= 1e-250;

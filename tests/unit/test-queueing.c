@@ -109,6 +109,58 @@ static void test_measured(void **state)
 }
 
 /*
+ * queue_pwait_finite() runs its sum as two loops (k < c, k >= c) with the integers carried as
+ * doubles; the one loop it replaced, kept here as the reference, gives the same value bit for
+ * bit over sets of 0..300 CPUs, 0..1200 vCPUs and utilisations from 0 to 0.999 and beyond.
+ */
+static double pwait_one_loop(unsigned c, unsigned n, double u)
+{
+        double r, t = 1.0, sum = 1.0, tail = c == 0 ? 1.0 : 0.0;
+        unsigned N = n ? n - 1 : 0;
+
+        if (n <= c)
+                return 0.0;
+        if (!(u > 0.0))
+                return u <= 0.0 ? 0.0 : 1.0;
+        if (u > 0.999)
+                u = 0.999;
+        r = u / (1.0 - u);
+        for (unsigned k = 1; k <= N; k++) {
+                double ratio = (double) (N - k + 1) * r / (double) (k < c ? k : c);
+                t *= ratio;
+                sum += t;
+                if (k >= c)
+                        tail += t;
+                if (ratio < 1.0 && t < 1e-17 * sum && (k >= c || t * (double) (N - k) < 1e-17 * sum))
+                        break;
+                if (t > 1e250) {
+                        t *= 1e-250;
+                        sum *= 1e-250;
+                        tail *= 1e-250;
+                }
+        }
+        return tail / sum;
+}
+
+static void test_finite_two_loops(void **state)
+{
+        uint64_t rng = 99;
+        unsigned long n_cmp = 0;
+
+        (void) state;
+        for (unsigned c = 1; c <= 300; c += c < 40 ? 1 : 13)
+                for (unsigned n = 0; n <= 1200; n += n < 120 ? 1 : 29)
+                        for (unsigned j = 0; j < 8; j++) {
+                                rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+                                double u = j == 0 ? 0.999 : j == 1 ? 1.5 : j == 2 ? 1e-9 : (double) (rng >> 11) / 9007199254740992.0;
+                                double want = pwait_one_loop(c, n, u), got = queue_pwait_finite(c, n, u);
+                                assert_memory_equal(&want, &got, sizeof(want));
+                                n_cmp++;
+                        }
+        printf("# %lu values equal to the one-loop sum\n", n_cmp);
+}
+
+/*
  * The memo returns what queue_set_pwait does, bit for bit, also when more
  * distinct arguments than it has slots evict each other, and it is used:
  * the second pass over the same arguments hits.
@@ -147,6 +199,7 @@ int main(void)
                 cmocka_unit_test(test_inverse),
                 cmocka_unit_test(test_measured),
                 cmocka_unit_test(test_memo),
+                cmocka_unit_test(test_finite_two_loops),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
