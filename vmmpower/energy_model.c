@@ -1155,18 +1155,54 @@ static double wake_rate_mw(const struct energy_model *m, unsigned n, double idle
         return idle * lambda * exp(-lambda * r_us) * e_uj * 1000.0; /* uJ/us = W */
 }
 
+#define EM_CORE_MEMO_SLOTS 256
+struct em_core_slot {
+        uint64_t w0, w1;        /* the threads' work, bits (w1 0 for a 1-thread core) */
+        uint32_t lat;           /* the least latency limit of the threads */
+        unsigned vcpus;         /* the threads' vCPUs */
+        uint8_t level, n_threads;
+        bool wake_given, used;
+        struct core_eval e;
+};
+struct em_core_memo {
+        unsigned n_slots;
+        unsigned long hits, misses;
+        struct em_core_slot slot[];
+};
+
+struct em_core_memo *em_core_memo_new(unsigned slots)
+{
+        struct em_core_memo *m;
+
+        if (slots == 0)
+                slots = EM_CORE_MEMO_SLOTS;
+        m = calloc(1, sizeof(*m) + slots * sizeof(m->slot[0]));
+        if (m)
+                m->n_slots = slots;
+        return m;
+}
+
+void em_core_memo_free(struct em_core_memo *m)
+{
+        free(m);
+}
+
+void em_core_memo_counts(const struct em_core_memo *m, unsigned long *hits, unsigned long *misses)
+{
+        *hits = m ? m->hits : 0;
+        *misses = m ? m->misses : 0;
+}
+
+static void eval_core_compute(const struct em_host *h, const struct em_load *l, unsigned k, unsigned level,
+                              struct core_eval *e);
+
 static void eval_core_at(const struct em_host *h, const struct em_load *l, unsigned k, int level_override,
                          int level_cap, struct core_eval *e)
 {
         const struct energy_model *m = &h->model;
         const struct em_core *c = &h->cores[k];
         unsigned level = 0;
-        double idle_prod = 1.0, cap, p_idle;
-        int s;
 
-        e->vcpus = 0;
-        e->wake_mw = 0.0;
-        e->min_latency_us = EM_LATENCY_ANY;
         for (unsigned t = 0; t < c->n_threads; t++) {
                 unsigned lv = l->fdom_level[h->cpu_fdom[c->cpu[t]]];
                 level = MAX(level, lv);
@@ -1177,6 +1213,55 @@ static void eval_core_at(const struct em_host *h, const struct em_load *l, unsig
                 level = (unsigned) level_cap;
         if (level >= m->n_levels)
                 level = m->n_levels - 1;
+        if (l->memo && c->n_threads >= 1 && c->n_threads <= 2) {
+                /* everything eval_core_compute() reads of the load: the rest is the host's */
+                struct em_core_memo *mm = l->memo;
+                uint64_t w0, w1 = 0, hsh;
+                uint32_t lat = l->cpu_max_latency_us[c->cpu[0]];
+                unsigned vc = l->cpu_vcpus[c->cpu[0]];
+                memcpy(&w0, &l->cpu_work[c->cpu[0]], sizeof(w0));
+                if (c->n_threads == 2) {
+                        memcpy(&w1, &l->cpu_work[c->cpu[1]], sizeof(w1));
+                        lat = MIN(lat, l->cpu_max_latency_us[c->cpu[1]]);
+                        vc += l->cpu_vcpus[c->cpu[1]];
+                }
+                hsh = (w0 ^ (w1 * 0xff51afd7ed558ccdULL) ^ ((uint64_t) vc << 40) ^ ((uint64_t) lat << 8) ^ level) *
+                      0x9e3779b97f4a7c15ULL;
+                struct em_core_slot *x = &mm->slot[(unsigned) (((hsh >> 32) * mm->n_slots) >> 32)];
+                if (x->used && x->w0 == w0 && x->w1 == w1 && x->lat == lat && x->vcpus == vc && x->level == level &&
+                    x->n_threads == c->n_threads && x->wake_given == l->wake_given) {
+                        mm->hits++;
+                        *e = x->e;
+                        return;
+                }
+                mm->misses++;
+                eval_core_compute(h, l, k, level, e);
+                x->w0 = w0;
+                x->w1 = w1;
+                x->lat = lat;
+                x->vcpus = vc;
+                x->level = (uint8_t) level;
+                x->n_threads = (uint8_t) c->n_threads;
+                x->wake_given = l->wake_given;
+                x->used = true;
+                x->e = *e;
+                return;
+        }
+        eval_core_compute(h, l, k, level, e);
+}
+
+/* The core's figures at level (resolved by eval_core_at()). */
+static void eval_core_compute(const struct em_host *h, const struct em_load *l, unsigned k, unsigned level,
+                              struct core_eval *e)
+{
+        const struct energy_model *m = &h->model;
+        const struct em_core *c = &h->cores[k];
+        double idle_prod = 1.0, cap, p_idle;
+        int s;
+
+        e->vcpus = 0;
+        e->wake_mw = 0.0;
+        e->min_latency_us = EM_LATENCY_ANY;
         e->level = level;
         cap = m->levels[level].capacity;
         double d[2] = { 0.0, 0.0 };

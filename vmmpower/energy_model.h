@@ -159,7 +159,20 @@ struct em_load {
          * episodes times their energy) instead of the model's rate (ActiveIdleIntervalUs per vCPU) */
         bool wake_given;
         double wake_mw;
+        /* optional (NULL: none): a memo of core evaluations (em_core_memo_new), for one em_host */
+        struct em_core_memo *memo;
 };
+
+/*
+ * A memo of the per-core evaluation that em_host_power() and em_core_power_at() make, keyed by
+ * everything it reads of the load (each thread's work, the core's vCPUs and latency limit, the
+ * level): a hit returns the same figures bit for bit.  A planner evaluates many candidate
+ * placements whose cores repeat (the CPUs of a pack set share one water level).  Valid for the
+ * em_host it was used with only; em_core_memo_new() returns NULL when out of memory.  Hits and misses are counted.
+ */
+struct em_core_memo *em_core_memo_new(unsigned slots); /* 0: the default size (256) */
+void em_core_memo_free(struct em_core_memo *m);
+void em_core_memo_counts(const struct em_core_memo *m, unsigned long *hits, unsigned long *misses);
 
 struct em_breakdown {
         double active_mw;      /* Σ cores busy × P_active(level) */

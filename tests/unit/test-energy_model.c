@@ -714,6 +714,130 @@ static void test_power_wake(void **state)
         topology_free(t);
 }
 
+/*
+ * The memo of core evaluations (em_load.memo): em_host_power() and em_core_power_at() give the
+ * same figures bit for bit with it and without it, over random loads whose cores repeat (work
+ * drawn from a few values, as the CPUs of a pack set share one water level), with the shipped
+ * model's every term and wake-up energy; and a core evaluated again with only one input changed
+ * (a thread's work, the sibling's vCPUs, a latency limit, the level, wake_given) is evaluated
+ * anew, not taken from the memo.
+ */
+static void test_core_memo(void **state)
+{
+        struct topology *t = load_topology("epyc-genoa-1s");
+        struct energy_model m;
+        struct em_host *h = NULL;
+        struct em_core_memo *memo = em_core_memo_new(0);
+        struct load_buf b;
+        static const double works[] = { 0.0, 0.05, 0.125, 0.3, 0.3000000000000001, 0.7, 1.0 };
+        static const uint32_t lats[] = { EM_LATENCY_ANY, 1, 100, 2000 };
+        unsigned long hits = 0, misses = 0, n = 0;
+        uint64_t rng = 12345;
+
+        load_model("../../config/models/epyc-genoa.model", &m);
+        m.idle[0].wake_energy_uj = 2;
+        m.idle[1].wake_energy_uj = 20;
+        m.domain[EM_DOMAIN_LLC].wake_energy_uj = 50;
+        assert_non_null(memo);
+        assert_int_equal(em_host_new(t, &m, &h), 0);
+        assert_true(h->n_cpus <= 64 && h->n_fdoms <= 64);
+        for (unsigned it = 0; it < 400; it++) {
+                /* four thread states and two levels this round, drawn at random: cores repeat */
+                double pw[4];
+                uint8_t pv[4], pl[2];
+                uint32_t pt[4];
+                load_init(&b);
+                for (unsigned j = 0; j < 4; j++) {
+                        rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+                        pw[j] = works[(rng >> 33) % 7];
+                        pv[j] = pw[j] > 0.0 ? (uint8_t) (1 + (rng >> 40) % 3) : 0;
+                        pt[j] = lats[(rng >> 45) % 4];
+                        pl[j % 2] = (uint8_t) ((rng >> 50) % m.n_levels);
+                }
+                for (unsigned c = 0; c < h->n_cpus; c++) {
+                        rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+                        unsigned j = (rng >> 33) % 4;
+                        b.work[c] = pw[j];
+                        b.vcpus[c] = pv[j];
+                        b.lat[c] = pt[j];
+                }
+                for (unsigned f = 0; f < h->n_fdoms; f++) {
+                        rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+                        b.level[f] = pl[(rng >> 35) % 2];
+                }
+                struct em_load plain = load_of(&b), memoed = load_of(&b);
+                struct em_breakdown b0, b1;
+                memoed.memo = memo;
+                plain.wake_given = memoed.wake_given = it % 5 == 4;
+                plain.wake_mw = memoed.wake_mw = 321.0;
+                double p0 = em_host_power(h, &plain, &b0), p1 = em_host_power(h, &memoed, &b1);
+                assert_memory_equal(&p0, &p1, sizeof(p0));
+                assert_memory_equal(&b0, &b1, sizeof(b0));
+                for (unsigned k = 0; k < h->n_cores; k += 3)
+                        for (unsigned L = 0; L < m.n_levels; L++) {
+                                double c0 = em_core_power_at(h, &plain, k, L), c1 = em_core_power_at(h, &memoed, k, L);
+                                assert_memory_equal(&c0, &c1, sizeof(c0));
+                                n++;
+                        }
+        }
+        em_core_memo_counts(memo, &hits, &misses);
+        printf("# %lu core evaluations compared; memo %lu hits, %lu misses\n", n, hits, misses);
+        assert_true(hits > misses); /* the cores repeat: most are found */
+
+        /* one input changed at a time on core 0 (2 threads), each evaluated right after the last */
+        {
+                const struct em_core *co = &h->cores[0];
+                int c0 = co->cpu[0], c1 = co->cpu[1];
+                assert_int_equal(co->n_threads, 2);
+                load_init(&b);
+                b.work[c0] = 0.3;
+                b.work[c1] = 0.125;
+                b.vcpus[c0] = b.vcpus[c1] = 1;
+                struct em_load plain = load_of(&b), memoed = load_of(&b);
+                memoed.memo = memo;
+                double last = em_core_power_at(h, &memoed, 0, 1);
+                for (unsigned step = 0; step < 6; step++) {
+                        unsigned L = step == 4 ? 2 : 1;
+                        switch (step) {
+                        case 0: b.work[c1] = 0.3; break;               /* the sibling's work */
+                        case 1: b.vcpus[c1] = 3; break;                /* the sibling's vCPUs */
+                        case 2: b.lat[c1] = 1; break;                  /* a latency limit */
+                        case 3: b.work[c0] = 0.0; b.vcpus[c0] = 0; break;
+                        case 4: break;                                 /* the level */
+                        case 5: plain.wake_given = memoed.wake_given = true; plain.wake_mw = memoed.wake_mw = 5.0; break;
+                        }
+                        double want = em_core_power_at(h, &plain, 0, L), got = em_core_power_at(h, &memoed, 0, L);
+                        assert_memory_equal(&want, &got, sizeof(want));
+                        assert_true(got != last); /* each input counts (wake_given drops the rate's wake-ups) */
+                        last = got;
+                }
+                /* sweeps of one input at a time through a memo of one slot: each key meets the
+                 * last one there, so the slot's every input is compared, not only the hash */
+                em_core_memo_free(memo);
+                memo = em_core_memo_new(1);
+                assert_non_null(memo);
+                memoed.memo = memo;
+                plain.wake_given = memoed.wake_given = false;
+                for (unsigned x = 0; x < 3 * 2048; x++) {
+                        unsigned L = 1;
+                        b.lat[c1] = x < 2048 ? 1 + x : EM_LATENCY_ANY;
+                        b.vcpus[c1] = x >= 2048 && x < 4096 ? (uint8_t) (x % 256) : 1;
+                        b.work[c1] = x >= 4096 ? (x % 1000) / 1000.0 : 0.125;
+                        double want = em_core_power_at(h, &plain, 0, L), got = em_core_power_at(h, &memoed, 0, L);
+                        assert_memory_equal(&want, &got, sizeof(want));
+                }
+                for (unsigned x = 0; x < 1000; x++) /* every level of one load, load after load */
+                        for (unsigned L = 0; L < m.n_levels; L++) {
+                                b.work[c1] = (x + 1) / 1000.0;
+                                double want = em_core_power_at(h, &plain, 0, L), got = em_core_power_at(h, &memoed, 0, L);
+                                assert_memory_equal(&want, &got, sizeof(want));
+                        }
+        }
+        em_core_memo_free(memo);
+        em_host_free(h);
+        topology_free(t);
+}
+
 /* SMT contention: the core's busy time for two threads' work (smt_core_busy). */
 static void test_smt_core_busy(void **state)
 {
@@ -759,6 +883,7 @@ int main(void)
                 cmocka_unit_test(test_power_platform),
                 cmocka_unit_test(test_power_wake),
                 cmocka_unit_test(test_smt_core_busy),
+                cmocka_unit_test(test_core_memo),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
