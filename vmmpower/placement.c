@@ -362,12 +362,20 @@ struct ws {
         bool any_nodes;         /* some vCPU is bound */
         bool prev_one_set;      /* the previous plan pinned the sets as one (a saturated host) */
         struct queue_memo *qmemo; /* the wait model's sums, for this plan only */
+        struct em_core_memo *cmemo; /* the energy model's core evaluations, for this plan only */
+        int *llc_seq[2];        /* [n_online] the CPUs of order_smt_first [0] and order_cores_first [1], LLC by LLC */
+        unsigned *llc_seq_start; /* [n_llcs + 1] where each LLC's CPUs start in llc_seq[] */
         size_t n_reserved;      /* vCPUs in mode dedicated or spread (place_reserved) */
+        size_t n_boost, n_floor; /* vCPUs boosted, with a performance floor (the hints) */
 };
 
 static void ws_free(struct ws *w)
 {
         free(w->qmemo);
+        em_core_memo_free(w->cmemo);
+        free(w->llc_seq[0]);
+        free(w->llc_seq[1]);
+        free(w->llc_seq_start);
         free(w->dem);
         free(w->wait);
         free(w->boost);
@@ -764,12 +772,31 @@ static int ws_init(struct ws *w, const struct em_host *h, const struct plan_poli
         w->leaf0 = (w->segn - 1) / 3;
         w->seg = malloc((w->leaf0 + w->segn) * sizeof(double));
         w->cpu_pos = malloc(n * sizeof(int));
-        if (!w->work2 || !w->base_work2 || !w->dem || !w->wait || !w->boost || !w->floor || !w->fdom_floor || !w->sorted || !w->assign || !w->sib || !w->work || !w->base_work || !w->nvc ||
+        w->cmemo = em_core_memo_new(0);
+        w->llc_seq[0] = malloc((h->n_online ? h->n_online : 1) * sizeof(int));
+        w->llc_seq[1] = malloc((h->n_online ? h->n_online : 1) * sizeof(int));
+        w->llc_seq_start = calloc(h->n_llcs + 1, sizeof(unsigned));
+        if (!w->cmemo || !w->llc_seq[0] || !w->llc_seq[1] || !w->llc_seq_start || !w->work2 || !w->base_work2 || !w->dem || !w->wait || !w->boost || !w->floor || !w->fdom_floor || !w->sorted || !w->assign || !w->sib || !w->work || !w->base_work || !w->nvc ||
             !w->base_nvc || !w->resv || !w->cpu_boost || !w->in_set || !w->set_level || !w->set_load || !w->large || !w->cpu_large ||
             !w->set_lambda || !w->set_done || !w->set_flat || !w->set_free || !w->ework || !w->fixed || !w->active || !w->lat || !w->level || !w->fdom_start ||
             !w->fdom_cores || !w->spread_cores || !w->seg || !w->cpu_pos)
                 return -ENOMEM;
 
+        /* each wake order's CPUs grouped by LLC, in the order (cut_runs) */
+        for (unsigned p = 0; p < h->n_online; p++)
+                w->llc_seq_start[h->cores[h->cpu_core[h->order_smt_first[p]]].llc + 1]++;
+        for (unsigned g = 0; g < h->n_llcs; g++)
+                w->llc_seq_start[g + 1] += w->llc_seq_start[g];
+        for (unsigned o = 0; o < 2; o++) {
+                const int *order = o ? h->order_cores_first : h->order_smt_first;
+                _cleanup_free_ unsigned *fill = calloc(h->n_llcs ? h->n_llcs : 1, sizeof(unsigned));
+                if (!fill)
+                        return -ENOMEM;
+                for (unsigned p = 0; p < h->n_online; p++) {
+                        unsigned g = h->cores[h->cpu_core[order[p]]].llc;
+                        w->llc_seq[o][w->llc_seq_start[g] + fill[g]++] = order[p];
+                }
+        }
         for (unsigned c = 0; c < n; c++) {
                 int k = h->cpu_core[c];
                 w->sib[c] = -1;
@@ -829,6 +856,8 @@ static int ws_init(struct ws *w, const struct em_host *h, const struct plan_poli
                         if (hn->perf_floor > w->floor[i]) /* also NaN: not taken */
                                 w->floor[i] = hn->perf_floor > 1.0 ? 1.0 : hn->perf_floor;
                 }
+                w->n_boost += w->boost[i] != 0;
+                w->n_floor += w->floor[i] > 0.0;
                 if (wdem[i])
                         d += w->wait[i];
                 w->dem[i] = d > 1.0 ? 1.0 : d;
@@ -1344,6 +1373,9 @@ static size_t cut_runs(struct ws *w, const int *order, double unit, uint64_t mas
         size_t k0 = 0;
         int *cpus = w->cpu_list;
 
+        /* the order's CPUs LLC by LLC (ws_init), or found by a scan for another order */
+        int o = order == h->order_smt_first ? 0 : order == h->order_cores_first ? 1 : -1;
+
         memset(w->set_level, 0, h->n_llcs ? h->n_llcs : 1); /* scratch: LLC seen */
         for (unsigned p = 0; p < h->n_online && k0 < m; p++) {
                 unsigned g = h->cores[h->cpu_core[order[p]]].llc, n = 0, c;
@@ -1351,8 +1383,11 @@ static size_t cut_runs(struct ws *w, const int *order, double unit, uint64_t mas
                 if (w->set_level[g])
                         continue;
                 w->set_level[g] = 1;
-                for (unsigned q = p; q < h->n_online; q++) { /* its free CPUs, in the wake order */
-                        int x = order[q];
+                /* its free CPUs, in the wake order (all of them come at p or later) */
+                const int *seq = o >= 0 ? w->llc_seq[o] + w->llc_seq_start[g] : order + p;
+                unsigned n_seq = o >= 0 ? w->llc_seq_start[g + 1] - w->llc_seq_start[g] : h->n_online - p;
+                for (unsigned q = 0; q < n_seq; q++) {
+                        int x = seq[q];
                         if (h->cores[h->cpu_core[x]].llc == g && !w->resv[x] && !(w->sib[x] >= 0 && w->resv[w->sib[x]] == 2) &&
                             (!mask || (cpu_in_nodes(h, mask, x) && cpu_empty(w, x))))
                                 cpus[n++] = x;
@@ -1626,11 +1661,13 @@ static void pack_set_balance(struct ws *w)
                 w->set_load[g] += d;
                 w->set_load2[g] += d * d;
                 w->set_tot[g] += d;
-                w->set_budget[g] = MIN(w->set_budget[g], vcpu_budget(w, i));
+                if (w->any_vcpu_budget) /* else every vCPU's is w->budget */
+                        w->set_budget[g] = MIN(w->set_budget[g], vcpu_budget(w, i));
                 w->set_tot2[g] += d * d;
         }
         memset(w->set_flat, 1, h->n_llcs);
         memset(w->set_free, 0, h->n_llcs * sizeof(unsigned));
+        unsigned n_open = 0; /* sets with a vCPU whose level is not known yet */
         for (unsigned c = 0; c < h->n_cpus; c++) {
                 if (!w->in_set[c])
                         continue;
@@ -1638,12 +1675,13 @@ static void pack_set_balance(struct ws *w)
                 if (w->ework[c] < EPS)
                         w->ework[c] = 0.0;
                 w->set_flat[g] &= w->ework[c] == 0.0;
-                w->set_free[g]++;
+                n_open += w->set_free[g]++ == 0;
         }
         /* In a flat set the level is the load over the CPUs without a large vCPU
          * (never none: a vCPU over load / n is less than the load); else it is
-         * computed again from the fixed loads after each large vCPU. */
-        for (size_t s = 0; s < w->nv; s++) {
+         * computed again from the fixed loads after each large vCPU.  Done when
+         * every set is. */
+        for (size_t s = 0; s < w->nv && n_open > 0; s++) {
                 size_t i = w->sorted[s];
                 int c = w->assign[i];
                 if (!in_pack_set(h, w->v[i].mode, w->boost[i], c))
@@ -1680,6 +1718,7 @@ static void pack_set_balance(struct ws *w)
                 }
                 w->set_done[g] = 1;
                 w->set_lambda[g] = lambda;
+                n_open--;
         }
         for (unsigned c = 0; c < h->n_cpus; c++) {
                 if (!w->in_set[c])
@@ -1803,7 +1842,7 @@ static void perf_floors(struct ws *w)
         bool any = false;
 
         memset(w->fdom_floor, 0, h->n_fdoms * sizeof(double));
-        for (size_t i = 0; i < w->nv; i++) {
+        for (size_t i = 0; i < w->nv && w->n_floor; i++) {
                 int c = w->assign[i];
                 if (!(w->floor[i] > 0.0) || !cpu_ok(h, c))
                         continue;
@@ -1840,12 +1879,13 @@ static double finalize(struct ws *w, struct em_breakdown *b)
 {
         const struct em_host *h = w->h;
         const struct energy_model *m = &h->model;
-        struct em_load l = { .cpu_work = w->ework, .cpu_vcpus = w->active, .cpu_max_latency_us = w->lat, .fdom_level = w->level };
+        struct em_load l = { .cpu_work = w->ework, .cpu_vcpus = w->active, .cpu_max_latency_us = w->lat, .fdom_level = w->level,
+                             .memo = w->cmemo };
         unsigned top = m->n_levels - 1;
 
         pack_set_balance(w);
         memset(w->cpu_boost, 0, h->n_cpus);
-        for (size_t i = 0; i < w->nv; i++)
+        for (size_t i = 0; i < w->nv && w->n_boost; i++)
                 if (w->boost[i] && w->assign[i] >= 0)
                         w->cpu_boost[w->assign[i]] = 1;
         for (unsigned c = 0; c < h->n_cpus; c++) {
@@ -2327,9 +2367,15 @@ static int map_previous(const struct ws *w, const struct plan *prev, int *out, i
         idx = malloc((n ? n : 1) * sizeof(unsigned));
         if (!idx)
                 return -ENOMEM;
-        for (unsigned j = 0; j < n; j++)
+        bool sorted = true;
+        for (unsigned j = 0; j < n; j++) {
                 idx[j] = j;
-        qsort_r(idx, n, sizeof(unsigned), cmp_key_idx, prev->vcpu_key);
+                sorted &= j == 0 || prev->vcpu_key[j - 1] <= prev->vcpu_key[j];
+        }
+        /* the plan's vCPUs come in key order from the daemon and the simulator: then the index is
+         * the identity, as the (stable) sort would leave it */
+        if (!sorted)
+                qsort_r(idx, n, sizeof(unsigned), cmp_key_idx, prev->vcpu_key);
         for (size_t i = 0; i < w->nv; i++) {
                 unsigned lo = 0, hi = n;
                 out[i] = -1;
@@ -2655,13 +2701,19 @@ static int plan_grow(struct pc *st)
                 return -ENOMEM;
         {
                 size_t np = 0;
+                /* cpu_overloaded() of each CPU once: nothing moves in this pass (0 unknown, 1 no, 2 yes) */
+                _cleanup_free_ uint8_t *ov = calloc(h->n_cpus, 1);
+                if (!ov)
+                        return -ENOMEM;
                 for (size_t s = 0; s < n_v; s++) {
                         unsigned i = w->sorted[s];
                         int c = w->assign[i];
                         if (v[i].mode == PLACE_EXCLUDE || c < 0)
                                 continue;
+                        if (w->wait[i] <= 0.0 && !ov[c])
+                                ov[c] = cpu_overloaded(w, c) ? 2 : 1;
                         /* also a vCPU outside its NUMA nodes (a binding new since the last plan) */
-                        if (w->wait[i] > 0.0 || cpu_overloaded(w, c) || !node_ok(w, i, c)) {
+                        if (w->wait[i] > 0.0 || ov[c] == 2 || !node_ok(w, i, c)) {
                                 st->grew = true;
                                 touch_core(w, st->touched, c);
                         }
