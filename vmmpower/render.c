@@ -657,11 +657,25 @@ static void node_list(uint64_t mask, char *buf, size_t size)
                 buf[0] = 0;
 }
 
+/* Online CPUs of LLC g. */
+static unsigned llc_cpus(const struct em_host *h, unsigned g)
+{
+        unsigned n = 0;
+
+        for (unsigned k = h->llcs[g].first; k < h->llcs[g].end; k++)
+                n += h->cores[k].n_threads;
+        return n;
+}
+
 /* Why pack set g has its size, in words (vmmpowerctl plan). */
-static void plan_set_reason(const struct daemon_view *d, const struct plan_set *ps, char *buf, size_t size)
+static void plan_set_reason(const struct daemon_view *d, unsigned g, const struct plan_set *ps, char *buf,
+                            size_t size)
 {
         if (d->cfg->profile)
                 snprintf(buf, size, "batch profile: its CPUs filled to HeadroomPercent %u%%", d->cfg->headroom_pct);
+        else if (ps->pwait > ps->budget && g < d->em->n_llcs && ps->cpus >= llc_cpus(d->em, g))
+                snprintf(buf, size, "over the budget with every CPU of its LLC: its load is more than the LLC "
+                         "carries within the budget, no plan can grow it");
         else if (ps->pwait > ps->budget)
                 snprintf(buf, size, "over the budget even at its level: grows at the next period");
         else if (ps->cpus > 1 && ps->pwait_less > ps->budget && ps->corr > 1.005)
@@ -690,7 +704,7 @@ static void render_plan_sets(const struct daemon_view *d, const struct plan *p, 
                 char why[192];
                 if (ps->cpus == 0)
                         continue;
-                plan_set_reason(d, ps, why, sizeof(why));
+                plan_set_reason(d, g, ps, why, sizeof(why));
                 if (json) {
                         strbuf_printf(out,
                                       "%s{\"llc\":%u,\"cpus\":%u,\"vcpus\":%u,\"demand\":%.4f,\"level\":%u,"

@@ -160,6 +160,73 @@ static void assert_json(const char *text, const char *key, const char *want)
 }
 
 /*
+ * vmmpowerctl plan's reason for a pack set's size: a set over its budget that already holds every
+ * CPU of its LLC says it cannot grow (it used to promise a grow at the next period that no plan
+ * could make), and a set within its budget does not say so.
+ */
+static void test_plan_set_reason(void **state)
+{
+        char path[512];
+        struct topology *t = NULL;
+        struct energy_model m;
+        struct em_host *h = NULL;
+        struct em_error err = {};
+        struct plan_policy pol;
+        struct plan_vcpu v[128];
+        struct plan *p = NULL;
+        struct vp_config cfg;
+        struct daemon_counters counters = { 0 };
+        struct plan_input in = { 0 };
+        struct daemon_view view;
+        struct strbuf sb;
+        static const char full[] = "over the budget with every CPU of its LLC";
+
+        (void) state;
+        assert_true(path_printf(path, sizeof(path), "%s/topology/xeon-spr-2s/sys", TEST_DATA_DIR) > 0);
+        assert_int_equal(topology_load(path, &t), 0);
+        assert_true(path_printf(path, sizeof(path), "%s/../../config/models/xeon-spr-2s.model", TEST_DATA_DIR) > 0);
+        if (energy_model_parse_file(path, &m, &err) < 0)
+                fail_msg("%s:%u: %s", err.file, err.line, err.message);
+        assert_int_equal(em_host_new(t, &m, &h), 0);
+        assert_int_equal(h->n_llcs, 2);
+        plan_policy_defaults(&pol); /* latency profile */
+        config_defaults(&cfg);
+        strbuf_init(&sb);
+        for (unsigned round = 0; round < 2; round++) {
+                /* round 0: 128 vCPUs of 0.24 (30.7 CPUs of demand on 32): every set whole and over its
+                 * budget; round 1: 8 of them, sets within it */
+                unsigned n = round ? 8 : 128, over_full = 0, sets = 0;
+                for (unsigned i = 0; i < n; i++)
+                        v[i] = (struct plan_vcpu) { .key = 1 + i, .vm = 1 + i, .util = 0.24, .cur_cpu = -1 };
+                assert_int_equal(plan_compute(h, &pol, v, n, NULL, 0, NULL, 0, &p), 0);
+                for (unsigned g = 0; g < p->n_llcs; g++) {
+                        sets += p->set[g].cpus > 0;
+                        over_full += p->set[g].cpus == 16 && p->set[g].pwait > p->set[g].budget;
+                }
+                view = (struct daemon_view) { .now = NSEC_PER_SEC, .cfg = &cfg, .topo = t, .em = h, .plan = p,
+                                              .plan_in = &in, .counters = &counters, .model_source = "" };
+                strbuf_reset(&sb);
+                render_plan(&view, false, &sb);
+                assert_false(sb.oom);
+                print_message("# %u vCPUs: %u sets, %u whole and over the budget\n", n, sets, over_full);
+                assert_true(sets > 0);
+                if (round == 0) {
+                        assert_int_equal(over_full, 2);
+                        assert_non_null(strstr(sb.data, full));
+                        assert_null(strstr(sb.data, "grows at the next period"));
+                } else {
+                        assert_int_equal(over_full, 0);
+                        assert_null(strstr(sb.data, full));
+                }
+                plan_free(p);
+                p = NULL;
+        }
+        strbuf_free(&sb);
+        em_host_free(h);
+        topology_free(t);
+}
+
+/*
  * The applier's and the libvirt source's statistics are kept by their threads
  * under their locks: daemon_view() copies them into the view, and render_status
  * and render_metrics print those copies (zeros, and "enabled":false, without
@@ -275,6 +342,7 @@ int main(void)
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_pack_set_gauges),
                 cmocka_unit_test(test_view_stats),
+                cmocka_unit_test(test_plan_set_reason),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
