@@ -132,6 +132,7 @@ struct em_host {
         struct em_group *llcs;   /* cores of each LLC */
         struct em_group *pkgs;   /* cores of each package (LLCs of a package are contiguous) */
         unsigned n_online;
+        /* the wake orders; in both, each LLC's CPUs are one run (placement.c cut_runs relies on it) */
         int *order_smt_first;    /* [n_online] CPUs: per package, LLC, core: thread 0, thread 1 */
         int *order_cores_first;  /* [n_online] per package, LLC: thread 0 of every core, then thread 1s */
         double *gapf;            /* [EM_GAPF_N][n_idle + _EM_DOMAIN_MAX] cached idle-gap fractions */

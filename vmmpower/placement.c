@@ -363,8 +363,6 @@ struct ws {
         bool prev_one_set;      /* the previous plan pinned the sets as one (a saturated host) */
         struct queue_memo *qmemo; /* the wait model's sums, for this plan only */
         struct em_core_memo *cmemo; /* the energy model's core evaluations, for this plan only */
-        int *llc_seq[2];        /* [n_online] the CPUs of order_smt_first [0] and order_cores_first [1], LLC by LLC */
-        unsigned *llc_seq_start; /* [n_llcs + 1] where each LLC's CPUs start in llc_seq[] */
         size_t n_reserved;      /* vCPUs in mode dedicated or spread (place_reserved) */
         size_t n_boost, n_floor; /* vCPUs boosted, with a performance floor (the hints) */
 };
@@ -373,9 +371,6 @@ static void ws_free(struct ws *w)
 {
         free(w->qmemo);
         em_core_memo_free(w->cmemo);
-        free(w->llc_seq[0]);
-        free(w->llc_seq[1]);
-        free(w->llc_seq_start);
         free(w->dem);
         free(w->wait);
         free(w->boost);
@@ -773,30 +768,12 @@ static int ws_init(struct ws *w, const struct em_host *h, const struct plan_poli
         w->seg = malloc((w->leaf0 + w->segn) * sizeof(double));
         w->cpu_pos = malloc(n * sizeof(int));
         w->cmemo = em_core_memo_new(0);
-        w->llc_seq[0] = malloc((h->n_online ? h->n_online : 1) * sizeof(int));
-        w->llc_seq[1] = malloc((h->n_online ? h->n_online : 1) * sizeof(int));
-        w->llc_seq_start = calloc(h->n_llcs + 1, sizeof(unsigned));
-        if (!w->cmemo || !w->llc_seq[0] || !w->llc_seq[1] || !w->llc_seq_start || !w->work2 || !w->base_work2 || !w->dem || !w->wait || !w->boost || !w->floor || !w->fdom_floor || !w->sorted || !w->assign || !w->sib || !w->work || !w->base_work || !w->nvc ||
+        if (!w->cmemo || !w->work2 || !w->base_work2 || !w->dem || !w->wait || !w->boost || !w->floor || !w->fdom_floor || !w->sorted || !w->assign || !w->sib || !w->work || !w->base_work || !w->nvc ||
             !w->base_nvc || !w->resv || !w->cpu_boost || !w->in_set || !w->set_level || !w->set_load || !w->large || !w->cpu_large ||
             !w->set_lambda || !w->set_done || !w->set_flat || !w->set_free || !w->ework || !w->fixed || !w->active || !w->lat || !w->level || !w->fdom_start ||
             !w->fdom_cores || !w->spread_cores || !w->seg || !w->cpu_pos)
                 return -ENOMEM;
 
-        /* each wake order's CPUs grouped by LLC, in the order (cut_runs) */
-        for (unsigned p = 0; p < h->n_online; p++)
-                w->llc_seq_start[h->cores[h->cpu_core[h->order_smt_first[p]]].llc + 1]++;
-        for (unsigned g = 0; g < h->n_llcs; g++)
-                w->llc_seq_start[g + 1] += w->llc_seq_start[g];
-        for (unsigned o = 0; o < 2; o++) {
-                const int *order = o ? h->order_cores_first : h->order_smt_first;
-                _cleanup_free_ unsigned *fill = calloc(h->n_llcs ? h->n_llcs : 1, sizeof(unsigned));
-                if (!fill)
-                        return -ENOMEM;
-                for (unsigned p = 0; p < h->n_online; p++) {
-                        unsigned g = h->cores[h->cpu_core[order[p]]].llc;
-                        w->llc_seq[o][w->llc_seq_start[g] + fill[g]++] = order[p];
-                }
-        }
         for (unsigned c = 0; c < n; c++) {
                 int k = h->cpu_core[c];
                 w->sib[c] = -1;
@@ -1373,9 +1350,6 @@ static size_t cut_runs(struct ws *w, const int *order, double unit, uint64_t mas
         size_t k0 = 0;
         int *cpus = w->cpu_list;
 
-        /* the order's CPUs LLC by LLC (ws_init), or found by a scan for another order */
-        int o = order == h->order_smt_first ? 0 : order == h->order_cores_first ? 1 : -1;
-
         memset(w->set_level, 0, h->n_llcs ? h->n_llcs : 1); /* scratch: LLC seen */
         for (unsigned p = 0; p < h->n_online && k0 < m; p++) {
                 unsigned g = h->cores[h->cpu_core[order[p]]].llc, n = 0, c;
@@ -1383,12 +1357,11 @@ static size_t cut_runs(struct ws *w, const int *order, double unit, uint64_t mas
                 if (w->set_level[g])
                         continue;
                 w->set_level[g] = 1;
-                /* its free CPUs, in the wake order (all of them come at p or later) */
-                const int *seq = o >= 0 ? w->llc_seq[o] + w->llc_seq_start[g] : order + p;
-                unsigned n_seq = o >= 0 ? w->llc_seq_start[g + 1] - w->llc_seq_start[g] : h->n_online - p;
-                for (unsigned q = 0; q < n_seq; q++) {
-                        int x = seq[q];
-                        if (h->cores[h->cpu_core[x]].llc == g && !w->resv[x] && !(w->sib[x] >= 0 && w->resv[w->sib[x]] == 2) &&
+                /* its free CPUs, in the wake order: a wake order holds each LLC's CPUs in one run
+                 * (energy_model.h), which starts at p */
+                for (unsigned q = p; q < h->n_online && h->cores[h->cpu_core[order[q]]].llc == g; q++) {
+                        int x = order[q];
+                        if (!w->resv[x] && !(w->sib[x] >= 0 && w->resv[w->sib[x]] == 2) &&
                             (!mask || (cpu_in_nodes(h, mask, x) && cpu_empty(w, x))))
                                 cpus[n++] = x;
                 }

@@ -838,6 +838,47 @@ static void test_core_memo(void **state)
         topology_free(t);
 }
 
+/*
+ * The wake orders hold each LLC's CPUs in one run, and every online CPU once (the planner's
+ * cut_runs() takes an LLC's CPUs as the run from its first one), on every fixture, the
+ * two-socket SPR among them.
+ */
+static void test_wake_orders_llc_runs(void **state)
+{
+        static const char *const fixtures[] = { "debian-2cpu-haltpoll", "firecracker-2cpu-noidle", "epyc-genoa-1s",
+                                                "xeon-spr-2s" };
+
+        (void) state;
+        for (unsigned f = 0; f < ELEMENTSOF(fixtures); f++) {
+                struct topology *t = load_topology(fixtures[f]);
+                struct energy_model m;
+                struct em_host *h = NULL;
+                assert_int_equal(energy_model_from_topology(t, &m), 0);
+                assert_int_equal(em_host_new(t, &m, &h), 0);
+                for (unsigned o = 0; o < 2; o++) {
+                        const int *order = o ? h->order_cores_first : h->order_smt_first;
+                        uint8_t done[4096] = { 0 }, seen[4096] = { 0 };
+                        unsigned runs = 0;
+                        assert_true(h->n_llcs <= 4096 && h->n_cpus <= 4096);
+                        for (unsigned p = 0; p < h->n_online; p++) {
+                                unsigned g = h->cores[h->cpu_core[order[p]]].llc;
+                                assert_false(seen[order[p]]);
+                                seen[order[p]] = 1;
+                                if (p == 0 || h->cores[h->cpu_core[order[p - 1]]].llc != g) {
+                                        assert_false(done[g]); /* an LLC met again after another: two runs */
+                                        done[g] = 1;
+                                        runs++;
+                                }
+                        }
+                        assert_int_equal(runs, h->n_llcs);
+                }
+                print_message("# %s: %u CPUs, %u LLCs, one run each in both orders\n", fixtures[f], h->n_online,
+                              h->n_llcs);
+                em_host_free(h);
+                topology_free(t);
+        }
+}
+
 /* SMT contention: the core's busy time for two threads' work (smt_core_busy). */
 static void test_smt_core_busy(void **state)
 {
@@ -884,6 +925,7 @@ int main(void)
                 cmocka_unit_test(test_power_wake),
                 cmocka_unit_test(test_smt_core_busy),
                 cmocka_unit_test(test_core_memo),
+                cmocka_unit_test(test_wake_orders_llc_runs),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

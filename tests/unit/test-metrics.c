@@ -51,13 +51,26 @@ static void assert_close(double got, double want)
                 fail_msg("%.9g != %.9g", got, want);
 }
 
-static void test_pack_set_gauges(void **state)
+/* The xeon-spr-2s fixture with the shipped model of that host. */
+static void load_spr(struct topology **t, struct em_host **h)
 {
-        char path[512], key[128];
-        struct topology *t = NULL;
-        struct em_host *h = NULL;
+        char path[512];
         struct energy_model m;
         struct em_error err = {};
+
+        assert_true(path_printf(path, sizeof(path), "%s/topology/xeon-spr-2s/sys", TEST_DATA_DIR) > 0);
+        assert_int_equal(topology_load(path, t), 0);
+        assert_true(path_printf(path, sizeof(path), "%s/../../config/models/xeon-spr-2s.model", TEST_DATA_DIR) > 0);
+        if (energy_model_parse_file(path, &m, &err) < 0)
+                fail_msg("%s:%u: %s", err.file, err.line, err.message);
+        assert_int_equal(em_host_new(*t, &m, h), 0);
+}
+
+static void test_pack_set_gauges(void **state)
+{
+        char key[128];
+        struct topology *t = NULL;
+        struct em_host *h = NULL;
         struct plan_policy pol;
         struct plan_vcpu v[48];
         struct plan *p0 = NULL, *p1 = NULL;
@@ -65,12 +78,7 @@ static void test_pack_set_gauges(void **state)
         unsigned predicted = 0, measured = 0;
 
         (void) state;
-        assert_true(path_printf(path, sizeof(path), "%s/topology/xeon-spr-2s/sys", TEST_DATA_DIR) > 0);
-        assert_int_equal(topology_load(path, &t), 0);
-        assert_true(path_printf(path, sizeof(path), "%s/../../config/models/xeon-spr-2s.model", TEST_DATA_DIR) > 0);
-        if (energy_model_parse_file(path, &m, &err) < 0)
-                fail_msg("%s:%u: %s", err.file, err.line, err.message);
-        assert_int_equal(em_host_new(t, &m, &h), 0);
+        load_spr(&t, &h);
         plan_policy_defaults(&pol); /* latency profile */
 
         /* no plan, and a plan without sets: no pack-set series at all */
@@ -166,11 +174,8 @@ static void assert_json(const char *text, const char *key, const char *want)
  */
 static void test_plan_set_reason(void **state)
 {
-        char path[512];
         struct topology *t = NULL;
-        struct energy_model m;
         struct em_host *h = NULL;
-        struct em_error err = {};
         struct plan_policy pol;
         struct plan_vcpu v[128];
         struct plan *p = NULL;
@@ -182,12 +187,7 @@ static void test_plan_set_reason(void **state)
         static const char full[] = "over the budget with every CPU of its LLC";
 
         (void) state;
-        assert_true(path_printf(path, sizeof(path), "%s/topology/xeon-spr-2s/sys", TEST_DATA_DIR) > 0);
-        assert_int_equal(topology_load(path, &t), 0);
-        assert_true(path_printf(path, sizeof(path), "%s/../../config/models/xeon-spr-2s.model", TEST_DATA_DIR) > 0);
-        if (energy_model_parse_file(path, &m, &err) < 0)
-                fail_msg("%s:%u: %s", err.file, err.line, err.message);
-        assert_int_equal(em_host_new(t, &m, &h), 0);
+        load_spr(&t, &h);
         assert_int_equal(h->n_llcs, 2);
         plan_policy_defaults(&pol); /* latency profile */
         config_defaults(&cfg);
