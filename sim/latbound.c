@@ -6,12 +6,24 @@
  *
  * Terms: W the interval's total demand (top-level CPUs), C_L / 1024 one CPU's capacity at level L,
  * A_L = W / (C_L / 1024) the offered load in CPUs of level L, c a pack set's size in CPUs, ε the
- * budget (share of the wake-ups allowed to find every CPU of their set busy).
+ * budget (share of the wake-ups allowed to find every CPU of their set busy), g SmtGain (a core's
+ * capacity with both threads busy, in threads), U(S) a set S's capacity in threads: 1 for each
+ * core with one thread in S, g for each core with both.
+ *
+ * The prediction: the set's c threads are c servers of the mean capacity U(S) / c of a thread's,
+ * so P = ErlangC(c, A_L c / U(S)).  Where both threads of a core are in the set, they are two
+ * servers of g / 2 of a thread each, as the planner's wait model has them (placement.c L1): run
+ * through the burst simulation, which slows a core's two busy threads to g / 2 each, a set sized
+ * with every thread a whole server queued 37% of its wake-ups against the 1% it was sized for
+ * (Genoa 2:1, pl-20110303, 2 ms; 0.76% with U(S); docs/simulator.md §5).  The mean over the
+ * set's cores is the optimistic side of the planner's (which takes g / 2 for every thread of an
+ * SMT-first set): a bound may not ask more of a placement than the planner does.
  *
  * Steps, per level L:
- *  1. c_L = the least c with ErlangC(c, A_L) <= ε (sim_erlang_servers()); none when c_L > the
- *     online CPUs: the level cannot meet the budget.
- *  2. for every size c from c_L to all online CPUs, and for two orders of the CPUs (SMT-first:
+ *  1. c_L = the least c with ErlangC(c, A_L) <= ε (sim_erlang_servers(); U(S) <= c, so no smaller
+ *     set meets the budget); none when c_L > the online CPUs: the level cannot meet the budget.
+ *  2. for every size c from c_L to all online CPUs whose set meets the budget with U(S), and for
+ *     two orders of the CPUs (SMT-first:
  *     both threads of a core before the next core; cores-first: thread 0 of every core of an LLC
  *     before any sibling), the set = the first c CPUs of the order, each carrying W / c (the
  *     water level: a work-conserving set, as the simulator evaluates vmmpower's pack sets), level
@@ -82,6 +94,39 @@ static double placed_power(const struct em_host *h, unsigned L, double *work, ui
         return p;
 }
 
+/*
+ * units[j] = U(the first j CPUs of order), j = 0 .. n_online: the set's capacity in threads (1 for
+ * a core with one of them, SmtGain for a core with two or more).  A run of the order inside one
+ * LLC (a core's threads are in one LLC) has U = units[end] - units[start].
+ */
+static void order_units(const struct em_host *h, const int *order, double *units, uint8_t *seen)
+{
+        double g = h->model.smt_gain_permille / 1000.0;
+
+        memset(seen, 0, h->n_cores);
+        units[0] = 0;
+        for (unsigned j = 0; j < h->n_online; j++) {
+                unsigned k = h->cpu_core[order[j]], n = ++seen[k];
+                units[j + 1] = units[j] + (n == 1 ? 1.0 : n == 2 ? g - 1.0 : 0.0);
+        }
+}
+
+/* Does a set of c CPUs with capacity u threads carry offered load a (CPUs of the level) within budget? */
+static bool set_meets(unsigned c, double u, double a, double budget)
+{
+        return c > 0 && u > 0 && sim_erlang_c(c, a * (double) c / u) <= budget;
+}
+
+/* The least c in [from, len] whose run units[start .. start + c] meets budget with load a; len + 1 when none. */
+static unsigned run_servers(const double *units, unsigned start, unsigned len, unsigned from, double a,
+                            double budget)
+{
+        for (unsigned c = from ? from : 1; c <= len; c++)
+                if (set_meets(c, units[start + c] - units[start], a, budget))
+                        return c;
+        return len + 1;
+}
+
 /* Power of W spread evenly on the first c CPUs of order at level L (NAN: not a placement of the bound). */
 static double set_power(const struct em_host *h, const int *order, unsigned c, unsigned L, double W, double *work,
                         uint8_t *lvl, const uint8_t *zero, const uint32_t *lat)
@@ -100,20 +145,40 @@ static double set_power(const struct em_host *h, const int *order, unsigned c, u
         return placed_power(h, L, work, lvl, zero, lat);
 }
 
+/* Record the one set of the first c CPUs of order, W spread evenly at level L, as a placement (ret_pl). */
+static void record_set(const struct em_host *h, const int *order, unsigned c, unsigned L, double W,
+                       struct sim_ref_placement *pl)
+{
+        memset(pl->in_set, 0, h->n_cpus);
+        for (unsigned g = 0; g < h->n_llcs; g++)
+                pl->llc_w[g] = 0.0;
+        pl->level = L;
+        for (unsigned j = 0; j < c; j++) {
+                pl->in_set[order[j]] = 1;
+                pl->llc_w[h->cores[h->cpu_core[order[j]]].llc] += W / c;
+        }
+}
+
 int sim_latency_bound_mw(const struct em_host *h, const double *demand, unsigned nv, double budget, double *ret_mw,
-                         unsigned *ret_cpus)
+                         unsigned *ret_cpus, struct sim_ref_placement *ret_pl)
 {
         const struct energy_model *m = &h->model;
         _cleanup_free_ double *work = calloc(h->n_cpus, sizeof(double));
         _cleanup_free_ uint8_t *zero = calloc(h->n_cpus, 1);
         _cleanup_free_ uint32_t *lat = calloc(h->n_cpus, sizeof(uint32_t));
         _cleanup_free_ uint8_t *lvl = calloc(h->n_fdoms, 1);
+        _cleanup_free_ double *units = calloc(2 * (h->n_online + 1), sizeof(double));
+        _cleanup_free_ uint8_t *seen = calloc(h->n_cores ? h->n_cores : 1, 1);
         const int *orders[2] = { h->order_smt_first, h->order_cores_first };
         double W = 0, dmax = 0, best = INFINITY;
-        unsigned best_c = 0;
+        unsigned best_c = 0, best_L = 0, best_o = 0;
 
-        if (!work || !zero || !lat || !lvl)
+        if (!work || !zero || !lat || !lvl || !units || !seen)
                 return -ENOMEM;
+        if (ret_pl) /* no set until one is found */
+                record_set(h, orders[0], 0, 0, 0.0, ret_pl);
+        for (unsigned o = 0; o < 2; o++)
+                order_units(h, orders[o], units + o * (h->n_online + 1), seen);
         for (unsigned c = 0; c < h->n_cpus; c++)
                 lat[c] = EM_LATENCY_ANY;
         for (unsigned i = 0; i < nv; i++) {
@@ -134,13 +199,19 @@ int sim_latency_bound_mw(const struct em_host *h, const double *demand, unsigned
                 unsigned c0 = sim_erlang_servers(W / cap, budget, h->n_online);
                 for (unsigned c = c0; c <= h->n_online; c++)
                         for (unsigned o = 0; o < 2; o++) {
+                                if (!set_meets(c, units[o * (h->n_online + 1) + c], W / cap, budget))
+                                        continue;
                                 double p = set_power(h, orders[o], c, L, W, work, lvl, zero, lat);
                                 if (p < best) {
                                         best = p;
                                         best_c = c;
+                                        best_L = L;
+                                        best_o = o;
                                 }
                         }
         }
+        if (ret_pl && isfinite(best))
+                record_set(h, orders[best_o], best_c, best_L, W, ret_pl);
         if (ret_cpus)
                 *ret_cpus = best_c;
         *ret_mw = best;
@@ -149,14 +220,14 @@ int sim_latency_bound_mw(const struct em_host *h, const double *demand, unsigned
 
 /* ---- the same with sets that stay within an LLC ---- */
 
-/* The largest offered load (CPUs) n servers carry with sim_erlang_c() <= budget (bisection). */
-static double erlang_max_load(unsigned n, double budget)
+/* The largest offered load (CPUs) n servers of capacity u threads in all carry within budget (bisection). */
+static double erlang_max_load(unsigned n, double u, double budget)
 {
-        double lo = 0, hi = n;
+        double lo = 0, hi = u;
 
         for (int it = 0; it < 60; it++) {
                 double mid = (lo + hi) / 2;
-                if (sim_erlang_c(n, mid) <= budget)
+                if (set_meets(n, u, mid, budget))
                         lo = mid;
                 else
                         hi = mid;
@@ -218,6 +289,33 @@ static void record_placement(const struct em_host *h, const int *order, const un
         }
 }
 
+double sim_ref_placement_mw(const struct em_host *h, const struct sim_ref_placement *pl, unsigned nv, double W)
+{
+        _cleanup_free_ double *work = calloc(h->n_cpus, sizeof(double));
+        _cleanup_free_ uint8_t *cnt = calloc(h->n_cpus, 1);
+        _cleanup_free_ uint32_t *lat = calloc(h->n_cpus, sizeof(uint32_t));
+        _cleanup_free_ uint8_t *lvl = calloc(h->n_fdoms ? h->n_fdoms : 1, 1);
+        _cleanup_free_ unsigned *per = calloc(h->n_llcs ? h->n_llcs : 1, sizeof(unsigned));
+
+        if (!work || !cnt || !lat || !lvl || !per)
+                return NAN;
+        for (unsigned c = 0; c < h->n_cpus; c++) {
+                lat[c] = EM_LATENCY_ANY;
+                per[h->cores[h->cpu_core[c]].llc] += pl->in_set[c];
+        }
+        for (unsigned c = 0; c < h->n_cpus; c++) {
+                if (!pl->in_set[c])
+                        continue;
+                double x = pl->llc_w[h->cores[h->cpu_core[c]].llc] / per[h->cores[h->cpu_core[c]].llc];
+                double n = W > 0 ? nv * x / W : 0;
+                work[c] = x;
+                cnt[c] = (uint8_t) (n < 1.0 ? 1.0 : n > 255.0 ? 255.0 : floor(n + 0.5));
+                lvl[h->cpu_fdom[c]] = (uint8_t) pl->level;
+        }
+        struct em_load l = { .cpu_work = work, .cpu_vcpus = cnt, .cpu_max_latency_us = lat, .fdom_level = lvl };
+        return em_host_power(h, &l, NULL);
+}
+
 void sim_ref_homes(const struct em_host *h, const struct sim_ref_placement *pl, const double *demand, unsigned nv,
                    int *home)
 {
@@ -276,11 +374,13 @@ int sim_latency_bound_llc_mw(const struct em_host *h, const double *demand, unsi
         _cleanup_free_ unsigned *seg_len = calloc(h->n_online + 1, sizeof(unsigned));
         _cleanup_free_ unsigned *c = calloc(h->n_online + 1, sizeof(unsigned));
         _cleanup_free_ double *w = calloc(h->n_online + 1, sizeof(double));
+        _cleanup_free_ double *units = calloc(h->n_online + 1, sizeof(double));
+        _cleanup_free_ uint8_t *seen = calloc(h->n_cores ? h->n_cores : 1, 1);
         const int *orders[2] = { h->order_smt_first, h->order_cores_first };
         double W = 0, dmax = 0, best = INFINITY;
         unsigned best_c = 0;
 
-        if (!work || !cnt || !lat || !lvl || !seg_start || !seg_len || !c || !w)
+        if (!work || !cnt || !lat || !lvl || !seg_start || !seg_len || !c || !w || !units || !seen)
                 return -ENOMEM;
         for (unsigned k = 0; k < h->n_cpus; k++)
                 lat[k] = EM_LATENCY_ANY;
@@ -288,17 +388,13 @@ int sim_latency_bound_llc_mw(const struct em_host *h, const double *demand, unsi
                 W += demand[i] > 0 ? demand[i] : 0;
                 dmax = fmax(dmax, demand[i]);
         }
-        if (W <= 0) {
-                if (ret_pl) { /* no set: nothing to place */
-                        memset(ret_pl->in_set, 0, h->n_cpus);
-                        for (unsigned g = 0; g < h->n_llcs; g++)
-                                ret_pl->llc_w[g] = 0.0;
-                }
-                return sim_latency_bound_mw(h, demand, nv, budget, ret_mw, ret_cpus);
-        }
+        if (W <= 0) /* nothing to place: no set */
+                return sim_latency_bound_mw(h, demand, nv, budget, ret_mw, ret_cpus, ret_pl);
         for (unsigned o = 0; o < 2; o++) {
                 const int *order = orders[o];
                 unsigned n_seg = 0;
+
+                order_units(h, order, units, seen);
 
                 /* the order's LLC segments (an order runs LLC by LLC) */
                 for (unsigned j = 0; j < h->n_online; j++) {
@@ -320,9 +416,13 @@ int sim_latency_bound_llc_mw(const struct em_host *h, const double *demand, unsi
                         memset(c, 0, n_seg * sizeof(*c));
                         memset(w, 0, n_seg * sizeof(*w));
                         for (unsigned s = 0; s < n_seg && rest > 1e-12; s++) {
-                                double amax = erlang_max_load(seg_len[s], budget);
+                                unsigned st = seg_start[s], n = seg_len[s];
+                                double amax = erlang_max_load(n, units[st + n] - units[st], budget);
                                 if (rest <= amax) {
-                                        c[s] = sim_erlang_servers(rest, budget, seg_len[s]);
+                                        c[s] = run_servers(units, st, n, sim_erlang_servers(rest, budget, n), rest,
+                                                           budget);
+                                        if (c[s] > n) /* (at the bisection's edge) */
+                                                c[s] = n;
                                         w[s] = rest * cap;
                                         rest = 0;
                                         last = s;
@@ -335,7 +435,10 @@ int sim_latency_bound_llc_mw(const struct em_host *h, const double *demand, unsi
                         }
                         if (rest <= 1e-12) {
                                 unsigned c_last = c[last];
+                                unsigned st = seg_start[last];
                                 for (unsigned k = c_last; k <= seg_len[last]; k++) {
+                                        if (!set_meets(k, units[st + k] - units[st], w[last] / cap, budget))
+                                                continue;
                                         c[last] = k;
                                         double p = llc_sets_power(h, order, seg_start, n_seg, c, w, L, nv, W, work,
                                                                   lvl, cnt, lat);
@@ -356,6 +459,12 @@ int sim_latency_bound_llc_mw(const struct em_host *h, const double *demand, unsi
                                 if (cmin > n_min)
                                         continue;
                                 for (unsigned cc = cmin; cc <= n_min; cc++) {
+                                        bool meets = true;
+                                        for (unsigned s = 0; s < k && meets; s++)
+                                                meets = set_meets(cc, units[seg_start[s] + cc] - units[seg_start[s]],
+                                                                  a, budget);
+                                        if (!meets)
+                                                continue;
                                         memset(c, 0, n_seg * sizeof(*c));
                                         memset(w, 0, n_seg * sizeof(*w));
                                         for (unsigned s = 0; s < k; s++) {

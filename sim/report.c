@@ -74,17 +74,20 @@ void sim_print_table(const struct sim_result *r, FILE *f)
                    "%.1f%% of B0, mean sets %.1f CPUs in all; %u intervals where none meets it",
                 r->p[SIM_B0].energy_j > 0 ? 100.0 * r->latbound_llc_j / r->p[SIM_B0].energy_j : 0.0,
                 r->latbound_llc_cpus, r->latbound_llc_infeasible);
-        for (unsigned j = 0; j < SIM_N_REF; j++) {
-                const struct sim_ref_result *x = &r->ref[j];
-                if (x->windows == 0)
-                        continue;
-                fprintf(f, "\nlat-bound per LLC at %.2f%%, placed (--check-reference, %u windows; %u intervals without "
-                           "a placement): %.1f%% of B0; %.2f%% of its wake-ups queued, wait p50 %.1f us, p99 %.1f us",
-                        100.0 * x->budget, x->windows, x->infeasible,
-                        r->p[SIM_B0].energy_j > 0 ? 100.0 * x->energy_j / r->p[SIM_B0].energy_j : 0.0,
-                        x->wakeups ? 100.0 * (double) x->queued_wakeups / (double) x->wakeups : 0.0,
-                        wait_hist_percentile(&x->hist, 0.50) / 1e3, wait_hist_percentile(&x->hist, 0.99) / 1e3);
-        }
+        for (unsigned o = 0; o < 2; o++)
+                for (unsigned j = 0; j < SIM_N_REF; j++) {
+                        const struct sim_ref_result *x = o ? &r->ref_one[j] : &r->ref[j];
+                        if (x->windows == 0)
+                                continue;
+                        fprintf(f, "\n%s at %.2f%%, placed (--check-reference, %u windows; %u intervals without "
+                                   "a placement): %.1f%% of B0; %.2f%% of its wake-ups queued, wait p50 %.1f us, "
+                                   "p99 %.1f us",
+                                o ? "lat-bound (one set)" : "lat-bound per LLC", 100.0 * x->budget, x->windows,
+                                x->infeasible,
+                                r->p[SIM_B0].energy_j > 0 ? 100.0 * x->energy_j / r->p[SIM_B0].energy_j : 0.0,
+                                x->wakeups ? 100.0 * (double) x->queued_wakeups / (double) x->wakeups : 0.0,
+                                wait_hist_percentile(&x->hist, 0.50) / 1e3, wait_hist_percentile(&x->hist, 0.99) / 1e3);
+                }
         fprintf(f, "\nundelivered work: %s at %.0f mW per CPU (the top level's busy power over the shallowest idle "
                    "state's, with its share of the platform's busy power, over the PSU efficiency); charged kWh:",
                 r->free_undelivered ? "not charged (--free-undelivered), would be" : "charged in kWh",
@@ -102,14 +105,14 @@ void sim_write_csv(const struct sim_result *r, const char *label, bool header, F
                 fprintf(f, "run,policy,vms,vcpus,cpus,vcpu_hours,energy_kwh,rel_b0,gap_closed,vs_fluid,"
                            "wait_p50_us,wait_p99_us,wait_p999_us,wakeups,deep_wakeups,deep_share,"
                            "migrations_per_vcpu_hour,decide_cpu_s,overload_cpu_s,grows,shrinks,"
-                           "moves_per_vcpu_hour,undelivered_share,queued_wakeups,queued_share,undelivered_kwh\n");
+                           "moves_per_vcpu_hour,undelivered_share,queued_wakeups,queued_share,undelivered_kwh,no_placement\n");
         for (int p = 0; p < _SIM_POLICY_MAX; p++) {
                 const struct sim_policy_result *x = &r->p[p];
                 fprintf(f, "%s,%s,%u,%u,%u,%.3f,%.6f,%.6f,%.6f,%.6f,", label, sim_policy_name(p), r->n_vms, r->n_vcpus,
                         r->n_cpus, r->vcpu_hours, kwh(r, p), x->energy_j / r->p[SIM_B0].energy_j, gap_closed(r, p),
                         x->energy_j / r->p[SIM_FLUID].energy_j - 1);
                 if (runs(p))
-                        fprintf(f, "%.3f,%.3f,%.3f,%llu,%llu,%.6f,%.4f,%.6f,%.3f,%llu,%llu,%.4f,%.6f,%llu,%.6f,%.6f\n",
+                        fprintf(f, "%.3f,%.3f,%.3f,%llu,%llu,%.6f,%.4f,%.6f,%.3f,%llu,%llu,%.4f,%.6f,%llu,%.6f,%.6f,\n",
                                 wait_hist_percentile(&x->hist, 0.50) / 1e3, wait_hist_percentile(&x->hist, 0.99) / 1e3,
                                 wait_hist_percentile(&x->hist, 0.999) / 1e3, (unsigned long long) x->wakeups,
                                 (unsigned long long) x->deep_wakeups,
@@ -121,32 +124,39 @@ void sim_write_csv(const struct sim_result *r, const char *label, bool header, F
                                 (unsigned long long) x->queued_wakeups,
                                 x->wakeups ? (double) x->queued_wakeups / x->wakeups : 0.0, x->undelivered_j / 3.6e6);
                 else
-                        fprintf(f, ",,,,,,,,,,,,,,,\n");
+                        fprintf(f, ",,,,,,,,,,,,,,,,\n");
         }
         /* the per-LLC reference (not a policy, not a bound): energy and its share of B0's; with
          * --check-reference also its placements' waits and queued wake-ups in the burst simulation,
-         * and the same at the smaller budgets (rows lat-bound-llc@BUDGET%) */
+         * and the same at the smaller budgets (rows lat-bound-llc@BUDGET%); then the lat-bound's
+         * one set placed the same way (rows lat-bound-set, lat-bound-set@BUDGET%) */
         double b0 = r->p[SIM_B0].energy_j, fl = r->p[SIM_FLUID].energy_j;
-        for (unsigned j = 0; j < SIM_N_REF; j++) {
-                const struct sim_ref_result *x = &r->ref[j];
-                double ej = j == 0 ? r->latbound_llc_j : x->energy_j;
+        for (unsigned j = 0; j < 2 * SIM_N_REF; j++) {
+                bool one = j >= SIM_N_REF;
+                unsigned jj = one ? j - SIM_N_REF : j;
+                const struct sim_ref_result *x = one ? &r->ref_one[jj] : &r->ref[jj];
+                double ej = jj > 0 || one ? x->energy_j : r->latbound_llc_j;
+                const char *base = one ? "lat-bound-set" : "lat-bound-llc";
                 char name[48];
-                if (j > 0 && x->windows == 0 && x->infeasible == 0)
+                if ((one || jj > 0) && x->windows == 0 && x->infeasible == 0)
                         break; /* no --check-reference */
-                if (j == 0)
-                        snprintf(name, sizeof(name), "lat-bound-llc");
+                if (jj == 0)
+                        snprintf(name, sizeof(name), "%s", base);
                 else
-                        snprintf(name, sizeof(name), "lat-bound-llc@%g%%", 100.0 * x->budget);
+                        snprintf(name, sizeof(name), "%s@%g%%", base, 100.0 * x->budget);
                 fprintf(f, "%s,%s,%u,%u,%u,%.3f,%.6f,%.6f,%.6f,%.6f,", label, name, r->n_vms, r->n_vcpus, r->n_cpus,
                         r->vcpu_hours, ej / 3.6e6, b0 > 0 ? ej / b0 : NAN, b0 - fl > 0 ? (b0 - ej) / (b0 - fl) : NAN,
                         fl > 0 ? ej / fl - 1 : NAN);
+                /* no_placement: its intervals without a placement (the fluid bound counted in its energy) */
+                unsigned none = jj > 0 ? x->infeasible : one ? r->latbound_infeasible : r->latbound_llc_infeasible;
                 if (x->windows > 0)
-                        fprintf(f, "%.3f,%.3f,%.3f,%llu,,,,,,,,,,%llu,%.6f,\n", wait_hist_percentile(&x->hist, 0.50) / 1e3,
-                                wait_hist_percentile(&x->hist, 0.99) / 1e3, wait_hist_percentile(&x->hist, 0.999) / 1e3,
-                                (unsigned long long) x->wakeups, (unsigned long long) x->queued_wakeups,
-                                x->wakeups ? (double) x->queued_wakeups / x->wakeups : 0.0);
+                        fprintf(f, "%.3f,%.3f,%.3f,%llu,,,,,,,,,,%llu,%.6f,,%u\n",
+                                wait_hist_percentile(&x->hist, 0.50) / 1e3, wait_hist_percentile(&x->hist, 0.99) / 1e3,
+                                wait_hist_percentile(&x->hist, 0.999) / 1e3, (unsigned long long) x->wakeups,
+                                (unsigned long long) x->queued_wakeups,
+                                x->wakeups ? (double) x->queued_wakeups / x->wakeups : 0.0, none);
                 else
-                        fprintf(f, ",,,,,,,,,,,,,,,\n");
+                        fprintf(f, ",,,,,,,,,,,,,,,,%u\n", none);
         }
 }
 

@@ -1463,7 +1463,7 @@ int sim_run(const struct sim_host *host, const struct sim_trace *tr, const struc
         {
                 static const double frac[SIM_N_REF] = SIM_REF_FRACTIONS;
                 for (unsigned j = 0; j < SIM_N_REF; j++)
-                        res->ref[j].budget = cfg->queue_budget * frac[j];
+                        res->ref[j].budget = res->ref_one[j].budget = cfg->queue_budget * frac[j];
         }
         R.window_ns = cfg->window_ns > 0 ? (double) cfg->window_ns : fmax(1e9, 50 * cfg->burst.mean_ns);
         if (R.window_ns > (double) cfg->step_ns)
@@ -1532,9 +1532,43 @@ int sim_run(const struct sim_host *host, const struct sim_trace *tr, const struc
                 if (r < 0)
                         goto out;
                 unsigned lb_cpus = 0;
-                r = sim_latency_bound_mw(h, R.demand, R.nv, cfg->queue_budget, &bound_mw[2], &lb_cpus);
+                r = sim_latency_bound_mw(h, R.demand, R.nv, cfg->queue_budget, &bound_mw[2], &lb_cpus,
+                                         cfg->check_reference ? &ref_pl : NULL);
                 if (r < 0)
                         goto out;
+                /* --check-reference: the bound's set at each budget, its placement simulated and
+                 * charged as a placement of the run's vCPUs */
+                for (unsigned j = 0; cfg->check_reference && j < SIM_N_REF; j++) {
+                        struct sim_ref_result *rr = &res->ref_one[j];
+                        double mw = bound_mw[2], W = 0;
+                        int ok = r;
+                        if (j > 0) {
+                                ok = sim_latency_bound_mw(h, R.demand, R.nv, rr->budget, &mw, NULL, &ref_pl);
+                                if (ok < 0) {
+                                        r = ok;
+                                        goto out;
+                                }
+                        }
+                        if (ok == 0) {
+                                rr->infeasible++;
+                                mw = bound_mw[0];
+                        } else {
+                                for (unsigned i = 0; i < R.nv; i++)
+                                        W += R.demand[i];
+                                if (W > 0)
+                                        mw = sim_ref_placement_mw(h, &ref_pl, R.nv, W);
+                                if (!isfinite(mw)) {
+                                        r = -ENOMEM;
+                                        goto out;
+                                }
+                                int e = ref_window(&R, &ref_ws, &ref_pl, k, rr);
+                                if (e < 0) {
+                                        r = e;
+                                        goto out;
+                                }
+                        }
+                        rr->energy_j += mw / 1000.0 * (double) tr->interval_ns / 1e9;
+                }
                 if (r == 0) { /* no placement meets the budget: the fluid bound is a bound of every placement */
                         bound_mw[2] = bound_mw[0];
                         res->latbound_infeasible++;

@@ -74,9 +74,10 @@ struct sim_config {
         struct hint_policy hint_policy; /* the [Hints] policy they are taken under (config_defaults) */
         bool free_undelivered;          /* false (default): a policy's energy includes its undelivered
                                          * work charged at sim_undelivered_mw() per CPU (docs/simulator.md §5) */
-        bool check_reference;           /* also run the per-LLC reference's placements through the burst
-                                         * simulation, at the budget and at SIM_REF_FRACTIONS of it
-                                         * (sim_result.ref) */
+        bool check_reference;           /* also run the per-LLC reference's placements and the
+                                         * latency-constrained bound's through the burst simulation,
+                                         * at the budget and at SIM_REF_FRACTIONS of it
+                                         * (sim_result.ref, ref_one) */
 };
 
 /* The run's VM k is QEMU pid SIM_VM_PID0 + k (plan keys, hint scripts' VM numbers). */
@@ -87,7 +88,7 @@ void sim_config_defaults(struct sim_config *c);
 /* The planner policy exactly as vmmpowerd's plan_period() builds it from a configuration. */
 void sim_policy_from_config(const struct vp_config *cfg, struct plan_policy *ret);
 
-/* --check-reference: the per-LLC reference at the budget and at these fractions of it */
+/* --check-reference: the per-LLC reference and the lat-bound at the budget and at these fractions of it */
 #define SIM_REF_FRACTIONS { 1.0, 0.5, 0.2, 0.1 }
 #define SIM_N_REF 4
 
@@ -140,6 +141,12 @@ struct sim_result {
                 uint64_t wakeups, queued_wakeups;
                 unsigned windows, infeasible;
         } ref[SIM_N_REF];
+        /* sim_config.check_reference: the same for the latency-constrained bound's one set
+         * (sim_latency_bound_mw) at those budgets (j 0: the bound's own): the set's CPUs allowed,
+         * across LLCs where it spans them, the demand homed LLC by LLC in proportion to its CPUs
+         * there; its energy that of the placement charged as the policies are
+         * (sim_ref_placement_mw(): its vCPUs in the idle gaps, which the bound counts none of) */
+        struct sim_ref_result ref_one[SIM_N_REF];
         double undelivered_mw;          /* the charge per CPU of undelivered work (sim_undelivered_mw) */
         bool free_undelivered;          /* the run's sim_config.free_undelivered */
         struct sim_policy_result p[_SIM_POLICY_MAX];
@@ -169,13 +176,21 @@ double sim_undelivered_mw(const struct energy_model *m, unsigned n_cores);
 /* The lower bound of one load and the bin-packing reference (docs/simulator.md §5); demand[nv]. */
 double sim_fluid_bound_mw(const struct em_host *h, const double *demand, unsigned nv);
 int sim_binpack_reference_mw(const struct em_host *h, const double *demand, unsigned nv, double *ret_mw);
+/* A reference's placement of one interval: its sets' CPUs, the demand each LLC's part carries, its level. */
+struct sim_ref_placement {
+        unsigned level;                 /* the one level of its sets */
+        uint8_t *in_set;                /* [n_cpus] 1: a CPU of a set */
+        double *llc_w;                  /* [n_llcs] the demand LLC k's set carries (top-level CPUs) */
+};
 /*
  * The latency-constrained bound of one load (latbound.c; docs/simulator.md §5): the least power of
  * a placement whose Erlang C queueing probability is within budget; *ret_cpus the size of its set.
- * 1 when a placement meets the budget, 0 when none does (*ret_mw INFINITY), -ENOMEM.
+ * 1 when a placement meets the budget, 0 when none does (*ret_mw INFINITY), -ENOMEM.  ret_pl (or
+ * NULL): its one set (the demand spread evenly on it, each LLC's part carrying its CPUs' share;
+ * no CPU when none meets the budget).
  */
 int sim_latency_bound_mw(const struct em_host *h, const double *demand, unsigned nv, double budget, double *ret_mw,
-                         unsigned *ret_cpus);
+                         unsigned *ret_cpus, struct sim_ref_placement *ret_pl);
 /*
  * The same with every set within one LLC, as vmmpower's planner keeps them (the kernel's wake-up
  * path looks for an idle CPU only in the waking vCPU's LLC): per level, the LLCs filled in the
@@ -183,16 +198,18 @@ int sim_latency_bound_mw(const struct em_host *h, const double *demand, unsigned
  * CPUs or more), or the demand split evenly over k LLCs; the least power of those.  A reference
  * for a per-LLC planner, not a bound of every placement (docs/simulator.md §5).
  */
-struct sim_ref_placement {
-        unsigned level;                 /* the one level of its sets */
-        uint8_t *in_set;                /* [n_cpus] 1: a CPU of a set */
-        double *llc_w;                  /* [n_llcs] the demand LLC k's set carries (top-level CPUs) */
-};
 int sim_latency_bound_llc_mw(const struct em_host *h, const double *demand, unsigned nv, double budget,
                              double *ret_mw, unsigned *ret_cpus, struct sim_ref_placement *ret_pl);
 /*
- * The per-LLC reference's placement of one interval (ret_pl of sim_latency_bound_llc_mw) made
- * real for the burst simulation: the vCPUs, largest first, each into the LLC whose set has the
+ * The power of a reference's placement pl charged as the policies are (and as the per-LLC reference
+ * is): each LLC's part carries its demand evenly, and each of its CPUs counts its share of the nv
+ * vCPUs of total demand W (nv x / W, at least one) in the model's idle gaps and wake-ups; the
+ * placement's level on its domains, the lowest elsewhere, no idle limit.  NAN when out of memory.
+ */
+double sim_ref_placement_mw(const struct em_host *h, const struct sim_ref_placement *pl, unsigned nv, double W);
+/*
+ * A reference's placement of one interval (ret_pl of sim_latency_bound_llc_mw or of
+ * sim_latency_bound_mw) made real for the burst simulation: the vCPUs, largest first, each into the LLC whose set has the
  * most of its demand left to take (ties: the lower LLC), homed on the least loaded CPU of that
  * set; home[i] -1 when no set is left (the bound has no placement).  nv vCPUs of demand[].
  */
