@@ -594,6 +594,36 @@ static void test_erlang_c(void **state)
 }
 
 /*
+ * A reference's placement pl of nv vCPUs of demand d (sim_ref_homes(): home[nv], each on a CPU
+ * of its sets) run through evsim for 300 s with 10 ms exponential bursts at the levels lvl: its
+ * wake-ups queue within the 1% budget.
+ */
+static void run_placed_within_budget(const struct em_host *h, const struct sim_ref_placement *pl, const double *d,
+                                     unsigned nv, const uint8_t *lvl, const uint32_t *lat, int *home)
+{
+        _cleanup_free_ double *wait = calloc(nv, sizeof(double));
+        struct ev_ws *w = NULL;
+
+        assert_non_null(wait);
+        sim_ref_homes(h, pl, d, nv, home);
+        for (unsigned i = 0; i < nv; i++)
+                assert_true(home[i] >= 0 && pl->in_set[home[i]]);
+        struct ev_input in = {
+                .nv = nv, .demand = d, .home = home, .fdom_level = lvl, .cpu_max_latency_us = lat,
+                .wake_balance = true, .allowed = pl->in_set, .burst = { .mean_ns = 10e6, .dist = BURST_EXP },
+                .seed = 3, .window_id = 1, .window_ns = 300e9,
+        };
+        struct ev_output out = { .vcpu_wait_ns = wait };
+        assert_int_equal(ev_ws_new(h, nv, &w), 0);
+        assert_int_equal(ev_run(w, &in, &out), 0);
+        ev_ws_free(w);
+        printf("# its placement in evsim: %.2f%% of %llu wake-ups queued (budget 1%%)\n",
+               100.0 * (double) out.queued_wakeups / (double) out.wakeups, (unsigned long long) out.wakeups);
+        assert_true(out.wakeups > 10000);
+        assert_true((double) out.queued_wakeups <= 0.01 * (double) out.wakeups);
+}
+
+/*
  * The per-LLC reference (sim_latency_bound_llc_mw) on the Genoa host (4 LLCs of 16 CPUs): its sets
  * within the budget need at least the CPUs of one pooled set of the same load (Erlang C pools);
  * a load that the four LLCs cannot carry within 1% each (38.4 CPUs: at most ~8.6 Erlangs per
@@ -628,9 +658,8 @@ static void test_latbound_llc(void **state)
                 _cleanup_free_ uint32_t *lat = calloc(h.em->n_cpus, sizeof(uint32_t));
                 struct sim_ref_placement pl = { .in_set = in_set, .llc_w = llc_w };
                 unsigned n_in = 0, c_ref = 0;
-                double mw_ref = 0, wsum = 0, wait[64];
+                double mw_ref = 0, wsum = 0;
                 int home[64];
-                struct ev_ws *w = NULL;
 
                 assert_int_equal(sim_latency_bound_llc_mw(h.em, d, 64, 0.01, &mw_ref, &c_ref, &pl), 1);
                 assert_true(mw_ref == mw_llc && c_ref == c_llc);
@@ -673,26 +702,11 @@ static void test_latbound_llc(void **state)
                         /* sim_ref_placement_mw() charges a placement the same way */
                         assert_true(fabs(sim_ref_placement_mw(h.em, &pl, 64, 19.2) - mw_ref) <= 1e-6 * mw_ref);
                 }
-                sim_ref_homes(h.em, &pl, d, 64, home);
-                for (unsigned i = 0; i < 64; i++) {
-                        assert_true(home[i] >= 0 && in_set[home[i]]);
+                run_placed_within_budget(h.em, &pl, d, 64, lvl, lat, home);
+                for (unsigned i = 0; i < 64; i++)
                         homed[h.em->cores[h.em->cpu_core[home[i]]].llc] += d[i];
-                }
                 for (unsigned g = 0; g < h.em->n_llcs; g++)
                         assert_true(fabs(homed[g] - llc_w[g]) <= 0.3 + 1e-9);
-                struct ev_input in = {
-                        .nv = 64, .demand = d, .home = home, .fdom_level = lvl, .cpu_max_latency_us = lat,
-                        .wake_balance = true, .allowed = in_set, .burst = { .mean_ns = 10e6, .dist = BURST_EXP },
-                        .seed = 3, .window_id = 1, .window_ns = 300e9,
-                };
-                struct ev_output out = { .vcpu_wait_ns = wait };
-                assert_int_equal(ev_ws_new(h.em, 64, &w), 0);
-                assert_int_equal(ev_run(w, &in, &out), 0);
-                ev_ws_free(w);
-                printf("# its placement in evsim: %.2f%% of %llu wake-ups queued (budget 1%%)\n",
-                       100.0 * (double) out.queued_wakeups / (double) out.wakeups, (unsigned long long) out.wakeups);
-                assert_true(out.wakeups > 10000);
-                assert_true((double) out.queued_wakeups <= 0.01 * (double) out.wakeups);
         }
         /* 23.04 CPUs of demand: an LLC's 16 threads on 8 cores carry 10 threads' worth (SmtGain
          * 1.25), 5.06 CPUs within 1%, four of them 20.2; one set of all 64 threads carries 29.1 */
@@ -722,7 +736,7 @@ static void test_latbound_llc(void **state)
 static void test_latbound_set_placement(void **state)
 {
         struct sim_host h;
-        double d[64], mw = 0, wsum = 0, wait[64];
+        double d[64], mw = 0, wsum = 0;
         unsigned c_set = 0, n_in = 0, n_llcs = 0;
         int home[64];
 
@@ -737,7 +751,6 @@ static void test_latbound_set_placement(void **state)
         _cleanup_free_ uint8_t *none = calloc(h.em->n_cpus, 1);
         _cleanup_free_ double *wk = calloc(h.em->n_cpus, sizeof(double));
         struct sim_ref_placement pl = { .in_set = in_set, .llc_w = llc_w };
-        struct ev_ws *w = NULL;
 
         assert_int_equal(sim_latency_bound_mw(h.em, d, 64, 0.01, &mw, &c_set, &pl), 1);
         for (unsigned c = 0; c < h.em->n_cpus; c++) {
@@ -770,22 +783,7 @@ static void test_latbound_set_placement(void **state)
         printf("# charged as a placement of its vCPUs: %.0f mW\n", mw_placed);
         assert_true(mw_placed > mw + 1.0);
 
-        sim_ref_homes(h.em, &pl, d, 64, home);
-        for (unsigned i = 0; i < 64; i++)
-                assert_true(home[i] >= 0 && in_set[home[i]]);
-        struct ev_input in = {
-                .nv = 64, .demand = d, .home = home, .fdom_level = lvl, .cpu_max_latency_us = lat,
-                .wake_balance = true, .allowed = in_set, .burst = { .mean_ns = 10e6, .dist = BURST_EXP },
-                .seed = 3, .window_id = 1, .window_ns = 300e9,
-        };
-        struct ev_output out = { .vcpu_wait_ns = wait };
-        assert_int_equal(ev_ws_new(h.em, 64, &w), 0);
-        assert_int_equal(ev_run(w, &in, &out), 0);
-        ev_ws_free(w);
-        printf("# its placement in evsim: %.2f%% of %llu wake-ups queued (budget 1%%)\n",
-               100.0 * (double) out.queued_wakeups / (double) out.wakeups, (unsigned long long) out.wakeups);
-        assert_true(out.wakeups > 10000);
-        assert_true((double) out.queued_wakeups <= 0.01 * (double) out.wakeups);
+        run_placed_within_budget(h.em, &pl, d, 64, lvl, lat, home);
 
         /* no demand: no set */
         for (unsigned i = 0; i < 64; i++)
@@ -822,33 +820,20 @@ static void test_check_reference_run(void **state)
         assert_int_equal(sim_run(&h, t, &c, &off), 0);
         c.check_reference = true;
         assert_int_equal(sim_run(&h, t, &c, &r), 0);
-        for (unsigned j = 0; j < SIM_N_REF; j++) {
-                const struct sim_ref_result *x = &r.ref[j];
-                printf("# reference at %.2f%%: %u windows, %u without a placement, %.2f%% of %llu wake-ups queued\n",
-                       100 * x->budget, x->windows, x->infeasible,
-                       x->wakeups ? 100.0 * (double) x->queued_wakeups / (double) x->wakeups : 0.0,
-                       (unsigned long long) x->wakeups);
-                assert_true(fabs(x->budget - c.queue_budget * frac[j]) < 1e-12);
-                assert_int_equal(x->windows + x->infeasible, r.n_intervals);
-                assert_int_equal(off.ref[j].windows + off.ref[j].infeasible, 0);
-                assert_true(x->windows == 0 || x->wakeups > 0);
-                assert_true(x->queued_wakeups <= x->wakeups);
-        }
-        for (unsigned j = 0; j < SIM_N_REF; j++) { /* the lat-bound's one set, the same way */
-                const struct sim_ref_result *x = &r.ref_one[j];
-                printf("# lat-bound's set at %.2f%%: %u windows, %u without a placement, %.2f%% of %llu wake-ups "
-                       "queued\n", 100 * x->budget, x->windows, x->infeasible,
-                       x->wakeups ? 100.0 * (double) x->queued_wakeups / (double) x->wakeups : 0.0,
-                       (unsigned long long) x->wakeups);
-                assert_true(fabs(x->budget - c.queue_budget * frac[j]) < 1e-12);
-                assert_int_equal(x->windows + x->infeasible, r.n_intervals);
-                assert_int_equal(off.ref_one[j].windows + off.ref_one[j].infeasible, 0);
-                assert_true(x->windows == 0 || x->wakeups > 0);
-                assert_true(x->queued_wakeups <= x->wakeups);
-                /* a smaller budget needs at least the set of a larger one: no less energy */
-                if (j > 0 && x->infeasible == 0) /* (where none has one, the fluid bound is counted) */
-                        assert_true(x->energy_j >= r.ref_one[j - 1].energy_j * (1 - 1e-12));
-        }
+        for (unsigned f = 0; f < 2; f++) /* the per-LLC reference, then the lat-bound's one set */
+                for (unsigned j = 0; j < SIM_N_REF; j++) {
+                        const struct sim_ref_result *x = f ? &r.ref_one[j] : &r.ref[j];
+                        const struct sim_ref_result *y = f ? &off.ref_one[j] : &off.ref[j];
+                        printf("# %s at %.2f%%: %u windows, %u without a placement, %.2f%% of %llu wake-ups queued\n",
+                               f ? "lat-bound's set" : "reference", 100 * x->budget, x->windows, x->infeasible,
+                               x->wakeups ? 100.0 * (double) x->queued_wakeups / (double) x->wakeups : 0.0,
+                               (unsigned long long) x->wakeups);
+                        assert_true(fabs(x->budget - c.queue_budget * frac[j]) < 1e-12);
+                        assert_int_equal(x->windows + x->infeasible, r.n_intervals);
+                        assert_int_equal(y->windows + y->infeasible, 0);
+                        assert_true(x->windows == 0 || x->wakeups > 0);
+                        assert_true(x->queued_wakeups <= x->wakeups);
+                }
         assert_int_equal(r.ref_one[0].infeasible, r.latbound_infeasible);
         /* the bound's sets charged as placements of the vCPUs: at least the bound */
         assert_true(r.latbound_infeasible > 0 ||
