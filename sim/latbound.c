@@ -23,9 +23,10 @@
  *  1. c_L = the least c with ErlangC(c, A_L) <= ε (sim_erlang_servers(); U(S) <= c, so no smaller
  *     set meets the budget); none when c_L > the online CPUs: the level cannot meet the budget.
  *  2. for every size c from c_L to all online CPUs whose set meets the budget with U(S), and for
- *     two orders of the CPUs (SMT-first:
- *     both threads of a core before the next core; cores-first: thread 0 of every core of an LLC
- *     before any sibling), the set = the first c CPUs of the order, each carrying W / c (the
+ *     three orders of the CPUs (SMT-first: both threads of a core before the next core;
+ *     cores-first: thread 0 of every core of an LLC before any sibling; host cores-first: thread 0
+ *     of every core of the host before any sibling, the set of c CPUs with the most capacity,
+ *     U(S) = c, while c is at most the cores), the set = the first c CPUs of the order, each carrying W / c (the
  *     water level: a work-conserving set, as the simulator evaluates vmmpower's pack sets), level
  *     L on the frequency domains it uses and the lowest level on the others, no wake-ups counted
  *     and no idle limit (as the bin-packing reference), evaluated by em_host_power();
@@ -145,6 +146,9 @@ static double set_power(const struct em_host *h, const int *order, unsigned c, u
         return placed_power(h, L, work, lvl, zero, lat);
 }
 
+/* The bound's CPU orders: SMT-first, cores-first by LLC, cores-first over the host. */
+#define N_ORDERS 3
+
 /* Record the one set of the first c CPUs of order, W spread evenly at level L, as a placement (ret_pl). */
 static void record_set(const struct em_host *h, const int *order, unsigned c, unsigned L, double W,
                        struct sim_ref_placement *pl)
@@ -167,17 +171,23 @@ int sim_latency_bound_mw(const struct em_host *h, const double *demand, unsigned
         _cleanup_free_ uint8_t *zero = calloc(h->n_cpus, 1);
         _cleanup_free_ uint32_t *lat = calloc(h->n_cpus, sizeof(uint32_t));
         _cleanup_free_ uint8_t *lvl = calloc(h->n_fdoms, 1);
-        _cleanup_free_ double *units = calloc(2 * (h->n_online + 1), sizeof(double));
+        _cleanup_free_ double *units = calloc(N_ORDERS * (h->n_online + 1), sizeof(double));
         _cleanup_free_ uint8_t *seen = calloc(h->n_cores ? h->n_cores : 1, 1);
-        const int *orders[2] = { h->order_smt_first, h->order_cores_first };
+        _cleanup_free_ int *host_cores_first = calloc(h->n_online ? h->n_online : 1, sizeof(int));
+        const int *orders[N_ORDERS] = { h->order_smt_first, h->order_cores_first, host_cores_first };
         double W = 0, dmax = 0, best = INFINITY;
-        unsigned best_c = 0, best_L = 0, best_o = 0;
+        unsigned best_c = 0, best_L = 0, best_o = 0, n = 0;
 
-        if (!work || !zero || !lat || !lvl || !units || !seen)
+        if (!work || !zero || !lat || !lvl || !units || !seen || !host_cores_first)
                 return -ENOMEM;
+        /* thread 0 of every core of the host (package by package, LLC by LLC), then the siblings */
+        for (unsigned th = 0; th < 2; th++)
+                for (unsigned k = 0; k < h->n_cores; k++)
+                        if (th < h->cores[k].n_threads && n < h->n_online)
+                                host_cores_first[n++] = h->cores[k].cpu[th];
         if (ret_pl) /* no set until one is found */
                 record_set(h, orders[0], 0, 0, 0.0, ret_pl);
-        for (unsigned o = 0; o < 2; o++)
+        for (unsigned o = 0; o < N_ORDERS; o++)
                 order_units(h, orders[o], units + o * (h->n_online + 1), seen);
         for (unsigned c = 0; c < h->n_cpus; c++)
                 lat[c] = EM_LATENCY_ANY;
@@ -198,7 +208,7 @@ int sim_latency_bound_mw(const struct em_host *h, const double *demand, unsigned
                         continue; /* a vCPU this level cannot run */
                 unsigned c0 = sim_erlang_servers(W / cap, budget, h->n_online);
                 for (unsigned c = c0; c <= h->n_online; c++)
-                        for (unsigned o = 0; o < 2; o++) {
+                        for (unsigned o = 0; o < N_ORDERS; o++) {
                                 if (!set_meets(c, units[o * (h->n_online + 1) + c], W / cap, budget))
                                         continue;
                                 double p = set_power(h, orders[o], c, L, W, work, lvl, zero, lat);

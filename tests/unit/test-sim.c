@@ -626,8 +626,8 @@ static void run_placed_within_budget(const struct em_host *h, const struct sim_r
 /*
  * The per-LLC reference (sim_latency_bound_llc_mw) on the Genoa host (4 LLCs of 16 CPUs): its sets
  * within the budget need at least the CPUs of one pooled set of the same load (Erlang C pools);
- * a load that the four LLCs cannot carry within 1% each (38.4 CPUs: at most ~8.6 Erlangs per
- * 16-CPU set) has no per-LLC placement, while one set spanning the LLCs carries it.
+ * a load that the four LLCs cannot carry within 1% each (23.04 CPUs: at most 5.06 per 16-CPU set
+ * of 8 two-thread cores) has no per-LLC placement, while one set spanning the LLCs carries it.
  */
 static void test_latbound_llc(void **state)
 {
