@@ -245,6 +245,14 @@ static double erlang_max_load(unsigned n, double u, double budget)
         return lo;
 }
 
+/* A CPU's count of the nv vCPUs of total demand W when it carries x of it: nv x / W, at least one. */
+static uint8_t cpu_vcpu_share(unsigned nv, double x, double W)
+{
+        double n = W > 0 ? nv * x / W : 0;
+
+        return (uint8_t) (n < 1.0 ? 1.0 : n > 255.0 ? 255.0 : floor(n + 0.5));
+}
+
 /*
  * Power of the per-LLC sets: the first c[g] CPUs of LLC segment g of order (seg_start[g],
  * seg_len[g]) carry w[g] evenly, level L where used (NAN: not a placement of the reference).
@@ -267,13 +275,13 @@ static double llc_sets_power(const struct em_host *h, const int *order, const un
         for (unsigned s = 0; s < n_seg; s++) {
                 if (c[s] == 0)
                         continue;
-                double x = w[s] / c[s], n = W > 0 ? nv * x / W : 0;
+                double x = w[s] / c[s];
                 if (x > cap + 1e-12)
                         return NAN;
                 for (unsigned j = 0; j < c[s]; j++) {
                         int cpu = order[seg_start[s] + j];
                         work[cpu] = x;
-                        cnt[cpu] = (uint8_t) (n < 1.0 ? 1.0 : n > 255.0 ? 255.0 : floor(n + 0.5));
+                        cnt[cpu] = cpu_vcpu_share(nv, x, W);
                         lvl[h->cpu_fdom[cpu]] = (uint8_t) L;
                 }
         }
@@ -316,10 +324,9 @@ double sim_ref_placement_mw(const struct em_host *h, const struct sim_ref_placem
         for (unsigned c = 0; c < h->n_cpus; c++) {
                 if (!pl->in_set[c])
                         continue;
-                double x = pl->llc_w[h->cores[h->cpu_core[c]].llc] / per[h->cores[h->cpu_core[c]].llc];
-                double n = W > 0 ? nv * x / W : 0;
-                work[c] = x;
-                cnt[c] = (uint8_t) (n < 1.0 ? 1.0 : n > 255.0 ? 255.0 : floor(n + 0.5));
+                unsigned g = h->cores[h->cpu_core[c]].llc;
+                work[c] = pl->llc_w[g] / per[g];
+                cnt[c] = cpu_vcpu_share(nv, work[c], W);
                 lvl[h->cpu_fdom[c]] = (uint8_t) pl->level;
         }
         struct em_load l = { .cpu_work = work, .cpu_vcpus = cnt, .cpu_max_latency_us = lat, .fdom_level = lvl };

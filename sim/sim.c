@@ -1537,10 +1537,13 @@ int sim_run(const struct sim_host *host, const struct sim_trace *tr, const struc
                 if (r < 0)
                         goto out;
                 /* --check-reference: the bound's set at each budget, its placement simulated and
-                 * charged as a placement of the run's vCPUs */
+                 * charged as a placement of the run's vCPUs (of total demand W) */
+                double W = 0;
+                for (unsigned i = 0; i < R.nv; i++)
+                        W += R.demand[i];
                 for (unsigned j = 0; cfg->check_reference && j < SIM_N_REF; j++) {
                         struct sim_ref_result *rr = &res->ref_one[j];
-                        double mw = bound_mw[2], W = 0;
+                        double mw = bound_mw[2];
                         int ok = r;
                         if (j > 0) {
                                 ok = sim_latency_bound_mw(h, R.demand, R.nv, rr->budget, &mw, NULL, &ref_pl);
@@ -1553,8 +1556,6 @@ int sim_run(const struct sim_host *host, const struct sim_trace *tr, const struc
                                 rr->infeasible++;
                                 mw = bound_mw[0];
                         } else {
-                                for (unsigned i = 0; i < R.nv; i++)
-                                        W += R.demand[i];
                                 if (W > 0)
                                         mw = sim_ref_placement_mw(h, &ref_pl, R.nv, W);
                                 if (!isfinite(mw)) {
