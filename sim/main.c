@@ -56,7 +56,10 @@ static void help(void)
                "      --no-resim            do not re-simulate cores the planner changed\n"
                "      --free-undelivered    do not charge the work a policy left undelivered in its kWh\n"
                "                            (default: charged as a busy CPU at the top level)\n"
-               "      --check-reference     also run the per-LLC reference's placements through the burst simulation\n"
+               "      --check-reference     also run the per-LLC reference's placements and the lat-bound's\n"
+               "                            sets through the burst simulation\n"
+               "      --check-binpack       also run the bin-packing reference's placements through the burst\n"
+               "                            simulation, charged as a policy (row binpack-placed)\n"
                "      --csv=FILE            append CSV rows (header when the file is new or empty)\n"
                "      --label=TEXT          run label in the CSV (default: trace,host,oversub,burst)\n"
                "      --svg=FILE            power over the day per policy\n"
@@ -167,7 +170,7 @@ static int bad(const char *opt, const char *val)
 int main(int argc, char **argv)
 {
         enum { O_VMS = 256, O_DIST, O_PERIOD, O_STEP, O_WINDOW, O_INTERVALS, O_FIRST, O_NORESIM, O_CSV, O_LABEL, O_SVG,
-               O_PROGRESS, O_NOPROGRESS, O_FREE_UNDELIVERED, O_CHECK_REF, O_FORMAT, O_RESAMPLE, O_SPLIT, O_CURVE, O_MEASURED, O_HINTS, O_UNIT,
+               O_PROGRESS, O_NOPROGRESS, O_FREE_UNDELIVERED, O_CHECK_REF, O_CHECK_BINPACK, O_FORMAT, O_RESAMPLE, O_SPLIT, O_CURVE, O_MEASURED, O_HINTS, O_UNIT,
                O_PROFILE, O_QBUDGET };
         static const struct option opts[] = {
                 { "trace", required_argument, NULL, 't' },
@@ -198,6 +201,7 @@ int main(int argc, char **argv)
                 { "no-progress", no_argument, NULL, O_NOPROGRESS },
                 { "free-undelivered", no_argument, NULL, O_FREE_UNDELIVERED },
                 { "check-reference", no_argument, NULL, O_CHECK_REF },
+                { "check-binpack", no_argument, NULL, O_CHECK_BINPACK },
                 { "power-curve", no_argument, NULL, O_CURVE },
                 { "measured", required_argument, NULL, O_MEASURED },
                 { "hints", required_argument, NULL, O_HINTS },
@@ -328,6 +332,7 @@ int main(int argc, char **argv)
                 case O_NOPROGRESS: cfg.progress = false; break;
                 case O_FREE_UNDELIVERED: cfg.free_undelivered = true; break;
                 case O_CHECK_REF: cfg.check_reference = true; break;
+                case O_CHECK_BINPACK: cfg.check_binpack = true; break;
                 case O_CURVE: curve = true; break;
                 case O_MEASURED: measured = optarg; break;
                 case O_HINTS: hints_path = optarg; break;

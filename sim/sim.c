@@ -273,7 +273,54 @@ static int cmp_item(const void *a, const void *b)
         return x->i < y->i ? -1 : (x->i > y->i);
 }
 
-int sim_binpack_reference_mw(const struct em_host *h, const double *demand, unsigned nv, double *ret_mw)
+/*
+ * First fit decreasing of the items it[nv] (largest first) at level L: each onto the first CPU in
+ * SMT-first order (densest) where it fits within a thread's capacity and, on a 2-thread core,
+ * SmtGain x that for the core.  work[] the CPUs' demand, home[] (or NULL) each vCPU's CPU (-1: no
+ * demand).  False when an item fits nowhere below the top level; at the top level such an item
+ * goes to the least loaded CPU (overload).
+ */
+static bool ffd_level(const struct em_host *h, const struct ffd_item *it, unsigned nv, unsigned L, double *work,
+                      int *home)
+{
+        const struct energy_model *m = &h->model;
+        double cap = m->levels[L].capacity / 1024.0, g = m->smt_gain_permille / 1000.0;
+
+        memset(work, 0, h->n_cpus * sizeof(double));
+        for (unsigned k = 0; home && k < nv; k++)
+                home[it[k].i] = -1;
+        for (unsigned k = 0; k < nv; k++) {
+                double d = it[k].d;
+                int cpu = -1;
+                if (d <= 0)
+                        break;
+                for (unsigned j = 0; j < h->n_online && cpu < 0; j++) {
+                        int c = h->order_smt_first[j];
+                        const struct em_core *co = &h->cores[h->cpu_core[c]];
+                        double core_sum = d;
+                        for (unsigned t = 0; t < co->n_threads; t++)
+                                core_sum += work[co->cpu[t]];
+                        /* a thread's capacity, and SmtGain x that for the core */
+                        if (work[c] + d <= cap + 1e-12 && (co->n_threads < 2 || core_sum <= cap * g + 1e-12))
+                                cpu = c;
+                }
+                if (cpu < 0) {
+                        if (L + 1 < m->n_levels)
+                                return false;
+                        cpu = h->order_smt_first[0]; /* top level: the least loaded CPU (overload) */
+                        for (unsigned j = 0; j < h->n_online; j++)
+                                if (work[h->order_smt_first[j]] < work[cpu])
+                                        cpu = h->order_smt_first[j];
+                }
+                work[cpu] += d;
+                if (home)
+                        home[it[k].i] = cpu;
+        }
+        return true;
+}
+
+int sim_binpack_reference(const struct em_host *h, const double *demand, unsigned nv, double *ret_mw,
+                          struct sim_binpack_placement *ret_pl)
 {
         const struct energy_model *m = &h->model;
         _cleanup_free_ struct ffd_item *it = calloc(nv ? nv : 1, sizeof(*it));
@@ -281,7 +328,8 @@ int sim_binpack_reference_mw(const struct em_host *h, const double *demand, unsi
         _cleanup_free_ uint8_t *zero = calloc(h->n_cpus, 1);
         _cleanup_free_ uint32_t *lat = calloc(h->n_cpus, sizeof(uint32_t));
         _cleanup_free_ uint8_t *lvl = calloc(h->n_fdoms, 1);
-        double best = INFINITY, best_capped = INFINITY, g = m->smt_gain_permille / 1000.0;
+        double best = INFINITY, best_capped = INFINITY;
+        unsigned best_L = 0, capped_L = 0;
 
         if (!it || !work || !zero || !lat || !lvl)
                 return -ENOMEM;
@@ -291,44 +339,7 @@ int sim_binpack_reference_mw(const struct em_host *h, const double *demand, unsi
         for (unsigned c = 0; c < h->n_cpus; c++)
                 lat[c] = EM_LATENCY_ANY;
         for (unsigned L = 0; L < m->n_levels; L++) {
-                double cap = m->levels[L].capacity / 1024.0;
-                unsigned used = 0;
-                bool fit = true;
-
-                memset(work, 0, h->n_cpus * sizeof(double));
-                for (unsigned k = 0; k < nv && fit; k++) {
-                        double d = it[k].d;
-                        unsigned j;
-                        if (d <= 0)
-                                break;
-                        /* first fit over the CPUs in SMT-first order (densest) */
-                        for (j = 0; j < h->n_online; j++) {
-                                int cpu = h->order_smt_first[j];
-                                const struct em_core *co = &h->cores[h->cpu_core[cpu]];
-                                double core_sum = d;
-                                for (unsigned t = 0; t < co->n_threads; t++)
-                                        core_sum += work[co->cpu[t]];
-                                /* a thread's capacity, and SmtGain x that for the core */
-                                if (work[cpu] + d <= cap + 1e-12 &&
-                                    (co->n_threads < 2 || core_sum <= cap * g + 1e-12))
-                                        break;
-                        }
-                        if (j == h->n_online) {
-                                fit = L + 1 < m->n_levels ? false : true;
-                                if (fit) { /* top level: the least loaded CPU (overload) */
-                                        int bestc = h->order_smt_first[0];
-                                        for (j = 0; j < h->n_online; j++)
-                                                if (work[h->order_smt_first[j]] < work[bestc])
-                                                        bestc = h->order_smt_first[j];
-                                        work[bestc] += d;
-                                }
-                                continue;
-                        }
-                        work[h->order_smt_first[j]] += d;
-                        if (j + 1 > used)
-                                used = j + 1;
-                }
-                if (!fit)
+                if (!ffd_level(h, it, nv, L, work, NULL))
                         continue;
                 for (unsigned f = 0; f < h->n_fdoms; f++)
                         lvl[f] = 0;
@@ -341,15 +352,29 @@ int sim_binpack_reference_mw(const struct em_host *h, const double *demand, unsi
                 /* a level the turbo table or the power limit does not let the packing run at is
                  * not a packing at that level (its work would not all run) */
                 if (br.capped_pkgs > 0 && br.capped_level < L) {
-                        if (p < best_capped)
+                        if (p < best_capped) {
                                 best_capped = p;
+                                capped_L = L;
+                        }
                         continue;
                 }
-                if (p < best)
+                if (p < best) {
                         best = p;
+                        best_L = L;
+                }
         }
         *ret_mw = isfinite(best) ? best : best_capped;
+        if (ret_pl) {
+                ret_pl->level = isfinite(best) ? best_L : capped_L;
+                /* the top level always fits: some level was taken */
+                ffd_level(h, it, nv, ret_pl->level, ret_pl->work, ret_pl->home);
+        }
         return 0;
+}
+
+int sim_binpack_reference_mw(const struct em_host *h, const double *demand, unsigned nv, double *ret_mw)
+{
+        return sim_binpack_reference(h, demand, nv, ret_mw, NULL);
 }
 
 /* ---- policy state ---------------------------------------------------------- */
@@ -652,10 +677,64 @@ static void record_ran(struct run *R, struct pstate *p)
         }
 }
 
+/*
+ * What placement l delivers: its domains' levels after the turbo table and the package power limit
+ * (eff_level[n_fdoms]), each CPU's delivered share of its work (cpu_deliv[n_cpus]) and the work it
+ * cannot deliver (returned, CPUs of top-level demand).  Every policy's (evaluate) and the placed
+ * bin-packing reference's (binpack_window).
+ */
+static double deliver(const struct em_host *h, const struct em_load *l, uint8_t *eff_level, double *cpu_deliv)
+{
+        double over = 0;
+
+        /* The turbo table and the package power limit cap a package's level (the model's
+         * em_host_level_caps()): the capped level is what runs, in the power, in the work
+         * delivered and in the next burst windows (eff_level). */
+        int caps[64];
+        bool capped = h->has_limits && h->n_pkgs <= 64 && em_host_level_caps(h, l, caps) > 0;
+        for (unsigned f = 0; f < h->n_fdoms; f++)
+                eff_level[f] = l->fdom_level[f];
+        if (capped)
+                for (unsigned k = 0; k < h->n_cores; k++) {
+                        const struct em_core *co = &h->cores[k];
+                        int c = caps[co->pkg];
+                        for (unsigned t = 0; t < co->n_threads && c >= 0; t++) {
+                                unsigned f = h->cpu_fdom[co->cpu[t]];
+                                if (eff_level[f] > c)
+                                        eff_level[f] = (uint8_t) c;
+                        }
+                }
+        /* Work the placement cannot deliver: per CPU over its level's capacity, per
+         * 2-thread core over SmtGain x that (the evsim's speed rule).  cpu_deliv: the
+         * share of each CPU's work that ran (every vCPU on it scaled alike). */
+        for (unsigned k = 0; k < h->n_cores; k++) {
+                const struct em_core *co = &h->cores[k];
+                unsigned lv = 0;
+                for (unsigned t = 0; t < co->n_threads; t++) /* the core runs at its threads' highest level */
+                        lv = MAX(lv, (unsigned) eff_level[h->cpu_fdom[co->cpu[t]]]);
+                double cap = em_capacity(&h->model, lv) / 1024.0;
+                double sum = 0, o = 0, core_f = 1.0;
+                for (unsigned t = 0; t < co->n_threads; t++) {
+                        double wk = l->cpu_work[co->cpu[t]];
+                        sum += MIN(wk, cap);
+                        o += MAX(wk - cap, 0.0);
+                }
+                if (co->n_threads == 2 && sum > cap * h->model.smt_gain_permille / 1000.0) {
+                        o += sum - cap * h->model.smt_gain_permille / 1000.0;
+                        core_f = cap * h->model.smt_gain_permille / 1000.0 / sum;
+                }
+                for (unsigned t = 0; t < co->n_threads; t++) {
+                        double wk = l->cpu_work[co->cpu[t]];
+                        cpu_deliv[co->cpu[t]] = wk > cap ? cap / wk * core_f : core_f;
+                }
+                over += o;
+        }
+        return over;
+}
+
 static void evaluate(struct run *R, struct pstate *p)
 {
         const struct em_host *h = R->h;
-        double over = 0;
 
         memset(p->cpu_work, 0, h->n_cpus * sizeof(double));
         memset(p->cpu_vcpus, 0, h->n_cpus);
@@ -672,51 +751,9 @@ static void evaluate(struct run *R, struct pstate *p)
                 }
         struct em_load l = { .cpu_work = p->cpu_work, .cpu_vcpus = p->cpu_vcpus, .cpu_max_latency_us = p->lat,
                              .fdom_level = p->level, .wake_given = true, .wake_mw = p->wake_mw };
-        /* The turbo table and the package power limit cap a package's level (the model's
-         * em_host_level_caps()): the capped level is what runs, in the power, in the work
-         * delivered and in the next burst windows (eff_level). */
-        int caps[64];
-        bool capped = h->has_limits && h->n_pkgs <= 64 && em_host_level_caps(h, &l, caps) > 0;
-        for (unsigned f = 0; f < h->n_fdoms; f++)
-                p->eff_level[f] = p->level[f];
-        if (capped)
-                for (unsigned k = 0; k < h->n_cores; k++) {
-                        const struct em_core *co = &h->cores[k];
-                        int c = caps[co->pkg];
-                        for (unsigned t = 0; t < co->n_threads && c >= 0; t++) {
-                                unsigned f = h->cpu_fdom[co->cpu[t]];
-                                if (p->eff_level[f] > c)
-                                        p->eff_level[f] = (uint8_t) c;
-                        }
-                }
-        /* Work the placement cannot deliver: per CPU over its level's capacity, per
-         * 2-thread core over SmtGain x that (the evsim's speed rule).  cpu_deliv: the
-         * share of each CPU's work that ran (every vCPU on it scaled alike). */
-        for (unsigned k = 0; k < h->n_cores; k++) {
-                const struct em_core *co = &h->cores[k];
-                unsigned lv = 0;
-                for (unsigned t = 0; t < co->n_threads; t++) /* the core runs at its threads' highest level */
-                        lv = MAX(lv, (unsigned) p->eff_level[h->cpu_fdom[co->cpu[t]]]);
-                double cap = em_capacity(&h->model, lv) / 1024.0;
-                double sum = 0, o = 0, core_f = 1.0;
-                for (unsigned t = 0; t < co->n_threads; t++) {
-                        double wk = p->cpu_work[co->cpu[t]];
-                        sum += MIN(wk, cap);
-                        o += MAX(wk - cap, 0.0);
-                }
-                if (co->n_threads == 2 && sum > cap * h->model.smt_gain_permille / 1000.0) {
-                        o += sum - cap * h->model.smt_gain_permille / 1000.0;
-                        core_f = cap * h->model.smt_gain_permille / 1000.0 / sum;
-                }
-                for (unsigned t = 0; t < co->n_threads; t++) {
-                        double wk = p->cpu_work[co->cpu[t]];
-                        p->cpu_deliv[co->cpu[t]] = wk > cap ? cap / wk * core_f : core_f;
-                }
-                over += o;
-        }
+        p->overload = deliver(h, &l, p->eff_level, p->cpu_deliv);
         record_ran(R, p);
         p->power_mw = em_host_power(h, &l, NULL);
-        p->overload = over;
         p->dirty = false;
 }
 
@@ -1382,6 +1419,10 @@ struct ref_ws {
         uint8_t *lvl;   /* [n_fdoms] */
         uint32_t *lat;  /* [n_cpus] EM_LATENCY_ANY */
         double *wait;   /* [nv] */
+        /* binpack_window() */
+        double *work, *deliv;   /* [n_cpus] */
+        uint8_t *cnt, *allowed; /* [n_cpus] */
+        uint8_t *plvl;          /* [n_fdoms] the packing's levels (lvl: after the caps) */
 };
 
 static void ref_ws_free(struct ref_ws *x)
@@ -1391,6 +1432,11 @@ static void ref_ws_free(struct ref_ws *x)
         free(x->lvl);
         free(x->lat);
         free(x->wait);
+        free(x->work);
+        free(x->deliv);
+        free(x->cnt);
+        free(x->allowed);
+        free(x->plvl);
 }
 
 static int ref_ws_init(struct run *R, struct ref_ws *x)
@@ -1401,36 +1447,87 @@ static int ref_ws_init(struct run *R, struct ref_ws *x)
         x->lvl = calloc(h->n_fdoms ? h->n_fdoms : 1, 1);
         x->lat = calloc(h->n_cpus, sizeof(uint32_t));
         x->wait = calloc(R->nv ? R->nv : 1, sizeof(double));
-        if (!x->home || !x->lvl || !x->lat || !x->wait)
+        x->work = calloc(h->n_cpus, sizeof(double));
+        x->deliv = calloc(h->n_cpus, sizeof(double));
+        x->cnt = calloc(h->n_cpus, 1);
+        x->allowed = calloc(h->n_cpus, 1);
+        x->plvl = calloc(h->n_fdoms ? h->n_fdoms : 1, 1);
+        if (!x->home || !x->lvl || !x->lat || !x->wait || !x->work || !x->deliv || !x->cnt || !x->allowed || !x->plvl)
                 return -ENOMEM;
         for (unsigned c = 0; c < h->n_cpus; c++)
                 x->lat[c] = EM_LATENCY_ANY;
         return ev_ws_new(h, R->nv, &x->ev);
 }
 
+/* One window of a reference's placement: x->home on x->lvl, free to run on allowed; into rr. */
+static int ref_run_window(struct run *R, struct ref_ws *x, const uint8_t *allowed, uint64_t window_id,
+                          struct sim_ref_result *rr, double *ret_wake_uj)
+{
+        struct ev_input in = {
+                .nv = R->nv, .demand = R->demand, .home = x->home, .fdom_level = x->lvl,
+                .cpu_max_latency_us = x->lat, .wake_balance = true, .allowed = allowed, .burst = R->cfg->burst,
+                .seed = R->cfg->seed, .window_id = window_id, .window_ns = R->window_ns,
+        };
+        struct ev_output out = { .vcpu_wait_ns = x->wait, .hist = &rr->hist };
+        int r = ev_run(x->ev, &in, &out);
+
+        if (r < 0)
+                return r;
+        rr->wakeups += out.wakeups;
+        rr->queued_wakeups += out.queued_wakeups;
+        rr->windows++;
+        if (ret_wake_uj)
+                *ret_wake_uj = out.wake_energy_uj;
+        return 0;
+}
+
 static int ref_window(struct run *R, struct ref_ws *x, const struct sim_ref_placement *pl, uint64_t window_id,
                       struct sim_ref_result *rr)
 {
         const struct em_host *h = R->h;
-        int r;
 
         sim_ref_homes(h, pl, R->demand, R->nv, x->home);
         memset(x->lvl, 0, h->n_fdoms ? h->n_fdoms : 1);
         for (unsigned c = 0; c < h->n_cpus; c++)
                 if (pl->in_set[c])
                         x->lvl[h->cpu_fdom[c]] = (uint8_t) pl->level;
-        struct ev_input in = {
-                .nv = R->nv, .demand = R->demand, .home = x->home, .fdom_level = x->lvl,
-                .cpu_max_latency_us = x->lat, .wake_balance = true, .allowed = pl->in_set, .burst = R->cfg->burst,
-                .seed = R->cfg->seed, .window_id = window_id, .window_ns = R->window_ns,
-        };
-        struct ev_output out = { .vcpu_wait_ns = x->wait, .hist = &rr->hist };
-        r = ev_run(x->ev, &in, &out);
+        return ref_run_window(R, x, pl->in_set, window_id, rr, NULL);
+}
+
+/*
+ * sim_config.check_binpack: interval k's bin-packing reference placement through the burst
+ * simulation, one window, and charged as a policy is (evaluate): each vCPU homed where the packing
+ * put it (x->home, x->work: sim_binpack_reference's output), free to run on the packing's CPUs
+ * (wake-up and newidle balancing within an LLC), the packing's level on their domains after the
+ * turbo table and power limit and the lowest elsewhere, no idle limit; its power with the vCPUs
+ * packed onto each CPU in the idle gaps and the window's wake-ups, each charged the energy of the
+ * state it woke from (*ret_mw); its work over capacity (CPUs) in *ret_over.
+ */
+static int binpack_window(struct run *R, struct ref_ws *x, unsigned level, uint64_t window_id,
+                          struct sim_ref_result *rr, double *ret_mw, double *ret_over)
+{
+        const struct em_host *h = R->h;
+        int r;
+
+        memset(x->cnt, 0, h->n_cpus);
+        memset(x->plvl, 0, h->n_fdoms ? h->n_fdoms : 1);
+        for (unsigned i = 0; i < R->nv; i++)
+                if (x->home[i] >= 0 && x->cnt[x->home[i]] < 255)
+                        x->cnt[x->home[i]]++;
+        for (unsigned c = 0; c < h->n_cpus; c++) {
+                x->allowed[c] = x->cnt[c] > 0;
+                if (x->allowed[c])
+                        x->plvl[h->cpu_fdom[c]] = (uint8_t) level;
+        }
+        struct em_load l = { .cpu_work = x->work, .cpu_vcpus = x->cnt, .cpu_max_latency_us = x->lat,
+                             .fdom_level = x->plvl, .wake_given = true };
+        double wake_uj = 0;
+        *ret_over = deliver(h, &l, x->lvl, x->deliv);
+        r = ref_run_window(R, x, x->allowed, window_id, rr, &wake_uj);
         if (r < 0)
                 return r;
-        rr->wakeups += out.wakeups;
-        rr->queued_wakeups += out.queued_wakeups;
-        rr->windows++;
+        l.wake_mw = wake_uj * 1e6 / R->window_ns;
+        *ret_mw = em_host_power(h, &l, NULL);
         return 0;
 }
 
@@ -1447,7 +1544,7 @@ int sim_run(const struct sim_host *host, const struct sim_trace *tr, const struc
         _cleanup_free_ uint8_t *ref_in_set = NULL;
         _cleanup_free_ double *ref_llc_w = NULL;
         struct sim_ref_placement ref_pl = { 0 };
-        struct ref_ws ref_ws = { 0 };
+        struct ref_ws ref_ws = { 0 }, bp_ws = { 0 };
         int r;
 
         memset(res, 0, sizeof(*res));
@@ -1502,6 +1599,11 @@ int sim_run(const struct sim_host *host, const struct sim_trace *tr, const struc
                 if (r < 0)
                         goto out;
         }
+        if (cfg->check_binpack) {
+                r = ref_ws_init(&R, &bp_ws);
+                if (r < 0)
+                        goto out;
+        }
         if (!bound_mw || (cfg->check_reference && (!ref_in_set || !ref_llc_w))) {
                 r = -ENOMEM;
                 goto out;
@@ -1528,9 +1630,18 @@ int sim_run(const struct sim_host *host, const struct sim_trace *tr, const struc
                 }
                 /* bounds: from the demand alone */
                 bound_mw[0] = sim_fluid_bound_mw(h, R.demand, R.nv);
-                r = sim_binpack_reference_mw(h, R.demand, R.nv, &bound_mw[1]);
+                struct sim_binpack_placement bp = { .home = bp_ws.home, .work = bp_ws.work };
+                r = sim_binpack_reference(h, R.demand, R.nv, &bound_mw[1], cfg->check_binpack ? &bp : NULL);
                 if (r < 0)
                         goto out;
+                if (cfg->check_binpack) { /* its placement simulated and charged as a policy */
+                        double mw = 0, over = 0, iv_s = (double) tr->interval_ns / 1e9;
+                        r = binpack_window(&R, &bp_ws, bp.level, k, &res->binpack_placed, &mw, &over);
+                        if (r < 0)
+                                goto out;
+                        res->binpack_placed.energy_j += mw / 1000.0 * iv_s;
+                        res->binpack_placed.overload_s += over * iv_s;
+                }
                 unsigned lb_cpus = 0;
                 r = sim_latency_bound_mw(h, R.demand, R.nv, cfg->queue_budget, &bound_mw[2], &lb_cpus,
                                          cfg->check_reference ? &ref_pl : NULL);
@@ -1693,12 +1804,15 @@ int sim_run(const struct sim_host *host, const struct sim_trace *tr, const struc
                 if (!cfg->free_undelivered)
                         res->p[p].energy_j += res->p[p].undelivered_j;
         }
+        if (!cfg->free_undelivered) /* the placed bin-packing too, as a policy */
+                res->binpack_placed.energy_j += res->binpack_placed.overload_s * res->undelivered_mw / 1000.0;
         r = 0;
 out:
         if (R.hints)
                 sim_hint_replay_counts(R.hints, &res->hints_fed, &res->hints_actuating);
         sim_hint_replay_free(R.hints);
         ref_ws_free(&ref_ws);
+        ref_ws_free(&bp_ws);
         res->cpu_ns = process_cputime_ns() - c0;
         res->wall_ns = now_ns() - w0;
         for (int p = 0; p < _SIM_RUN_MAX; p++)

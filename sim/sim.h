@@ -78,6 +78,8 @@ struct sim_config {
                                          * latency-constrained bound's through the burst simulation,
                                          * at the budget and at SIM_REF_FRACTIONS of it
                                          * (sim_result.ref, ref_one) */
+        bool check_binpack;             /* also run the bin-packing reference's placements through the
+                                         * burst simulation, charged as a policy (sim_result.binpack_placed) */
 };
 
 /* The run's VM k is QEMU pid SIM_VM_PID0 + k (plan keys, hint scripts' VM numbers). */
@@ -140,6 +142,7 @@ struct sim_result {
                 struct wait_hist hist;
                 uint64_t wakeups, queued_wakeups;
                 unsigned windows, infeasible;
+                double overload_s;      /* binpack_placed: CPU-seconds of demand over capacity */
         } ref[SIM_N_REF];
         /* sim_config.check_reference: the same for the latency-constrained bound's one set
          * (sim_latency_bound_mw) at those budgets (j 0: the bound's own): the set's CPUs allowed,
@@ -147,6 +150,13 @@ struct sim_result {
          * there; its energy that of the placement charged as the policies are
          * (sim_ref_placement_mw(): its vCPUs in the idle gaps, which the bound counts none of) */
         struct sim_ref_result ref_one[SIM_N_REF];
+        /* sim_config.check_binpack: the bin-packing reference's placement of each interval
+         * (sim_binpack_reference) in the burst simulation, one window per interval: every vCPU
+         * homed where the packing put it, free to run on the packing's CPUs, the packing's level on
+         * their domains and the lowest elsewhere, no idle limit; its energy charged as a policy's
+         * is: each CPU with the vCPUs packed onto it in the idle gaps and wake-ups, and the work over
+         * its CPUs' capacity (overload_s) as undelivered work, which the reference counts neither of */
+        struct sim_ref_result binpack_placed;
         double undelivered_mw;          /* the charge per CPU of undelivered work (sim_undelivered_mw) */
         bool free_undelivered;          /* the run's sim_config.free_undelivered */
         struct sim_policy_result p[_SIM_POLICY_MAX];
@@ -176,6 +186,15 @@ double sim_undelivered_mw(const struct energy_model *m, unsigned n_cores);
 /* The lower bound of one load and the bin-packing reference (docs/simulator.md §5); demand[nv]. */
 double sim_fluid_bound_mw(const struct em_host *h, const double *demand, unsigned nv);
 int sim_binpack_reference_mw(const struct em_host *h, const double *demand, unsigned nv, double *ret_mw);
+/* The bin-packing reference's placement of one interval: its level and where each vCPU went. */
+struct sim_binpack_placement {
+        unsigned level;                 /* the one level of the domains it packs onto (the lowest elsewhere) */
+        int *home;                      /* [nv] the CPU each vCPU is packed onto, -1 for no demand */
+        double *work;                   /* [n_cpus] the demand packed onto each CPU */
+};
+/* sim_binpack_reference_mw(), and its placement in ret_pl (or NULL; arrays the caller's). */
+int sim_binpack_reference(const struct em_host *h, const double *demand, unsigned nv, double *ret_mw,
+                          struct sim_binpack_placement *ret_pl);
 /* A reference's placement of one interval: its sets' CPUs, the demand each LLC's part carries, its level. */
 struct sim_ref_placement {
         unsigned level;                 /* the one level of its sets */

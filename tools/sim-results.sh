@@ -65,6 +65,10 @@ grep -q -- '--profile' <<<"$help" && have_profile=1
 # (whether the reference the share is measured against keeps the budget it was sized for).
 check_ref=
 grep -q -- '--check-reference' <<<"$help" && check_ref=--check-reference
+# The batch runs also run the bin-packing reference's own placements (the batch target's reference)
+# through the burst simulation, charged as a policy.
+check_bp=
+grep -q -- '--check-binpack' <<<"$help" && check_bp=' --check-binpack'
 fb=10; grep -qw 10 <<<"$bursts" || fb=${bursts%% *}
 fday=${days%% *}
 
@@ -78,7 +82,7 @@ for day in $days; do for hm in $hosts; do for ov in $ratios; do for b in $bursts
         ref=; case $ov in 1|2) ref=$check_ref ;; esac
         run "$day;$topo;$ov:1;${b}ms" "$day-$topo-$ov-$b" "$ref" "$day" "$topo" "$model" "$ov" "$b"
         [ $have_profile -eq 0 ] ||
-                run "batch;$day;$topo;$ov:1;${b}ms" "batch-$day-$topo-$ov-$b" "--profile batch" "$day" "$topo" "$model" "$ov" "$b"
+                run "batch;$day;$topo;$ov:1;${b}ms" "batch-$day-$topo-$ov-$b" "--profile batch$check_bp" "$day" "$topo" "$model" "$ov" "$b"
 done; done; done; done
 if [ $have_profile -eq 1 ]; then
         for q in $budgets; do for hm in $hosts; do for ov in $ratios; do

@@ -797,6 +797,29 @@ static void test_latbound_set_placement(void **state)
 }
 
 /*
+ * The shipped Genoa host, the default configuration over 4 intervals of a synthetic trace at oversub,
+ * run into off, then with --check-binpack (binpack) or --check-reference into on.
+ */
+static void short_genoa_runs(struct sim_host *h, double oversub, bool binpack, struct sim_result *off,
+                             struct sim_result *on)
+{
+        struct sim_trace *t = synth_trace(60, 6);
+        struct sim_config c;
+
+        load_host_named(h, "epyc-genoa-1s", "epyc-genoa");
+        sim_config_defaults(&c);
+        c.step_ns = 60 * NSEC_PER_SEC;
+        c.window_ns = 500 * NSEC_PER_MSEC;
+        c.n_intervals = 4;
+        c.oversub = oversub;
+        assert_int_equal(sim_run(h, t, &c, off), 0);
+        c.check_binpack = binpack;
+        c.check_reference = !binpack;
+        assert_int_equal(sim_run(h, t, &c, on), 0);
+        sim_trace_free(t);
+}
+
+/*
  * --check-reference in a run (sim_config.check_reference): every interval of each reference
  * (the budget and 1/2, 1/5, 1/10 of it) is either placed and simulated (a window) or has no
  * placement; the reference at the budget is the per-LLC reference the run reports; its windows
@@ -806,20 +829,11 @@ static void test_check_reference_run(void **state)
 {
         static const double frac[SIM_N_REF] = SIM_REF_FRACTIONS;
         struct sim_host h;
-        struct sim_trace *t = synth_trace(60, 6);
-        struct sim_config c;
         struct sim_result r, off;
 
         (void) state;
-        load_host_named(&h, "epyc-genoa-1s", "epyc-genoa");
-        sim_config_defaults(&c);
-        c.step_ns = 60 * NSEC_PER_SEC;
-        c.window_ns = 500 * NSEC_PER_MSEC;
-        c.n_intervals = 4;
-        c.oversub = 1.0; /* (at 2:1 the per-LLC sets carry none of its intervals within the budget) */
-        assert_int_equal(sim_run(&h, t, &c, &off), 0);
-        c.check_reference = true;
-        assert_int_equal(sim_run(&h, t, &c, &r), 0);
+        /* (at 2:1 the per-LLC sets carry none of its intervals within the budget) */
+        short_genoa_runs(&h, 1.0, false, &off, &r);
         for (unsigned f = 0; f < 2; f++) /* the per-LLC reference, then the lat-bound's one set */
                 for (unsigned j = 0; j < SIM_N_REF; j++) {
                         const struct sim_ref_result *x = f ? &r.ref_one[j] : &r.ref[j];
@@ -828,7 +842,7 @@ static void test_check_reference_run(void **state)
                                f ? "lat-bound's set" : "reference", 100 * x->budget, x->windows, x->infeasible,
                                x->wakeups ? 100.0 * (double) x->queued_wakeups / (double) x->wakeups : 0.0,
                                (unsigned long long) x->wakeups);
-                        assert_true(fabs(x->budget - c.queue_budget * frac[j]) < 1e-12);
+                        assert_true(fabs(x->budget - r.queue_budget * frac[j]) < 1e-12);
                         assert_int_equal(x->windows + x->infeasible, r.n_intervals);
                         assert_int_equal(y->windows + y->infeasible, 0);
                         assert_true(x->windows == 0 || x->wakeups > 0);
@@ -848,7 +862,97 @@ static void test_check_reference_run(void **state)
         sim_result_free(&r);
         sim_result_free(&off);
         sim_host_done(&h);
-        sim_trace_free(t);
+}
+
+/*
+ * The bin-packing reference's placement (sim_binpack_reference): every vCPU with demand is packed
+ * (the others not), each CPU's work is the demand packed onto it and within its level's capacity,
+ * each core within SmtGain x that, and the model's power of that placement, vCPUs uncounted, is the
+ * reference's power: the placement is the one the reference is.
+ */
+static void test_binpack_placement(void **state)
+{
+        struct sim_host h;
+        double d[96], mw = 0, mw_only = 0;
+        int home[96];
+
+        (void) state;
+        load_host_named(&h, "epyc-genoa-1s", "epyc-genoa");
+        const struct em_host *e = h.em;
+        _cleanup_free_ double *work = calloc(e->n_cpus, sizeof(double));
+        _cleanup_free_ double *sum = calloc(e->n_cpus, sizeof(double));
+        _cleanup_free_ uint8_t *lvl = calloc(e->n_fdoms, 1);
+        _cleanup_free_ uint8_t *zero = calloc(e->n_cpus, 1);
+        _cleanup_free_ uint32_t *lat = calloc(e->n_cpus, sizeof(uint32_t));
+        uint64_t s = 5;
+        unsigned used = 0, packed = 0;
+
+        for (unsigned i = 0; i < 96; i++)
+                d[i] = i % 7 == 3 ? 0.0 : 0.02 + 0.4 * rng_unit(&s);
+        struct sim_binpack_placement pl = { .home = home, .work = work };
+        assert_int_equal(sim_binpack_reference(e, d, 96, &mw, &pl), 0);
+        assert_int_equal(sim_binpack_reference_mw(e, d, 96, &mw_only), 0);
+        assert_true(mw == mw_only);
+        for (unsigned i = 0; i < 96; i++) {
+                if (d[i] <= 0) {
+                        assert_int_equal(home[i], -1);
+                        continue;
+                }
+                assert_true(home[i] >= 0 && (unsigned) home[i] < e->n_cpus);
+                sum[home[i]] += d[i];
+                packed++;
+        }
+        double cap = e->model.levels[pl.level].capacity / 1024.0, g = e->model.smt_gain_permille / 1000.0;
+        for (unsigned c = 0; c < e->n_cpus; c++) {
+                lat[c] = EM_LATENCY_ANY;
+                assert_true(fabs(sum[c] - work[c]) < 1e-12);
+                assert_true(work[c] <= cap + 1e-12);
+                if (work[c] > 0) {
+                        lvl[e->cpu_fdom[c]] = (uint8_t) pl.level;
+                        used++;
+                }
+        }
+        for (unsigned k = 0; k < e->n_cores; k++) {
+                double core = 0;
+                for (unsigned t = 0; t < e->cores[k].n_threads; t++)
+                        core += work[e->cores[k].cpu[t]];
+                assert_true(e->cores[k].n_threads < 2 || core <= cap * g + 1e-12);
+        }
+        printf("# %u vCPUs packed onto %u CPUs at level %u, %.0f mW\n", packed, used, pl.level, mw);
+        assert_true(used > 0 && used < e->n_cpus);
+        struct em_load l = { .cpu_work = work, .cpu_vcpus = zero, .cpu_max_latency_us = lat, .fdom_level = lvl };
+        assert_true(fabs(em_host_power(e, &l, NULL) - mw) <= 1e-9 * mw);
+        sim_host_done(&h);
+}
+
+/*
+ * --check-binpack in a run (sim_config.check_binpack): every interval's bin-packing placement is
+ * simulated (a window with wake-ups), charged at least what the reference counts (its vCPUs' idle
+ * gaps and wake-ups on top), and the option changes no policy's figures.  Without it nothing runs.
+ */
+static void test_check_binpack_run(void **state)
+{
+        struct sim_host h;
+        struct sim_result r, off;
+
+        (void) state;
+        short_genoa_runs(&h, 2.0, true, &off, &r);
+        const struct sim_ref_result *x = &r.binpack_placed;
+        printf("# binpack-ref placed: %u windows, %.2f%% of %llu wake-ups queued, %.1f J charged, reference %.1f J\n",
+               x->windows, x->wakeups ? 100.0 * (double) x->queued_wakeups / (double) x->wakeups : 0.0,
+               (unsigned long long) x->wakeups, x->energy_j, r.p[SIM_BINPACK_REF].energy_j);
+        assert_int_equal(x->windows, r.n_intervals);
+        assert_int_equal(off.binpack_placed.windows, 0);
+        assert_true(off.binpack_placed.energy_j == 0);
+        assert_true(x->wakeups > 0 && x->queued_wakeups <= x->wakeups);
+        /* packed to the full capacity of its level: some wake-ups find every CPU they may run on busy */
+        assert_true(x->queued_wakeups > 0);
+        assert_true(x->energy_j > r.p[SIM_BINPACK_REF].energy_j);
+        for (int p = 0; p < _SIM_POLICY_MAX; p++)
+                assert_true(r.p[p].energy_j == off.p[p].energy_j);
+        sim_result_free(&r);
+        sim_result_free(&off);
+        sim_host_done(&h);
 }
 
 /*
@@ -1759,6 +1863,8 @@ int main(void)
                 cmocka_unit_test(test_latbound_llc),
                 cmocka_unit_test(test_latbound_set_placement),
                 cmocka_unit_test(test_check_reference_run),
+                cmocka_unit_test(test_binpack_placement),
+                cmocka_unit_test(test_check_binpack_run),
                 cmocka_unit_test(test_wake_energy_per_episode),
                 cmocka_unit_test(test_calibrated_models),
                 cmocka_unit_test(test_demand_unit),
