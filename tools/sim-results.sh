@@ -19,9 +19,10 @@
 #   SENS      1 (default): the sensitivity runs; 0: none
 #   DEST      directory results.md and results-frontier.svg are written to (default: docs/)
 #   JOBS (parallel runs, default nproc), SEED (default 1), OUT (work dir, default BUILD_DIR/sim-results).
-#   ONLY      an extended regex: re-run only the runs whose label matches (e.g. '^batch;') and keep the
-#             others' outputs from a complete earlier run in OUT; for a change that cannot alter the
-#             others (say why in the commit).  The runtime line of results.md names it.
+#   ONLY      an extended regex: re-run only the runs whose label it matches from its start (e.g. 'batch;')
+#             and keep the others' outputs from a complete earlier run in OUT; for a change that cannot
+#             alter the others (say why in the commit).  The runtime line of results.md names it; one
+#             that matches no label is an error.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$src/build-sim}
@@ -119,7 +120,13 @@ start=$(date +%s)
 n=$(wc -l <"$cmds")
 what="$n runs"
 if [ -n "$only" ]; then
-        grep -E -- "--label '($only)" "$cmds" >"$cmds.only" || true
+        # the regex is matched from the start of each run's label ('batch;' and '^batch;' alike)
+        re="^($only)"
+        while IFS= read -r line; do
+                label=$(sed -n "s/.*--label '\([^']*\)'.*/\1/p" <<<"$line")
+                if [[ $label =~ $re ]]; then printf '%s\n' "$line"; fi
+        done <"$cmds" >"$cmds.only"
+        [ -s "$cmds.only" ] || { echo "sim-results: ONLY='$only' matches no run's label" >&2; exit 1; }
         what="$(wc -l <"$cmds.only") of $n runs (ONLY='$only'; the rest kept from an earlier run)"
         mv "$cmds.only" "$cmds.run"
         # --csv appends: the re-run runs' rows go first
