@@ -1497,7 +1497,8 @@ static int ref_window(struct run *R, struct ref_ws *x, const struct sim_ref_plac
 /*
  * sim_config.check_binpack: interval k's bin-packing reference placement through the burst
  * simulation, one window, and charged as a policy is (evaluate): each vCPU homed where the packing
- * put it (x->home, x->work: sim_binpack_reference's output), free to run on the packing's CPUs
+ * put it (x->home, x->work: sim_binpack_reference's output; a vCPU with no demand on the packed CPU
+ * with the fewest vCPUs), free to run on the packing's CPUs
  * (wake-up and newidle balancing within an LLC), the packing's level on their domains after the
  * turbo table and power limit and the lowest elsewhere, no idle limit; its power with the vCPUs
  * packed onto each CPU in the idle gaps and the window's wake-ups, each charged the energy of the
@@ -1518,6 +1519,21 @@ static int binpack_window(struct run *R, struct ref_ws *x, unsigned level, uint6
                 x->allowed[c] = x->cnt[c] > 0;
                 if (x->allowed[c])
                         x->plvl[h->cpu_fdom[c]] = (uint8_t) level;
+        }
+        /* a vCPU with no demand is packed nowhere, but sits on some CPU as every policy's vCPUs do
+         * (counted in its idle gaps): the packed CPU with the fewest vCPUs (ties: the lowest) */
+        for (unsigned i = 0; i < R->nv; i++) {
+                int best = -1;
+                if (x->home[i] >= 0)
+                        continue;
+                for (unsigned c = 0; c < h->n_cpus; c++)
+                        if (x->allowed[c] && (best < 0 || x->cnt[c] < x->cnt[best]))
+                                best = (int) c;
+                if (best < 0)
+                        break; /* nothing packed */
+                x->home[i] = best;
+                if (x->cnt[best] < 255)
+                        x->cnt[best]++;
         }
         struct em_load l = { .cpu_work = x->work, .cpu_vcpus = x->cnt, .cpu_max_latency_us = x->lat,
                              .fdom_level = x->plvl, .wake_given = true };

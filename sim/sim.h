@@ -152,7 +152,8 @@ struct sim_result {
         struct sim_ref_result ref_one[SIM_N_REF];
         /* sim_config.check_binpack: the bin-packing reference's placement of each interval
          * (sim_binpack_reference) in the burst simulation, one window per interval: every vCPU
-         * homed where the packing put it, free to run on the packing's CPUs, the packing's level on
+         * homed where the packing put it (one with no demand on the packed CPU with the fewest
+         * vCPUs), free to run on the packing's CPUs, the packing's level on
          * their domains and the lowest elsewhere, no idle limit; its energy charged as a policy's
          * is: each CPU with the vCPUs packed onto it in the idle gaps and wake-ups, and the work over
          * its CPUs' capacity (overload_s) as undelivered work, which the reference counts neither of */

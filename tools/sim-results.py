@@ -317,7 +317,7 @@ if bpk:
     L.append('| (not a target) the bin-packing reference\'s own placements run in the burst simulation and charged as '
              'a policy is (`--check-binpack`: its vCPUs in the idle gaps and wake-ups, its work over capacity '
              'undelivered): points of B0 over the reference (mean, most); their queued share and wait p99 ms '
-             'against vmmpower\'s at the batch profile (means) | %d | +%.2f, +%.2f; %.1f%% / %.1f ms against '
+             'against vmmpower\'s at the batch profile (means) | %d | %+.2f, %+.2f; %.1f%% / %.1f ms against '
              '%.1f%% / %.1f ms |' % (
                  len(bpk), statistics.mean(add), max(add),
                  statistics.mean(batch[k]['_bp_placed'][1] for k in bpk),
@@ -327,7 +327,8 @@ if bpk:
     L.append('| (not a target) batch runs where vmmpower queues a smaller share of its wake-ups than the bin-packing '
              'reference\'s own placements; where its wait p99 is lower too | %d | %d; %d |' % (
                  len(bpk), sum(queued(batch[k], 'vmmpower') < batch[k]['_bp_placed'][1] for k in bpk),
-                 sum(w99(batch[k], 'vmmpower') < batch[k]['_bp_placed'][2] for k in bpk)))
+                 sum(queued(batch[k], 'vmmpower') < batch[k]['_bp_placed'][1] and
+                     w99(batch[k], 'vmmpower') < batch[k]['_bp_placed'][2] for k in bpk)))
 L.append('| <= 60 planner moves per vCPU-hour (every run above) | %d | %d |' % (
     len(allk), sum(moves(m[k]) <= 60 for m, k in allk)))
 L.append('')

@@ -948,6 +948,8 @@ static void test_check_binpack_run(void **state)
         /* packed to the full capacity of its level: some wake-ups find every CPU they may run on busy */
         assert_true(x->queued_wakeups > 0);
         assert_true(x->energy_j > r.p[SIM_BINPACK_REF].energy_j);
+        /* and less than spreading every vCPU at the top level: a packing's energy, charged */
+        assert_true(x->energy_j < r.p[SIM_B0].energy_j);
         for (int p = 0; p < _SIM_POLICY_MAX; p++)
                 assert_true(r.p[p].energy_j == off.p[p].energy_j);
         sim_result_free(&r);
