@@ -426,8 +426,11 @@ for k in bk:
         w99(v, 'B0'), w99(v, 'B3'), queued(v, 'vmmpower'),
         '%.1f%% / %.2f%% / %.2f' % (100 * bpp[0], bpp[1], bpp[2]) if bpp else '-', moves(v), ok(moves(v) <= 60)))
     if not g >= 0.7:
-        misses.append('batch %s: %.1f%% of the B0 -> bin-packing gap (vmmpower %.1f%%, binpack-ref %.1f%% of B0).' % (
-            ';'.join(k), 100 * g, pct_b0(v, 'vmmpower'), pct_b0(v, 'binpack-ref')))
+        misses.append('batch %s: %.1f%% of the B0 -> bin-packing gap (vmmpower %.1f%%, binpack-ref %.1f%% of B0)%s.' % (
+            ';'.join(k), 100 * g, pct_b0(v, 'vmmpower'), pct_b0(v, 'binpack-ref'),
+            '; the reference\'s own placements, charged, %.1f%% of B0 with %.1f%% of their wake-ups queued and a wait '
+            'p99 of %.2f ms, where vmmpower queues %.1f%% with %.2f ms' % (
+                100 * bpp[0], bpp[1], bpp[2], queued(v, 'vmmpower'), w99(v, 'vmmpower')) if bpp else ''))
 for m, k in allk:
     if moves(m[k]) > 60:
         misses.append('%s%s: %.1f planner moves per vCPU-hour.' % ('batch ' if m is batch else '', ';'.join(k),
