@@ -80,8 +80,9 @@ for v in runs.values():
                                                   no_placement(x)))
     # --check-binpack since stop 36 (the batch runs): the bin-packing reference's own placements in the burst
     # simulation, charged as a policy is (row binpack-placed): energy (share of B0), queued %, wait p99 ms
+    # (the row stays too: the frontier plots it as a point)
     if 'binpack-placed' in v:
-        x = v.pop('binpack-placed')
+        x = v['binpack-placed']
         v['_bp_placed'] = (fnum(x['rel_b0']), 100 * fnum(x['queued_share']), fnum(x['wait_p99_us']) / 1000)
 
 
@@ -466,8 +467,9 @@ def frontier_points():
 FP = frontier_points()
 L.append('## The frontier: energy against wait p99 per budget setting\n')
 L.append('Per host and ratio, on %s: vmmpower at each queueing budget (`--queue-budget-percent`) and at the batch '
-         'profile, with B0-B3 as points (their figures from the default run) and the latency-constrained bound at '
-         'each budget. Each cell: energy vs B0 / wait p99 ms / queued share. `%s` plots it.\n' % (
+         'profile, with B0-B3 as points (their figures from the default run), the bin-packing reference\'s own '
+         'placements as a point (`--check-binpack`, from the batch run: what the batch target\'s reference costs in '
+         'wait) and the latency-constrained bound at each budget. Each cell: energy vs B0 / wait p99 ms / queued share. `%s` plots it.\n' % (
              ', '.join(sorted({'%s, B = %s' % (key[0], key[3]) for key, _ in FP.values()})) or '-',
              os.path.basename(args.svg) if args.svg else 'results-frontier.svg'))
 L.append('| host | ratio | setting | energy vs B0 | wait p99 ms | queued | lat-bound vs B0 |')
@@ -482,6 +484,10 @@ for (host, rat), (key, row) in FP.items():
         for p in ['B0', 'B1', 'B2', 'B3']:
             L.append('| %s | %s | %s | %.1f%% | %.2f | %.2f%% | - |' % (host, rat, p, pct_b0(base, p), w99(base, p),
                                                                        queued(base, p)))
+    bv = batch.get(key) if own_batch else None
+    if bv and 'binpack-placed' in bv:
+        L.append('| %s | %s | binpack-ref placed (its batch run) | %.1f%% | %.2f | %.2f%% | - |' % (
+            host, rat, pct_b0(bv, 'binpack-placed'), w99(bv, 'binpack-placed'), queued(bv, 'binpack-placed')))
 L.append('')
 
 
@@ -495,14 +501,16 @@ def write_svg(path):
     W = ML + len(rats) * (PW + GAP) + 20
     H = MT + len(hosts) * (PH + GAP + 20) + 70
     colours = {'vmmpower': '#d62728', 'B0': '#1f77b4', 'B1': '#2ca02c', 'B2': '#9467bd', 'B3': '#ff7f0e',
-               'lat-bound': '#17becf'}
+               'lat-bound': '#17becf', 'binpack-placed': '#8c564b'}
     o = ['<?xml version="1.0" encoding="UTF-8"?>',
          '<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">' % (W, H),
          '<rect width="100%" height="100%" fill="white"/>',
          '<text x="%d" y="22" font-size="15">vmmpower-sim: energy against run-queue wait p99, per queueing budget '
          '(modelled)</text>' % ML,
-         '<text x="%d" y="42" fill="#444">red line: vmmpower from the tightest budget to the batch profile; '
-         'B0-B3: the baselines; cyan dashes: the latency-constrained bound at the default budget</text>' % ML]
+         '<text x="%d" y="40" fill="#444">red line: vmmpower from the tightest budget to the batch profile; '
+         'B0-B3: the baselines; cyan dashes: the latency-constrained bound at the default budget</text>' % ML,
+         '<text x="%d" y="55" fill="#444">brown: the bin-packing reference\'s own placements, run and charged as a '
+         'policy (vmmpower-sim --check-binpack, the batch run)</text>' % ML]
     for hi, host in enumerate(hosts):
         for ri, rat in enumerate(rats):
             if (host, rat) not in FP:
@@ -511,6 +519,9 @@ def write_svg(path):
             base = matrix.get(key)
             pts = [('vmm ' + n.split(' ')[0], v, 'vmmpower') for n, _, v in row]
             bpts = [(p, base, p) for p in ['B0', 'B1', 'B2', 'B3']] if base else []
+            bv = batch.get(key) if own_batch else None
+            if bv and 'binpack-placed' in bv:
+                bpts.append(('binpack-ref placed', bv, 'binpack-placed'))
             xs = [w99(v, p) for _, v, p in pts + bpts]
             ys = [pct_b0(v, p) for _, v, p in pts + bpts]
             lb = pct_b0(base, 'lat-bound') if base and 'lat-bound' in base else float('nan')
