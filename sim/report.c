@@ -88,12 +88,15 @@ void sim_print_table(const struct sim_result *r, FILE *f)
                                 x->wakeups ? 100.0 * (double) x->queued_wakeups / (double) x->wakeups : 0.0,
                                 wait_hist_percentile(&x->hist, 0.50) / 1e3, wait_hist_percentile(&x->hist, 0.99) / 1e3);
                 }
-        if (r->binpack_placed.windows > 0) {
-                const struct sim_ref_result *x = &r->binpack_placed;
-                fprintf(f, "\nbinpack-ref placed (--check-binpack, %u windows), charged as a policy: %.1f%% of B0 "
+        for (unsigned lag = 0; lag < 2; lag++) {
+                const struct sim_ref_result *x = lag ? &r->binpack_lag : &r->binpack_placed;
+                if (x->windows == 0)
+                        continue;
+                fprintf(f, "\nbinpack-ref placed%s (--check-binpack, %u windows), charged as a policy: %.1f%% of B0 "
                            "(the reference %.1f%%); %.2f%% of its wake-ups queued, wait p50 %.1f us, p99 %.1f us; "
                            "overload %.0f CPU-s",
-                        x->windows, r->p[SIM_B0].energy_j > 0 ? 100.0 * x->energy_j / r->p[SIM_B0].energy_j : 0.0,
+                        lag ? " one interval late" : "", x->windows,
+                        r->p[SIM_B0].energy_j > 0 ? 100.0 * x->energy_j / r->p[SIM_B0].energy_j : 0.0,
                         r->p[SIM_B0].energy_j > 0 ? 100.0 * r->p[SIM_BINPACK_REF].energy_j / r->p[SIM_B0].energy_j
                                                   : 0.0,
                         x->wakeups ? 100.0 * (double) x->queued_wakeups / (double) x->wakeups : 0.0,
@@ -171,12 +174,15 @@ void sim_write_csv(const struct sim_result *r, const char *label, bool header, F
                         fprintf(f, ",,,,,,,,,,,,,,,,%u\n", none);
         }
         /* --check-binpack: the bin-packing reference's placements simulated and charged as a policy
-         * (its energy includes its undelivered work unless --free-undelivered, as a policy's) */
-        if (r->binpack_placed.windows > 0) {
-                const struct sim_ref_result *x = &r->binpack_placed;
+         * (its energy includes its undelivered work unless --free-undelivered, as a policy's), then
+         * the same packing one interval late (row binpack-lagged) */
+        for (unsigned lag = 0; lag < 2; lag++) {
+                const struct sim_ref_result *x = lag ? &r->binpack_lag : &r->binpack_placed;
                 double ej = x->energy_j, uj = x->overload_s * r->undelivered_mw / 1000.0;
-                fprintf(f, "%s,binpack-placed,%u,%u,%u,%.3f,%.6f,%.6f,%.6f,%.6f,", label, r->n_vms, r->n_vcpus,
-                        r->n_cpus, r->vcpu_hours, ej / 3.6e6, b0 > 0 ? ej / b0 : NAN,
+                if (x->windows == 0)
+                        continue;
+                fprintf(f, "%s,%s,%u,%u,%u,%.3f,%.6f,%.6f,%.6f,%.6f,", label, lag ? "binpack-lagged" : "binpack-placed",
+                        r->n_vms, r->n_vcpus, r->n_cpus, r->vcpu_hours, ej / 3.6e6, b0 > 0 ? ej / b0 : NAN,
                         b0 - fl > 0 ? (b0 - ej) / (b0 - fl) : NAN, fl > 0 ? ej / fl - 1 : NAN);
                 fprintf(f, "%.3f,%.3f,%.3f,%llu,,,,,%.3f,,,,%.6f,%llu,%.6f,%.6f,0\n",
                         wait_hist_percentile(&x->hist, 0.50) / 1e3, wait_hist_percentile(&x->hist, 0.99) / 1e3,

@@ -1547,6 +1547,31 @@ static int binpack_window(struct run *R, struct ref_ws *x, unsigned level, uint6
         return 0;
 }
 
+/*
+ * The bin-packing placement in bp (homes after binpack_window(): every vCPU on a packed CPU) at
+ * level carrying this interval's demand, through binpack_window() in lag (its own workspace): its
+ * work per CPU the demand of the vCPUs homed there now, over capacity where the demand grew.
+ * Its energy and overload for an interval of iv_s seconds go to rr.
+ */
+static int lagged_binpack(struct run *R, const struct ref_ws *bp, struct ref_ws *lag, unsigned level,
+                          uint64_t window_id, struct sim_ref_result *rr, double iv_s)
+{
+        double mw = 0, over = 0;
+        int r;
+
+        memcpy(lag->home, bp->home, R->nv * sizeof(int));
+        memset(lag->work, 0, R->h->n_cpus * sizeof(double));
+        for (unsigned i = 0; i < R->nv; i++)
+                if (lag->home[i] >= 0)
+                        lag->work[lag->home[i]] += R->demand[i];
+        r = binpack_window(R, lag, level, window_id, rr, &mw, &over);
+        if (r < 0)
+                return r;
+        rr->energy_j += mw / 1000.0 * iv_s;
+        rr->overload_s += over * iv_s;
+        return 0;
+}
+
 int sim_run(const struct sim_host *host, const struct sim_trace *tr, const struct sim_config *cfg,
             struct sim_result *res)
 {
@@ -1560,7 +1585,9 @@ int sim_run(const struct sim_host *host, const struct sim_trace *tr, const struc
         _cleanup_free_ uint8_t *ref_in_set = NULL;
         _cleanup_free_ double *ref_llc_w = NULL;
         struct sim_ref_placement ref_pl = { 0 };
-        struct ref_ws ref_ws = { 0 }, bp_ws = { 0 };
+        struct ref_ws ref_ws = { 0 }, bp_ws = { 0 }, lag_ws = { 0 };
+        unsigned prev_level = 0;     /* --check-binpack: the last interval's packing level */
+        bool prev_packed = false;    /* ... and whether it packed anything (bp_ws.home its homes) */
         int r;
 
         memset(res, 0, sizeof(*res));
@@ -1619,6 +1646,9 @@ int sim_run(const struct sim_host *host, const struct sim_trace *tr, const struc
                 r = ref_ws_init(&R, &bp_ws);
                 if (r < 0)
                         goto out;
+                r = ref_ws_init(&R, &lag_ws);
+                if (r < 0)
+                        goto out;
         }
         if (!bound_mw || (cfg->check_reference && (!ref_in_set || !ref_llc_w))) {
                 r = -ENOMEM;
@@ -1646,6 +1676,15 @@ int sim_run(const struct sim_host *host, const struct sim_trace *tr, const struc
                 }
                 /* bounds: from the demand alone */
                 bound_mw[0] = sim_fluid_bound_mw(h, R.demand, R.nv);
+                /* --check-binpack, one interval late: the last interval's packing (its homes and
+                 * level) carrying this interval's demand, as a packer that knew the last interval's
+                 * demand exactly and re-packs once an interval would run it */
+                if (cfg->check_binpack && prev_packed) {
+                        r = lagged_binpack(&R, &bp_ws, &lag_ws, prev_level, k, &res->binpack_lag,
+                                           (double) tr->interval_ns / 1e9);
+                        if (r < 0)
+                                goto out;
+                }
                 struct sim_binpack_placement bp = { .home = bp_ws.home, .work = bp_ws.work };
                 r = sim_binpack_reference(h, R.demand, R.nv, &bound_mw[1], cfg->check_binpack ? &bp : NULL);
                 if (r < 0)
@@ -1657,6 +1696,17 @@ int sim_run(const struct sim_host *host, const struct sim_trace *tr, const struc
                                 goto out;
                         res->binpack_placed.energy_j += mw / 1000.0 * iv_s;
                         res->binpack_placed.overload_s += over * iv_s;
+                        /* the first interval (or one after nothing was packed): no packing before
+                         * it, the late packing is this one */
+                        if (!prev_packed) {
+                                r = lagged_binpack(&R, &bp_ws, &lag_ws, bp.level, k, &res->binpack_lag, iv_s);
+                                if (r < 0)
+                                        goto out;
+                        }
+                        prev_level = bp.level;
+                        prev_packed = false;
+                        for (unsigned i = 0; i < R.nv && !prev_packed; i++)
+                                prev_packed = bp_ws.home[i] >= 0;
                 }
                 unsigned lb_cpus = 0;
                 r = sim_latency_bound_mw(h, R.demand, R.nv, cfg->queue_budget, &bound_mw[2], &lb_cpus,
@@ -1820,8 +1870,10 @@ int sim_run(const struct sim_host *host, const struct sim_trace *tr, const struc
                 if (!cfg->free_undelivered)
                         res->p[p].energy_j += res->p[p].undelivered_j;
         }
-        if (!cfg->free_undelivered) /* the placed bin-packing too, as a policy */
+        if (!cfg->free_undelivered) { /* the placed bin-packing too, as a policy */
                 res->binpack_placed.energy_j += res->binpack_placed.overload_s * res->undelivered_mw / 1000.0;
+                res->binpack_lag.energy_j += res->binpack_lag.overload_s * res->undelivered_mw / 1000.0;
+        }
         r = 0;
 out:
         if (R.hints)
@@ -1829,6 +1881,7 @@ out:
         sim_hint_replay_free(R.hints);
         ref_ws_free(&ref_ws);
         ref_ws_free(&bp_ws);
+        ref_ws_free(&lag_ws);
         res->cpu_ns = process_cputime_ns() - c0;
         res->wall_ns = now_ns() - w0;
         for (int p = 0; p < _SIM_RUN_MAX; p++)

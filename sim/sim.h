@@ -158,6 +158,11 @@ struct sim_result {
          * is: each CPU with the vCPUs packed onto it in the idle gaps and wake-ups, and the work over
          * its CPUs' capacity (overload_s) as undelivered work, which the reference counts neither of */
         struct sim_ref_result binpack_placed;
+        /* sim_config.check_binpack: the same packing one interval late: the previous interval's
+         * packing (homes and level) carrying each interval's demand (the first interval's its own),
+         * charged the same way; what a packer that knew the last interval's demand exactly and
+         * re-packed once an interval would use and leave undelivered */
+        struct sim_ref_result binpack_lag;
         double undelivered_mw;          /* the charge per CPU of undelivered work (sim_undelivered_mw) */
         bool free_undelivered;          /* the run's sim_config.free_undelivered */
         struct sim_policy_result p[_SIM_POLICY_MAX];

@@ -928,7 +928,8 @@ static void test_binpack_placement(void **state)
 /*
  * --check-binpack in a run (sim_config.check_binpack): every interval's bin-packing placement is
  * simulated (a window with wake-ups), charged at least what the reference counts (its vCPUs' idle
- * gaps and wake-ups on top), and the option changes no policy's figures.  Without it nothing runs.
+ * gaps and wake-ups on top), and so is the same packing one interval late, which runs short where
+ * the demand grew; the option changes no policy's figures.  Without it nothing runs.
  */
 static void test_check_binpack_run(void **state)
 {
@@ -950,6 +951,15 @@ static void test_check_binpack_run(void **state)
         assert_true(x->energy_j > r.p[SIM_BINPACK_REF].energy_j);
         /* and less than spreading every vCPU at the top level: a packing's energy, charged */
         assert_true(x->energy_j < r.p[SIM_B0].energy_j);
+        /* one interval late: every interval run (the first on its own packing); the packing fills
+         * its CPUs to their level's capacity, so the demand that grew since runs over it */
+        const struct sim_ref_result *y = &r.binpack_lag;
+        printf("# one interval late: %u windows, %.1f J charged, %.1f CPU-s over capacity (in time: %.1f)\n",
+               y->windows, y->energy_j, y->overload_s, x->overload_s);
+        assert_int_equal(y->windows, r.n_intervals);
+        assert_int_equal(off.binpack_lag.windows, 0);
+        assert_true(x->overload_s == 0 && y->overload_s > 0);
+        assert_true(y->queued_wakeups <= y->wakeups && y->wakeups > 0);
         for (int p = 0; p < _SIM_POLICY_MAX; p++)
                 assert_true(r.p[p].energy_j == off.p[p].energy_j);
         sim_result_free(&r);
