@@ -1549,21 +1549,35 @@ static int binpack_window(struct run *R, struct ref_ws *x, unsigned level, uint6
 
 /*
  * The bin-packing placement in bp (homes after binpack_window(): every vCPU on a packed CPU) at
- * level carrying this interval's demand, through binpack_window() in lag (its own workspace): its
- * work per CPU the demand of the vCPUs homed there now, over capacity where the demand grew.
- * Its energy and overload for an interval of iv_s seconds go to rr.
+ * level carrying this interval's demand, through binpack_window() in lag (its own workspace).
+ * Its vCPUs run on the packed CPUs of their LLC as a pack set's do, so each LLC's demand is
+ * spread evenly over its packed CPUs (as the simulator spreads vmmpower's pack sets,
+ * balance_pack_sets()): over capacity only where the LLC's packed CPUs together are.  Its energy
+ * and overload for an interval of iv_s seconds go to rr.
  */
 static int lagged_binpack(struct run *R, const struct ref_ws *bp, struct ref_ws *lag, unsigned level,
                           uint64_t window_id, struct sim_ref_result *rr, double iv_s)
 {
-        double mw = 0, over = 0;
+        const struct em_host *h = R->h;
+        double mw = 0, over = 0, *llc_w = R->llc_tmp, *llc_n = R->llc_tmp + h->n_llcs;
         int r;
 
         memcpy(lag->home, bp->home, R->nv * sizeof(int));
-        memset(lag->work, 0, R->h->n_cpus * sizeof(double));
-        for (unsigned i = 0; i < R->nv; i++)
-                if (lag->home[i] >= 0)
-                        lag->work[lag->home[i]] += R->demand[i];
+        memset(lag->cnt, 0, h->n_cpus);
+        memset(R->llc_tmp, 0, 2 * h->n_llcs * sizeof(double));
+        for (unsigned i = 0; i < R->nv; i++) {
+                int c = lag->home[i];
+                if (c < 0)
+                        continue;
+                lag->cnt[c] = 1;
+                llc_w[h->cores[h->cpu_core[c]].llc] += R->demand[i];
+        }
+        for (unsigned c = 0; c < h->n_cpus; c++)
+                llc_n[h->cores[h->cpu_core[c]].llc] += lag->cnt[c];
+        for (unsigned c = 0; c < h->n_cpus; c++) {
+                unsigned g = h->cores[h->cpu_core[c]].llc;
+                lag->work[c] = lag->cnt[c] ? llc_w[g] / llc_n[g] : 0.0;
+        }
         r = binpack_window(R, lag, level, window_id, rr, &mw, &over);
         if (r < 0)
                 return r;

@@ -159,9 +159,10 @@ struct sim_result {
          * its CPUs' capacity (overload_s) as undelivered work, which the reference counts neither of */
         struct sim_ref_result binpack_placed;
         /* sim_config.check_binpack: the same packing one interval late: the previous interval's
-         * packing (homes and level) carrying each interval's demand (the first interval's its own),
-         * charged the same way; what a packer that knew the last interval's demand exactly and
-         * re-packed once an interval would use and leave undelivered */
+         * packing (its packed CPUs and level; the first interval's, or after one that packed
+         * nothing, its own) carrying each interval's demand, each LLC's spread evenly over its
+         * packed CPUs (lagged_binpack), charged the same way; what a packer that re-packed once
+         * an interval on the last interval's exact demand would use and leave undelivered */
         struct sim_ref_result binpack_lag;
         double undelivered_mw;          /* the charge per CPU of undelivered work (sim_undelivered_mw) */
         bool free_undelivered;          /* the run's sim_config.free_undelivered */
