@@ -1502,10 +1502,10 @@ static int ref_window(struct run *R, struct ref_ws *x, const struct sim_ref_plac
  * (wake-up and newidle balancing within an LLC), the packing's level on their domains after the
  * turbo table and power limit and the lowest elsewhere, no idle limit; its power with the vCPUs
  * packed onto each CPU in the idle gaps and the window's wake-ups, each charged the energy of the
- * state it woke from (*ret_mw); its work over capacity (CPUs) in *ret_over.
+ * state it woke from, and its work over capacity, for an interval of iv_s seconds into rr.
  */
 static int binpack_window(struct run *R, struct ref_ws *x, unsigned level, uint64_t window_id,
-                          struct sim_ref_result *rr, double *ret_mw, double *ret_over)
+                          struct sim_ref_result *rr, double iv_s)
 {
         const struct em_host *h = R->h;
         int r;
@@ -1537,13 +1537,13 @@ static int binpack_window(struct run *R, struct ref_ws *x, unsigned level, uint6
         }
         struct em_load l = { .cpu_work = x->work, .cpu_vcpus = x->cnt, .cpu_max_latency_us = x->lat,
                              .fdom_level = x->plvl, .wake_given = true };
-        double wake_uj = 0;
-        *ret_over = deliver(h, &l, x->lvl, x->deliv);
+        double wake_uj = 0, over = deliver(h, &l, x->lvl, x->deliv);
         r = ref_run_window(R, x, x->allowed, window_id, rr, &wake_uj);
         if (r < 0)
                 return r;
         l.wake_mw = wake_uj * 1e6 / R->window_ns;
-        *ret_mw = em_host_power(h, &l, NULL);
+        rr->energy_j += em_host_power(h, &l, NULL) / 1000.0 * iv_s;
+        rr->overload_s += over * iv_s;
         return 0;
 }
 
@@ -1552,15 +1552,14 @@ static int binpack_window(struct run *R, struct ref_ws *x, unsigned level, uint6
  * level carrying this interval's demand, through binpack_window() in lag (its own workspace).
  * Its vCPUs run on the packed CPUs of their LLC as a pack set's do, so each LLC's demand is
  * spread evenly over its packed CPUs (as the simulator spreads vmmpower's pack sets,
- * balance_pack_sets()): over capacity only where the LLC's packed CPUs together are.  Its energy
- * and overload for an interval of iv_s seconds go to rr.
+ * balance_pack_sets()): over capacity only where the LLC's packed CPUs together are.  Into rr
+ * as binpack_window() puts it.
  */
 static int lagged_binpack(struct run *R, const struct ref_ws *bp, struct ref_ws *lag, unsigned level,
                           uint64_t window_id, struct sim_ref_result *rr, double iv_s)
 {
         const struct em_host *h = R->h;
-        double mw = 0, over = 0, *llc_w = R->llc_tmp, *llc_n = R->llc_tmp + h->n_llcs;
-        int r;
+        double *llc_w = R->llc_tmp, *llc_n = R->llc_tmp + h->n_llcs;
 
         memcpy(lag->home, bp->home, R->nv * sizeof(int));
         memset(lag->cnt, 0, h->n_cpus);
@@ -1578,12 +1577,7 @@ static int lagged_binpack(struct run *R, const struct ref_ws *bp, struct ref_ws 
                 unsigned g = h->cores[h->cpu_core[c]].llc;
                 lag->work[c] = lag->cnt[c] ? llc_w[g] / llc_n[g] : 0.0;
         }
-        r = binpack_window(R, lag, level, window_id, rr, &mw, &over);
-        if (r < 0)
-                return r;
-        rr->energy_j += mw / 1000.0 * iv_s;
-        rr->overload_s += over * iv_s;
-        return 0;
+        return binpack_window(R, lag, level, window_id, rr, iv_s);
 }
 
 int sim_run(const struct sim_host *host, const struct sim_trace *tr, const struct sim_config *cfg,
@@ -1690,9 +1684,9 @@ int sim_run(const struct sim_host *host, const struct sim_trace *tr, const struc
                 }
                 /* bounds: from the demand alone */
                 bound_mw[0] = sim_fluid_bound_mw(h, R.demand, R.nv);
-                /* --check-binpack, one interval late: the last interval's packing (its homes and
-                 * level) carrying this interval's demand, as a packer that knew the last interval's
-                 * demand exactly and re-packs once an interval would run it */
+                /* --check-binpack, one interval late: the last interval's packing (its packed CPUs
+                 * and level) carrying this interval's demand, as a packer with no margin that
+                 * re-packs once an interval on the last interval's demand would run it */
                 if (cfg->check_binpack && prev_packed) {
                         r = lagged_binpack(&R, &bp_ws, &lag_ws, prev_level, k, &res->binpack_lag,
                                            (double) tr->interval_ns / 1e9);
@@ -1704,12 +1698,10 @@ int sim_run(const struct sim_host *host, const struct sim_trace *tr, const struc
                 if (r < 0)
                         goto out;
                 if (cfg->check_binpack) { /* its placement simulated and charged as a policy */
-                        double mw = 0, over = 0, iv_s = (double) tr->interval_ns / 1e9;
-                        r = binpack_window(&R, &bp_ws, bp.level, k, &res->binpack_placed, &mw, &over);
+                        double iv_s = (double) tr->interval_ns / 1e9;
+                        r = binpack_window(&R, &bp_ws, bp.level, k, &res->binpack_placed, iv_s);
                         if (r < 0)
                                 goto out;
-                        res->binpack_placed.energy_j += mw / 1000.0 * iv_s;
-                        res->binpack_placed.overload_s += over * iv_s;
                         /* the first interval (or one after nothing was packed): no packing before
                          * it, the late packing is this one */
                         if (!prev_packed) {
