@@ -17,6 +17,9 @@ ap.add_argument('--profile', default='1', help='1: the batch runs are their own 
 ap.add_argument('--plan-bench', default='')
 ap.add_argument('--buildtype', default='unknown')
 ap.add_argument('--svg', default='')
+ap.add_argument('--batch-budget', default=None,
+                help='the budget of the bq runs to read (tools/sim-results.sh BATCH_BUDGET; 0: none; '
+                     'default: the one budget the bq runs have)')
 args = ap.parse_args()
 
 BUDGET = 1.0        # the default queueing budget (percent): the planner's and the lat-bound's
@@ -102,11 +105,17 @@ batch = {key_of(k): v for k, v in runs.items() if k.startswith('batch;')} if own
 # the default (latency) profile at a loose queueing budget over the batch matrix's 1:1 and 2:1 runs
 # (tools/sim-results.sh BATCH_BUDGET, since stop 37; labels 'bq<budget>;day;host;R:1;Bms'): a batch host's
 # other documented way to pack deep, beside the batch profile
-bq = {key_of(k): v for k, v in runs.items() if k.startswith('bq')} if own_batch else {}
+# (an OUT directory can hold runs of an earlier BATCH_BUDGET: only the given one is read)
 bq_budgets = sorted({float(k.split(';')[0][2:]) for k in runs if k.startswith('bq')})
-if len(bq_budgets) > 1:
-    raise SystemExit('sim-results.py: runs at more than one BATCH_BUDGET (%s) in %s' % (bq_budgets, args.out))
-BQ = bq_budgets[0] if bq_budgets else None
+if args.batch_budget is not None:
+    BQ = float(args.batch_budget) or None
+elif len(bq_budgets) > 1:
+    raise SystemExit('sim-results.py: runs at more than one BATCH_BUDGET (%s) in %s: say which (--batch-budget)' % (
+        bq_budgets, args.out))
+else:
+    BQ = bq_budgets[0] if bq_budgets else None
+bq = {key_of(k): v for k, v in runs.items()
+      if k.startswith('bq') and own_batch and BQ is not None and float(k.split(';')[0][2:]) == BQ}
 frontier = {}  # budget percent -> {key: run}
 for k, v in runs.items():
     if k.startswith('qb'):

@@ -39,6 +39,11 @@ ratios=${RATIOS:-1 2 4}
 bursts=${BURSTS:-2 10 50}
 budgets=${BUDGETS:-0.2 5 20 50}
 batch_budget=${BATCH_BUDGET:-50}
+# 0 (in any spelling) runs none; the label carries the value as given (BATCH_BUDGET=50 -> bq50;...)
+[[ $batch_budget =~ ^[0-9]+(\.[0-9]+)?$ ]] &&
+        awk -v b="$batch_budget" 'BEGIN { exit !(b + 0 == 0 || (b + 0 >= 0.01 && b + 0 <= 100)) }' ||
+        { echo "sim-results: BATCH_BUDGET=$batch_budget is not 0 or 0.01..100" >&2; exit 1; }
+bq_on=$(awk -v b="$batch_budget" 'BEGIN { print (b + 0 == 0) ? 0 : 1 }')
 sens_on=${SENS:-1}
 sim=$build/sim/vmmpower-sim
 # Planner every 1 s of simulated time (the daemon's ControlPeriod) and one burst window per 300 s trace
@@ -89,7 +94,7 @@ for day in $days; do for hm in $hosts; do for ov in $ratios; do for b in $bursts
                 run "batch;$day;$topo;$ov:1;${b}ms" "batch-$day-$topo-$ov-$b" "--profile batch$check_bp" "$day" "$topo" "$model" "$ov" "$b"
         # a batch host's other documented way to pack deep: the wait model's sets at a loose budget (not at
         # 4:1, where the latency profile runs saturated at the top level: the frontier's 4:1 point shows it)
-        case $ov in 1|2) [ $have_profile -eq 0 ] || [ "$batch_budget" = 0 ] ||
+        case $ov in 1|2) [ $have_profile -eq 0 ] || [ "$bq_on" = 0 ] ||
                 run "bq$batch_budget;$day;$topo;$ov:1;${b}ms" "bq$batch_budget-$day-$topo-$ov-$b" \
                         "--profile latency --queue-budget-percent $batch_budget" "$day" "$topo" "$model" "$ov" "$b" ;; esac
 done; done; done; done
@@ -153,7 +158,8 @@ buildtype=$(meson introspect --buildoptions "$build" 2>/dev/null |
         echo unknown)
 python3 "$src/tools/sim-results.py" "$out" "$dest/results.md" "$seed" \
         --runtime "$what in $secs s, $jobs in parallel on $(nproc) CPUs" --profile "$have_profile" \
-        --plan-bench "$out/plan-bench.txt" --buildtype "$buildtype" --svg "$dest/results-frontier.svg"
+        --plan-bench "$out/plan-bench.txt" --buildtype "$buildtype" --svg "$dest/results-frontier.svg" \
+        --batch-budget "$([ "$bq_on" = 1 ] && echo "$batch_budget" || echo 0)"
 if command -v rsvg-convert >/dev/null; then # the frontier must render (librsvg2-bin, tools/setup-host.sh)
         rsvg-convert "$dest/results-frontier.svg" -o "$out/results-frontier.png"
 fi
