@@ -106,7 +106,12 @@ batch = {key_of(k): v for k, v in runs.items() if k.startswith('batch;')} if own
 # (tools/sim-results.sh BATCH_BUDGET, since stop 37; labels 'bq<budget>;day;host;R:1;Bms'): a batch host's
 # other documented way to pack deep, beside the batch profile
 # (an OUT directory can hold runs of an earlier BATCH_BUDGET: only the given one is read)
-bq_budgets = sorted({float(k.split(';')[0][2:]) for k in runs if k.startswith('bq')})
+def label_budget(label):
+    """The budget in a 'qb<budget>;...' or 'bq<budget>;...' label."""
+    return float(label.split(';')[0][2:])
+
+
+bq_budgets = sorted({label_budget(k) for k in runs if k.startswith('bq')})
 if args.batch_budget is not None:
     BQ = float(args.batch_budget) or None
 elif len(bq_budgets) > 1:
@@ -114,12 +119,11 @@ elif len(bq_budgets) > 1:
         bq_budgets, args.out))
 else:
     BQ = bq_budgets[0] if bq_budgets else None
-bq = {key_of(k): v for k, v in runs.items()
-      if k.startswith('bq') and own_batch and BQ is not None and float(k.split(';')[0][2:]) == BQ}
+bq = {key_of(k): v for k, v in runs.items() if own_batch and k.startswith('bq') and label_budget(k) == BQ}
 frontier = {}  # budget percent -> {key: run}
 for k, v in runs.items():
     if k.startswith('qb'):
-        frontier.setdefault(float(k.split(';')[0][2:]), {})[key_of(k)] = v
+        frontier.setdefault(label_budget(k), {})[key_of(k)] = v
 sens = {k: v for k, v in runs.items() if not k.startswith(('pl-', 'batch;', 'qb', 'bq'))}
 
 
@@ -471,14 +475,14 @@ for k in bk:
     v = batch[k]
     g = gap_binpack(v)
     bpp, lag, q = v.get('_bp_placed'), v.get('_bp_lag'), bq.get(k)
-    q_txt = ('%.1f%% / %.1f%% / %.2f / %.2f%%' % (pct_b0(q, 'vmmpower'), 100 * gap_binpack(q), w99(q, 'vmmpower'),
-                                                 queued(q, 'vmmpower')) if q else '-')
+    q_cell = ('%.1f%% / %.1f%% / %.2f / %.2f%%' % (pct_b0(q, 'vmmpower'), 100 * gap_binpack(q), w99(q, 'vmmpower'),
+                                                  queued(q, 'vmmpower')) if q else '-')
     L.append('| %s | %.1f%% | %.1f%% | %.1f%% | %s | %.2f / %.2f / %.2f | %.2f%% | %s | %s | %.1f | %s | %s |' % (
         ';'.join(k), pct_b0(v, 'vmmpower'), pct_b0(v, 'binpack-ref'), 100 * g, ok(g >= 0.7), w99(v, 'vmmpower'),
         w99(v, 'B0'), w99(v, 'B3'), queued(v, 'vmmpower'),
         '%.1f%% / %.2f%% / %.2f' % (100 * bpp[0], bpp[1], bpp[2]) if bpp else '-',
         '%.1f%% / %.2f%% / %.2f' % (100 * lag[0], lag[1], lag[2]) if lag else '-', moves(v), ok(moves(v) <= 60),
-        q_txt))
+        q_cell))
     if not g >= 0.7:
         placed_txt = ('; the reference\'s own placements, charged, %.1f%% of B0 with %.1f%% of their wake-ups queued '
                       'and a wait p99 of %.2f ms, where vmmpower queues %.1f%% with %.2f ms' % (

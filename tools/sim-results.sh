@@ -40,10 +40,10 @@ bursts=${BURSTS:-2 10 50}
 budgets=${BUDGETS:-0.2 5 20 50}
 batch_budget=${BATCH_BUDGET:-50}
 # 0 (in any spelling) runs none; the label carries the value as given (BATCH_BUDGET=50 -> bq50;...)
+bq_on=bad
 [[ $batch_budget =~ ^[0-9]+(\.[0-9]+)?$ ]] &&
-        awk -v b="$batch_budget" 'BEGIN { exit !(b + 0 == 0 || (b + 0 >= 0.01 && b + 0 <= 100)) }' ||
-        { echo "sim-results: BATCH_BUDGET=$batch_budget is not 0 or 0.01..100" >&2; exit 1; }
-bq_on=$(awk -v b="$batch_budget" 'BEGIN { print (b + 0 == 0) ? 0 : 1 }')
+        bq_on=$(awk -v b="$batch_budget" 'BEGIN { b += 0; print (b == 0 ? 0 : (b >= 0.01 && b <= 100 ? 1 : "bad")) }')
+[ "$bq_on" != bad ] || { echo "sim-results: BATCH_BUDGET=$batch_budget is not 0 or 0.01..100" >&2; exit 1; }
 sens_on=${SENS:-1}
 sim=$build/sim/vmmpower-sim
 # Planner every 1 s of simulated time (the daemon's ControlPeriod) and one burst window per 300 s trace
