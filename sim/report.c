@@ -103,6 +103,18 @@ void sim_print_table(const struct sim_result *r, FILE *f)
                         wait_hist_percentile(&x->hist, 0.50) / 1e3, wait_hist_percentile(&x->hist, 0.99) / 1e3,
                         x->overload_s);
         }
+        if (r->binpack_fill_placed.windows > 0) {
+                const struct sim_ref_result *x = &r->binpack_fill_placed;
+                double b0 = r->p[SIM_B0].energy_j;
+                fprintf(f, "\nbinpack-ref at %g%% of capacity (every CPU and core within the level headroom, "
+                           "--check-binpack): %.1f%% of B0; placed, charged as a policy: %.1f%% of B0; %.2f%% of its "
+                           "wake-ups queued, wait p50 %.1f us, p99 %.1f us; overload %.0f CPU-s",
+                        100.0 * r->binpack_fill, b0 > 0 ? 100.0 * r->binpack_fill_j / b0 : 0.0,
+                        b0 > 0 ? 100.0 * x->energy_j / b0 : 0.0,
+                        x->wakeups ? 100.0 * (double) x->queued_wakeups / (double) x->wakeups : 0.0,
+                        wait_hist_percentile(&x->hist, 0.50) / 1e3, wait_hist_percentile(&x->hist, 0.99) / 1e3,
+                        x->overload_s);
+        }
         fprintf(f, "\nundelivered work: %s at %.0f mW per CPU (the top level's busy power over the shallowest idle "
                    "state's, with its share of the platform's busy power, over the PSU efficiency); charged kWh:",
                 r->free_undelivered ? "not charged (--free-undelivered), would be" : "charged in kWh",
@@ -175,15 +187,28 @@ void sim_write_csv(const struct sim_result *r, const char *label, bool header, F
         }
         /* --check-binpack: the bin-packing reference's placements simulated and charged as a policy
          * (its energy includes its undelivered work unless --free-undelivered, as a policy's), then
-         * the same packing one interval late (row binpack-lagged) */
-        for (unsigned lag = 0; lag < 2; lag++) {
-                const struct sim_ref_result *x = lag ? &r->binpack_lag : &r->binpack_placed;
+         * the same packing one interval late (row binpack-lagged); then the reference within the
+         * level headroom (row binpack-ref@FILL%, its energy only) and its placements simulated
+         * (row binpack-placed@FILL%) */
+        for (unsigned j = 0; j < 3; j++) {
+                const struct sim_ref_result *x = j == 0 ? &r->binpack_placed : j == 1 ? &r->binpack_lag
+                                                                                      : &r->binpack_fill_placed;
                 double ej = x->energy_j, uj = x->overload_s * r->undelivered_mw / 1000.0;
+                char name[48];
                 if (x->windows == 0)
                         continue;
-                fprintf(f, "%s,%s,%u,%u,%u,%.3f,%.6f,%.6f,%.6f,%.6f,", label, lag ? "binpack-lagged" : "binpack-placed",
-                        r->n_vms, r->n_vcpus, r->n_cpus, r->vcpu_hours, ej / 3.6e6, b0 > 0 ? ej / b0 : NAN,
-                        b0 - fl > 0 ? (b0 - ej) / (b0 - fl) : NAN, fl > 0 ? ej / fl - 1 : NAN);
+                if (j == 2) {
+                        double fj = r->binpack_fill_j;
+                        fprintf(f, "%s,binpack-ref@%g%%,%u,%u,%u,%.3f,%.6f,%.6f,%.6f,%.6f,,,,,,,,,,,,,,,,,\n", label,
+                                100.0 * r->binpack_fill, r->n_vms, r->n_vcpus, r->n_cpus, r->vcpu_hours, fj / 3.6e6,
+                                b0 > 0 ? fj / b0 : NAN, b0 - fl > 0 ? (b0 - fj) / (b0 - fl) : NAN,
+                                fl > 0 ? fj / fl - 1 : NAN);
+                        snprintf(name, sizeof(name), "binpack-placed@%g%%", 100.0 * r->binpack_fill);
+                } else
+                        snprintf(name, sizeof(name), "%s", j ? "binpack-lagged" : "binpack-placed");
+                fprintf(f, "%s,%s,%u,%u,%u,%.3f,%.6f,%.6f,%.6f,%.6f,", label, name, r->n_vms, r->n_vcpus, r->n_cpus,
+                        r->vcpu_hours, ej / 3.6e6, b0 > 0 ? ej / b0 : NAN, b0 - fl > 0 ? (b0 - ej) / (b0 - fl) : NAN,
+                        fl > 0 ? ej / fl - 1 : NAN);
                 fprintf(f, "%.3f,%.3f,%.3f,%llu,,,,,%.3f,,,,%.6f,%llu,%.6f,%.6f,0\n",
                         wait_hist_percentile(&x->hist, 0.50) / 1e3, wait_hist_percentile(&x->hist, 0.99) / 1e3,
                         wait_hist_percentile(&x->hist, 0.999) / 1e3, (unsigned long long) x->wakeups, x->overload_s,

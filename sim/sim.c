@@ -275,16 +275,16 @@ static int cmp_item(const void *a, const void *b)
 
 /*
  * First fit decreasing of the items it[nv] (largest first) at level L: each onto the first CPU in
- * SMT-first order (densest) where it fits within a thread's capacity and, on a 2-thread core,
- * SmtGain x that for the core.  work[] the CPUs' demand, home[] (or NULL) each vCPU's CPU (-1: no
- * demand).  False when an item fits nowhere below the top level; at the top level such an item
- * goes to the least loaded CPU (overload).
+ * SMT-first order (densest) where it fits within fill x a thread's capacity and, on a 2-thread
+ * core, SmtGain x that for the core.  work[] the CPUs' demand, home[] (or NULL) each vCPU's CPU
+ * (-1: no demand).  False when an item fits nowhere below the top level; at the top level such an
+ * item goes to the least loaded CPU (overload).
  */
-static bool ffd_level(const struct em_host *h, const struct ffd_item *it, unsigned nv, unsigned L, double *work,
-                      int *home)
+static bool ffd_level(const struct em_host *h, const struct ffd_item *it, unsigned nv, unsigned L, double fill,
+                      double *work, int *home)
 {
         const struct energy_model *m = &h->model;
-        double cap = m->levels[L].capacity / 1024.0, g = m->smt_gain_permille / 1000.0;
+        double cap = fill * m->levels[L].capacity / 1024.0, g = m->smt_gain_permille / 1000.0;
 
         memset(work, 0, h->n_cpus * sizeof(double));
         for (unsigned k = 0; home && k < nv; k++)
@@ -319,8 +319,8 @@ static bool ffd_level(const struct em_host *h, const struct ffd_item *it, unsign
         return true;
 }
 
-int sim_binpack_reference(const struct em_host *h, const double *demand, unsigned nv, double *ret_mw,
-                          struct sim_binpack_placement *ret_pl)
+int sim_binpack_reference_fill(const struct em_host *h, const double *demand, unsigned nv, double fill,
+                               double *ret_mw, struct sim_binpack_placement *ret_pl)
 {
         const struct energy_model *m = &h->model;
         _cleanup_free_ struct ffd_item *it = calloc(nv ? nv : 1, sizeof(*it));
@@ -331,6 +331,8 @@ int sim_binpack_reference(const struct em_host *h, const double *demand, unsigne
         double best = INFINITY, best_capped = INFINITY;
         unsigned best_L = 0, capped_L = 0;
 
+        if (!(fill > 0 && fill <= 1))
+                return -EINVAL;
         if (!it || !work || !zero || !lat || !lvl)
                 return -ENOMEM;
         for (unsigned i = 0; i < nv; i++)
@@ -339,7 +341,7 @@ int sim_binpack_reference(const struct em_host *h, const double *demand, unsigne
         for (unsigned c = 0; c < h->n_cpus; c++)
                 lat[c] = EM_LATENCY_ANY;
         for (unsigned L = 0; L < m->n_levels; L++) {
-                if (!ffd_level(h, it, nv, L, work, NULL))
+                if (!ffd_level(h, it, nv, L, fill, work, NULL))
                         continue;
                 for (unsigned f = 0; f < h->n_fdoms; f++)
                         lvl[f] = 0;
@@ -367,9 +369,15 @@ int sim_binpack_reference(const struct em_host *h, const double *demand, unsigne
         if (ret_pl) {
                 ret_pl->level = isfinite(best) ? best_L : capped_L;
                 /* the top level always fits: some level was taken */
-                ffd_level(h, it, nv, ret_pl->level, ret_pl->work, ret_pl->home);
+                ffd_level(h, it, nv, ret_pl->level, fill, ret_pl->work, ret_pl->home);
         }
         return 0;
+}
+
+int sim_binpack_reference(const struct em_host *h, const double *demand, unsigned nv, double *ret_mw,
+                          struct sim_binpack_placement *ret_pl)
+{
+        return sim_binpack_reference_fill(h, demand, nv, 1.0, ret_mw, ret_pl);
 }
 
 int sim_binpack_reference_mw(const struct em_host *h, const double *demand, unsigned nv, double *ret_mw)
@@ -1593,7 +1601,7 @@ int sim_run(const struct sim_host *host, const struct sim_trace *tr, const struc
         _cleanup_free_ uint8_t *ref_in_set = NULL;
         _cleanup_free_ double *ref_llc_w = NULL;
         struct sim_ref_placement ref_pl = { 0 };
-        struct ref_ws ref_ws = { 0 }, bp_ws = { 0 }, lag_ws = { 0 };
+        struct ref_ws ref_ws = { 0 }, bp_ws = { 0 }, lag_ws = { 0 }, bpf_ws = { 0 };
         unsigned prev_level = 0;     /* --check-binpack: the last interval's packing level */
         bool prev_packed = false;    /* ... and whether it packed anything (bp_ws.home its homes) */
         int r;
@@ -1657,6 +1665,10 @@ int sim_run(const struct sim_host *host, const struct sim_trace *tr, const struc
                 r = ref_ws_init(&R, &lag_ws);
                 if (r < 0)
                         goto out;
+                r = ref_ws_init(&R, &bpf_ws);
+                if (r < 0)
+                        goto out;
+                res->binpack_fill = cfg->policy.level_headroom_pct / 100.0;
         }
         if (!bound_mw || (cfg->check_reference && (!ref_in_set || !ref_llc_w))) {
                 r = -ENOMEM;
@@ -1713,6 +1725,17 @@ int sim_run(const struct sim_host *host, const struct sim_trace *tr, const struc
                         prev_packed = false;
                         for (unsigned i = 0; i < R.nv && !prev_packed; i++)
                                 prev_packed = bp_ws.home[i] >= 0;
+                        /* the same packing within the level headroom: its energy, and its
+                         * placement charged as a policy */
+                        struct sim_binpack_placement bpf = { .home = bpf_ws.home, .work = bpf_ws.work };
+                        double fill_mw;
+                        r = sim_binpack_reference_fill(h, R.demand, R.nv, res->binpack_fill, &fill_mw, &bpf);
+                        if (r < 0)
+                                goto out;
+                        res->binpack_fill_j += fill_mw / 1000.0 * iv_s;
+                        r = binpack_window(&R, &bpf_ws, bpf.level, k, &res->binpack_fill_placed, iv_s);
+                        if (r < 0)
+                                goto out;
                 }
                 unsigned lb_cpus = 0;
                 r = sim_latency_bound_mw(h, R.demand, R.nv, cfg->queue_budget, &bound_mw[2], &lb_cpus,
@@ -1879,6 +1902,7 @@ int sim_run(const struct sim_host *host, const struct sim_trace *tr, const struc
         if (!cfg->free_undelivered) { /* the placed bin-packing too, as a policy */
                 res->binpack_placed.energy_j += res->binpack_placed.overload_s * res->undelivered_mw / 1000.0;
                 res->binpack_lag.energy_j += res->binpack_lag.overload_s * res->undelivered_mw / 1000.0;
+                res->binpack_fill_placed.energy_j += res->binpack_fill_placed.overload_s * res->undelivered_mw / 1000.0;
         }
         r = 0;
 out:
@@ -1888,6 +1912,7 @@ out:
         ref_ws_free(&ref_ws);
         ref_ws_free(&bp_ws);
         ref_ws_free(&lag_ws);
+        ref_ws_free(&bpf_ws);
         res->cpu_ns = process_cputime_ns() - c0;
         res->wall_ns = now_ns() - w0;
         for (int p = 0; p < _SIM_RUN_MAX; p++)

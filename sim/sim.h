@@ -164,6 +164,14 @@ struct sim_result {
          * packed CPUs (lagged_binpack), charged the same way; what a packer that re-packed once
          * an interval on the last interval's exact demand would use and leave undelivered */
         struct sim_ref_result binpack_lag;
+        /* sim_config.check_binpack: the bin-packing reference with every CPU packed to at most the
+         * planner's level headroom (binpack_fill = policy.level_headroom_pct / 100, 0.97 by default)
+         * of its capacity: the least margin the planner keeps, since a CPU loaded past it gets the
+         * next level.  binpack_fill_j its energy as the reference's is counted (sim_binpack_
+         * reference_fill, per interval); binpack_fill_placed its placements simulated and charged
+         * as binpack_placed's are */
+        double binpack_fill, binpack_fill_j;
+        struct sim_ref_result binpack_fill_placed;
         double undelivered_mw;          /* the charge per CPU of undelivered work (sim_undelivered_mw) */
         bool free_undelivered;          /* the run's sim_config.free_undelivered */
         struct sim_policy_result p[_SIM_POLICY_MAX];
@@ -202,6 +210,10 @@ struct sim_binpack_placement {
 /* sim_binpack_reference_mw(), and its placement in ret_pl (or NULL; arrays the caller's). */
 int sim_binpack_reference(const struct em_host *h, const double *demand, unsigned nv, double *ret_mw,
                           struct sim_binpack_placement *ret_pl);
+/* The same with every CPU packed to at most fill (0 < fill <= 1) of its capacity at the level, and
+ * a core to fill x SmtGain x a thread's (1: sim_binpack_reference()); -EINVAL for another fill. */
+int sim_binpack_reference_fill(const struct em_host *h, const double *demand, unsigned nv, double fill,
+                               double *ret_mw, struct sim_binpack_placement *ret_pl);
 /* A reference's placement of one interval: its sets' CPUs, the demand each LLC's part carries, its level. */
 struct sim_ref_placement {
         unsigned level;                 /* the one level of its sets */

@@ -868,32 +868,24 @@ static void test_check_reference_run(void **state)
  * The bin-packing reference's placement (sim_binpack_reference): every vCPU with demand is packed
  * (the others not), each CPU's work is the demand packed onto it and within its level's capacity,
  * each core within SmtGain x that, and the model's power of that placement, vCPUs uncounted, is the
- * reference's power: the placement is the one the reference is.
+ * reference's power: the placement is the one the reference is.  The same within fill x the
+ * capacity (sim_binpack_reference_fill: the reference within the level headroom); fill 1 is the
+ * reference, and a fill outside (0, 1] is refused.
  */
-static void test_binpack_placement(void **state)
+static unsigned check_binpack_fill(const struct em_host *e, const double *d, unsigned nv, double fill, double *ret_mw)
 {
-        struct sim_host h;
-        double d[96], mw = 0, mw_only = 0;
-        int home[96];
-
-        (void) state;
-        load_host_named(&h, "epyc-genoa-1s", "epyc-genoa");
-        const struct em_host *e = h.em;
         _cleanup_free_ double *work = calloc(e->n_cpus, sizeof(double));
         _cleanup_free_ double *sum = calloc(e->n_cpus, sizeof(double));
         _cleanup_free_ uint8_t *lvl = calloc(e->n_fdoms, 1);
         _cleanup_free_ uint8_t *zero = calloc(e->n_cpus, 1);
         _cleanup_free_ uint32_t *lat = calloc(e->n_cpus, sizeof(uint32_t));
-        uint64_t s = 5;
+        _cleanup_free_ int *home = calloc(nv, sizeof(int));
+        double mw = 0;
         unsigned used = 0, packed = 0;
 
-        for (unsigned i = 0; i < 96; i++)
-                d[i] = i % 7 == 3 ? 0.0 : 0.02 + 0.4 * rng_unit(&s);
         struct sim_binpack_placement pl = { .home = home, .work = work };
-        assert_int_equal(sim_binpack_reference(e, d, 96, &mw, &pl), 0);
-        assert_int_equal(sim_binpack_reference_mw(e, d, 96, &mw_only), 0);
-        assert_true(mw == mw_only);
-        for (unsigned i = 0; i < 96; i++) {
+        assert_int_equal(sim_binpack_reference_fill(e, d, nv, fill, &mw, &pl), 0);
+        for (unsigned i = 0; i < nv; i++) {
                 if (d[i] <= 0) {
                         assert_int_equal(home[i], -1);
                         continue;
@@ -902,7 +894,7 @@ static void test_binpack_placement(void **state)
                 sum[home[i]] += d[i];
                 packed++;
         }
-        double cap = e->model.levels[pl.level].capacity / 1024.0, g = e->model.smt_gain_permille / 1000.0;
+        double cap = fill * e->model.levels[pl.level].capacity / 1024.0, g = e->model.smt_gain_permille / 1000.0;
         for (unsigned c = 0; c < e->n_cpus; c++) {
                 lat[c] = EM_LATENCY_ANY;
                 assert_true(fabs(sum[c] - work[c]) < 1e-12);
@@ -918,10 +910,40 @@ static void test_binpack_placement(void **state)
                         core += work[e->cores[k].cpu[t]];
                 assert_true(e->cores[k].n_threads < 2 || core <= cap * g + 1e-12);
         }
-        printf("# %u vCPUs packed onto %u CPUs at level %u, %.0f mW\n", packed, used, pl.level, mw);
+        printf("# fill %.2f: %u vCPUs packed onto %u CPUs at level %u, %.0f mW\n", fill, packed, used, pl.level, mw);
         assert_true(used > 0 && used < e->n_cpus);
         struct em_load l = { .cpu_work = work, .cpu_vcpus = zero, .cpu_max_latency_us = lat, .fdom_level = lvl };
         assert_true(fabs(em_host_power(e, &l, NULL) - mw) <= 1e-9 * mw);
+        *ret_mw = mw;
+        return used;
+}
+
+static void test_binpack_placement(void **state)
+{
+        struct sim_host h;
+        double d[96], mw = 0, mw_only = 0, mw_fill = 0, mw_ref = 0;
+        int home[96];
+
+        (void) state;
+        load_host_named(&h, "epyc-genoa-1s", "epyc-genoa");
+        const struct em_host *e = h.em;
+        _cleanup_free_ double *work = calloc(e->n_cpus, sizeof(double));
+        uint64_t s = 5;
+
+        for (unsigned i = 0; i < 96; i++)
+                d[i] = i % 7 == 3 ? 0.0 : 0.02 + 0.4 * rng_unit(&s);
+        struct sim_binpack_placement pl = { .home = home, .work = work };
+        assert_int_equal(sim_binpack_reference(e, d, 96, &mw, &pl), 0);
+        assert_int_equal(sim_binpack_reference_mw(e, d, 96, &mw_only), 0);
+        assert_true(mw == mw_only);
+        unsigned used = check_binpack_fill(e, d, 96, 1.0, &mw_ref);
+        assert_true(mw_ref == mw);
+        unsigned used_fill = check_binpack_fill(e, d, 96, 0.97, &mw_fill);
+        /* this load's packing needs a CPU more within 97% of the capacity, and costs more */
+        assert_true(used_fill > used && mw_fill > mw);
+        assert_int_equal(sim_binpack_reference_fill(e, d, 96, 0.0, &mw, NULL), -EINVAL);
+        assert_int_equal(sim_binpack_reference_fill(e, d, 96, 1.01, &mw, NULL), -EINVAL);
+        assert_int_equal(sim_binpack_reference_fill(e, d, 96, NAN, &mw, NULL), -EINVAL);
         sim_host_done(&h);
 }
 
@@ -960,6 +982,19 @@ static void test_check_binpack_run(void **state)
         assert_int_equal(off.binpack_lag.windows, 0);
         assert_true(x->overload_s < 1e-6 && y->overload_s > 0);
         assert_true(y->queued_wakeups <= y->wakeups && y->wakeups > 0);
+        /* within the level headroom (97% by default): every interval packed and run, charged at
+         * least its model energy */
+        const struct sim_ref_result *z = &r.binpack_fill_placed;
+        printf("# within %.0f%%: %.1f J, placed %u windows, %.1f J charged, %.2f%% queued (at 100%%: %.2f%%)\n",
+               100 * r.binpack_fill, r.binpack_fill_j, z->windows, z->energy_j,
+               z->wakeups ? 100.0 * (double) z->queued_wakeups / (double) z->wakeups : 0.0,
+               x->wakeups ? 100.0 * (double) x->queued_wakeups / (double) x->wakeups : 0.0);
+        assert_float_equal(r.binpack_fill, 0.97, 1e-12);
+        assert_int_equal(z->windows, r.n_intervals);
+        assert_int_equal(off.binpack_fill_placed.windows, 0);
+        assert_true(off.binpack_fill_j == 0);
+        assert_true(r.binpack_fill_j > 0 && z->energy_j > r.binpack_fill_j);
+        assert_true(z->wakeups > 0 && z->queued_wakeups <= z->wakeups);
         for (int p = 0; p < _SIM_POLICY_MAX; p++)
                 assert_true(r.p[p].energy_j == off.p[p].energy_j);
         sim_result_free(&r);
