@@ -93,7 +93,11 @@ for v in runs.values():
         v['_bp_lag'] = (fnum(x['rel_b0']), 100 * fnum(x['undelivered_share']), fnum(x['wait_p99_us']) / 1000)
     # since stop 38: the reference packed within the level headroom (row binpack-ref@FILL%: its energy) and its
     # placements charged (row binpack-placed@FILL%): fill %, energy (share of B0), placed: queued %, wait p99 ms
-    for name in [p for p in v if p.startswith('binpack-ref@')]:
+    fill_rows = [p for p in v if p.startswith('binpack-ref@')]
+    if len(fill_rows) > 1:
+        raise SystemExit('sim-results.py: run %s has more than one binpack-ref@ row (%s)' % (
+            next(iter(v.values()))['run'], ', '.join(fill_rows)))
+    for name in fill_rows:
         x = v.pop(name)
         fill = name.split('@')[1]
         y = v.pop('binpack-placed@' + fill, None)
@@ -378,7 +382,7 @@ if fk:
              'level headroom (%s%% of every CPU\'s capacity, `LevelHeadroomPercent`: the least margin the planner '
              'keeps), as a share of the B0 -> it gap (`--check-binpack`); the least share | %d | %d; %.1f%% |' % (
                  '/'.join('%g' % f for f in fills), len(fk), sum(gap_fill(batch[k]) >= 0.7 for k in fk),
-                 100 * min(gap_fill(batch[k]) for k in fk)))
+                 100 * min((g for g in (gap_fill(batch[k]) for k in fk) if g == g), default=float('nan'))))
 bpk = [k for k in bk if '_bp_placed' in batch[k]]
 if bpk:
     add = [100 * batch[k]['_bp_placed'][0] - pct_b0(batch[k], 'binpack-ref') for k in bpk]
