@@ -126,6 +126,26 @@ void sim_print_table(const struct sim_result *r, FILE *f)
                 r->vmm_window_ns / 1e9);
 }
 
+/* A --check-binpack placement's CSV row: energy charged as a policy's, its waits, wake-ups, work
+ * over capacity (as undelivered) and queued share; nothing for a placement not run. */
+static void placed_row(FILE *f, const struct sim_result *r, const char *label, const char *name,
+                       const struct sim_ref_result *x)
+{
+        double b0 = r->p[SIM_B0].energy_j, fl = r->p[SIM_FLUID].energy_j;
+        double ej = x->energy_j, uj = x->overload_s * r->undelivered_mw / 1000.0;
+
+        if (x->windows == 0)
+                return;
+        fprintf(f, "%s,%s,%u,%u,%u,%.3f,%.6f,%.6f,%.6f,%.6f,", label, name, r->n_vms, r->n_vcpus, r->n_cpus,
+                r->vcpu_hours, ej / 3.6e6, b0 > 0 ? ej / b0 : NAN, b0 - fl > 0 ? (b0 - ej) / (b0 - fl) : NAN,
+                fl > 0 ? ej / fl - 1 : NAN);
+        fprintf(f, "%.3f,%.3f,%.3f,%llu,,,,,%.3f,,,,%.6f,%llu,%.6f,%.6f,0\n",
+                wait_hist_percentile(&x->hist, 0.50) / 1e3, wait_hist_percentile(&x->hist, 0.99) / 1e3,
+                wait_hist_percentile(&x->hist, 0.999) / 1e3, (unsigned long long) x->wakeups, x->overload_s,
+                r->demand_cpu_s > 0 ? x->overload_s / r->demand_cpu_s : 0.0, (unsigned long long) x->queued_wakeups,
+                x->wakeups ? (double) x->queued_wakeups / x->wakeups : 0.0, uj / 3.6e6);
+}
+
 void sim_write_csv(const struct sim_result *r, const char *label, bool header, FILE *f)
 {
         if (header)
@@ -190,32 +210,17 @@ void sim_write_csv(const struct sim_result *r, const char *label, bool header, F
          * the same packing one interval late (row binpack-lagged); then the reference within the
          * level headroom (row binpack-ref@FILL%, its energy only) and its placements simulated
          * (row binpack-placed@FILL%) */
-        for (unsigned j = 0; j < 3; j++) {
-                const struct sim_ref_result *x = j == 0 ? &r->binpack_placed : j == 1 ? &r->binpack_lag
-                                                                                      : &r->binpack_fill_placed;
-                double ej = x->energy_j, uj = x->overload_s * r->undelivered_mw / 1000.0;
-                char name[48];
-                if (x->windows == 0)
-                        continue;
-                if (j == 2) {
-                        double fj = r->binpack_fill_j;
-                        fprintf(f, "%s,binpack-ref@%g%%,%u,%u,%u,%.3f,%.6f,%.6f,%.6f,%.6f,,,,,,,,,,,,,,,,,\n", label,
-                                100.0 * r->binpack_fill, r->n_vms, r->n_vcpus, r->n_cpus, r->vcpu_hours, fj / 3.6e6,
-                                b0 > 0 ? fj / b0 : NAN, b0 - fl > 0 ? (b0 - fj) / (b0 - fl) : NAN,
-                                fl > 0 ? fj / fl - 1 : NAN);
-                        snprintf(name, sizeof(name), "binpack-placed@%g%%", 100.0 * r->binpack_fill);
-                } else
-                        snprintf(name, sizeof(name), "%s", j ? "binpack-lagged" : "binpack-placed");
-                fprintf(f, "%s,%s,%u,%u,%u,%.3f,%.6f,%.6f,%.6f,%.6f,", label, name, r->n_vms, r->n_vcpus, r->n_cpus,
-                        r->vcpu_hours, ej / 3.6e6, b0 > 0 ? ej / b0 : NAN, b0 - fl > 0 ? (b0 - ej) / (b0 - fl) : NAN,
-                        fl > 0 ? ej / fl - 1 : NAN);
-                fprintf(f, "%.3f,%.3f,%.3f,%llu,,,,,%.3f,,,,%.6f,%llu,%.6f,%.6f,0\n",
-                        wait_hist_percentile(&x->hist, 0.50) / 1e3, wait_hist_percentile(&x->hist, 0.99) / 1e3,
-                        wait_hist_percentile(&x->hist, 0.999) / 1e3, (unsigned long long) x->wakeups, x->overload_s,
-                        r->demand_cpu_s > 0 ? x->overload_s / r->demand_cpu_s : 0.0,
-                        (unsigned long long) x->queued_wakeups,
-                        x->wakeups ? (double) x->queued_wakeups / x->wakeups : 0.0, uj / 3.6e6);
-        }
+        placed_row(f, r, label, "binpack-placed", &r->binpack_placed);
+        placed_row(f, r, label, "binpack-lagged", &r->binpack_lag);
+        if (r->binpack_fill_placed.windows == 0)
+                return;
+        char name[48];
+        double fj = r->binpack_fill_j;
+        fprintf(f, "%s,binpack-ref@%g%%,%u,%u,%u,%.3f,%.6f,%.6f,%.6f,%.6f,,,,,,,,,,,,,,,,,\n", label,
+                100.0 * r->binpack_fill, r->n_vms, r->n_vcpus, r->n_cpus, r->vcpu_hours, fj / 3.6e6,
+                b0 > 0 ? fj / b0 : NAN, b0 - fl > 0 ? (b0 - fj) / (b0 - fl) : NAN, fl > 0 ? fj / fl - 1 : NAN);
+        snprintf(name, sizeof(name), "binpack-placed@%g%%", 100.0 * r->binpack_fill);
+        placed_row(f, r, label, name, &r->binpack_fill_placed);
 }
 
 static const char *const colours[_SIM_POLICY_MAX] = { "#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e",

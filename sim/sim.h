@@ -167,9 +167,9 @@ struct sim_result {
         /* sim_config.check_binpack: the bin-packing reference with every CPU packed to at most the
          * planner's level headroom (binpack_fill = policy.level_headroom_pct / 100, 0.97 by default)
          * of its capacity: the least margin the planner keeps below the top level, since a CPU
-         * loaded past it gets the next level.  binpack_fill_j its energy as the reference's is counted (sim_binpack_
-         * reference_fill, per interval); binpack_fill_placed its placements simulated and charged
-         * as binpack_placed's are */
+         * loaded past it gets the next level.  binpack_fill_j its energy as the reference's is
+         * counted (sim_binpack_reference_fill, per interval); binpack_fill_placed its placements
+         * simulated and charged as binpack_placed's are */
         double binpack_fill, binpack_fill_j;
         struct sim_ref_result binpack_fill_placed;
         double undelivered_mw;          /* the charge per CPU of undelivered work (sim_undelivered_mw) */
