@@ -6,7 +6,10 @@
  * the daemon's epoll set.  A client sends one line; we answer and close.  A
  * client that sends more than CONTROL_LINE_MAX bytes without a newline gets
  * "ERR E2BIG" and is closed; one that sends nothing for
- * CONTROL_CLIENT_TIMEOUT_NS is dropped at the next period.
+ * CONTROL_CLIENT_TIMEOUT_NS is dropped at the next period.  Input after a
+ * reply is discarded one read per event, at most CONTROL_DRAIN_MAX bytes
+ * (then the connection is closed): a peer that keeps writing cannot hold
+ * the daemon's loop.
  *
  * Slots are given at accept(), by peer credentials, before anything is
  * read: a peer that may run no command at all gets "ERR EPERM" at once; at
@@ -36,6 +39,8 @@
 #include "version.h"
 
 #define CONTROL_MAX_GROUPS 256
+/* Input discarded after an error reply before the connection is closed anyway. */
+#define CONTROL_DRAIN_MAX (64 * 1024)
 
 struct control_client {
         struct io_watch watch;
@@ -51,6 +56,7 @@ struct control_client {
         size_t out_pos;
         bool replying;
         bool draining; /* reply sent after an oversized request: discard input until EOF */
+        size_t drained; /* bytes discarded so far */
         nsec_t since_ns;
 };
 
@@ -314,12 +320,14 @@ static void client_event(struct io_watch *w, uint32_t events)
         struct control_client *c = container_of(w, struct control_client, watch);
 
         if (c->draining && c->out_pos == c->out.len) {
+                /* One read per event (epoll calls again while there is more):
+                 * a peer that keeps writing must not keep this loop reading. */
                 char sink[4096];
-                ssize_t n;
+                ssize_t n = read(w->fd, sink, sizeof(sink));
 
-                while ((n = read(w->fd, sink, sizeof(sink))) > 0)
-                        ;
-                if (n == 0 || (errno != EAGAIN && errno != EINTR))
+                if (n > 0)
+                        c->drained += (size_t) n;
+                if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR) || c->drained > CONTROL_DRAIN_MAX)
                         client_free(c);
                 return;
         }
@@ -359,16 +367,16 @@ static void client_event(struct io_watch *w, uint32_t events)
 }
 
 /* Answer a connection that gets no client: one error line, then close.  Input
- * it already sent is read first, so that closing does not reset the
- * connection before the peer has read the error. */
+ * it already sent (one request line's worth) is read first, so that closing
+ * does not reset the connection before the peer has read the error; one
+ * read, not a loop: a peer that keeps writing must not hold the accept loop. */
 static void refuse(int fd, const char *reply)
 {
-        char sink[CONTROL_LINE_MAX];
+        char sink[CONTROL_LINE_MAX + 1];
 
         (void) send(fd, reply, strlen(reply), MSG_NOSIGNAL | MSG_DONTWAIT);
         (void) shutdown(fd, SHUT_WR);
-        while (read(fd, sink, sizeof(sink)) > 0)
-                ;
+        (void) read(fd, sink, sizeof(sink));
         close(fd);
 }
 

@@ -458,6 +458,62 @@ static void test_denials_rate_limited(void **state)
         fixture_free(f);
 }
 
+/* Peer: a request line over the limit, the error reply read, then writing without end. */
+static void flood_after_long_line(const char *path, int n)
+{
+        char buf[4096], reply[128];
+        size_t len = 0;
+        int fd = connect_to(path);
+
+        signal(SIGPIPE, SIG_IGN);
+        if (fd < 0)
+                _exit(3);
+        memset(buf, 'a', sizeof(buf));
+        if (write(fd, buf, CONTROL_LINE_MAX + 100) != CONTROL_LINE_MAX + 100)
+                _exit(3);
+        while (len < sizeof(reply) - 1) {
+                ssize_t r = read(fd, reply + len, sizeof(reply) - 1 - len);
+                if (r <= 0)
+                        break;
+                len += (size_t) r;
+        }
+        reply[len] = '\0';
+        if (strncmp(reply, "ERR E2BIG", 9) != 0)
+                _exit(3);
+        /* the server must close the connection: n MiB written without that is a failure */
+        for (long i = 0; i < (long) n * 256; i++)
+                if (write(fd, buf, sizeof(buf)) < 0)
+                        return;
+        _exit(4); /* never closed: no "done" byte */
+}
+
+/*
+ * A member that keeps writing after its error reply does not hold the
+ * server's loop: the input is discarded a read per event and the connection
+ * closed after CONTROL_DRAIN_MAX bytes (before, the server read until the
+ * peer stopped, inside one event).  The alarm ends a test that hangs.
+ */
+static void test_flood_after_error_closed(void **state)
+{
+        struct server_fixture *f = fixture_new();
+        char reply[256], ok = 0;
+        int done;
+        pid_t pid;
+
+        alarm(60);
+        pid = peer_start(PEER_UID, flood_after_long_line, f->path, 64, &done);
+        pump_until_done(f, &done, 1);
+        assert_int_equal(read(done, &ok, 1), 1); /* the peer's write failed: closed by the server */
+        assert_int_equal(ok, 1);
+        assert_int_equal(f->o.counters.errors, 1);
+        /* and the server still answers */
+        root_request(f, "notify started vmmpt-x\n", reply, sizeof(reply));
+        assert_string_equal(reply, "OK\n");
+        alarm(0);
+        peers_stop(&pid, &done, 1);
+        fixture_free(f);
+}
+
 /*
  * A second daemon must not take a live socket over: control_socket_live()
  * sees the server (and its pid); and a server leaves a path alone at exit
@@ -505,6 +561,7 @@ int main(void)
                 cmocka_unit_test(test_root_not_locked_out),
                 cmocka_unit_test(test_denials_rate_limited),
                 cmocka_unit_test(test_socket_live_and_not_unlinked),
+                cmocka_unit_test(test_flood_after_error_closed),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
