@@ -148,7 +148,7 @@ int parse_duration_ns(const char *s, nsec_t *ret)
                 nsec_t mult;
         } units[] = {
                 { "ns", 1 }, { "us", NSEC_PER_USEC }, { "ms", NSEC_PER_MSEC },
-                { "s", NSEC_PER_SEC }, { "min", 60 * NSEC_PER_SEC },
+                { "s", NSEC_PER_SEC }, { "min", 60 * NSEC_PER_SEC }, { "h", 3600 * NSEC_PER_SEC },
         };
         uint64_t whole = 0, frac = 0, frac_div = 1;
         const char *p = s;
@@ -173,10 +173,12 @@ int parse_duration_ns(const char *s, nsec_t *ret)
         for (size_t i = 0; i < ELEMENTSOF(units); i++) {
                 if (strcmp(p, units[i].suffix) != 0)
                         continue;
-                uint64_t m = (uint64_t) units[i].mult;
-                if (whole > (uint64_t) INT64_MAX / m)
+                /* in 128 bits: frac (< 10^9) times 3600 s in ns overflows 64 */
+                unsigned __int128 m = (uint64_t) units[i].mult;
+                unsigned __int128 t = (unsigned __int128) whole * m + (unsigned __int128) frac * m / frac_div;
+                if (t > (unsigned __int128) INT64_MAX)
                         return -ERANGE;
-                *ret = (nsec_t) (whole * m + frac * m / frac_div);
+                *ret = (nsec_t) t;
                 return 0;
         }
         return -EINVAL;
@@ -250,10 +252,13 @@ static int write_file_atomic_full(const char *path, const char *data, size_t len
         size_t off = 0;
         int fd, r;
 
-        r = path_printf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int) getpid());
+        /* A fresh name, created exclusively (mkostemp: O_CREAT | O_EXCL, mode 0600 until
+         * the fchmod below): whoever may write the directory (a textfile collector's, say)
+         * cannot plant a symlink at a name we would open and have us write through it. */
+        r = path_printf(tmp, sizeof(tmp), "%s.tmp.XXXXXX", path);
         if (r < 0)
                 return r;
-        fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+        fd = mkostemp(tmp, O_CLOEXEC);
         if (fd < 0)
                 return -errno;
         while (off < len) {

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "util.h"
@@ -65,6 +66,19 @@ static void test_parse_duration(void **state)
         assert_int_equal(parse_duration_ns("1.s", &v), -EINVAL);
         assert_int_equal(parse_duration_ns("-1s", &v), -EINVAL);
         assert_int_equal(parse_duration_ns("99999999999999999999s", &v), -ERANGE);
+        /* a fraction of a long unit: 0.5min is 30 s (the fraction times 60e9 ns overflowed 64 bits) */
+        assert_int_equal(parse_duration_ns("0.500000000min", &v), 0);
+        assert_int_equal(v, 30 * NSEC_PER_SEC);
+        assert_int_equal(parse_duration_ns("0.333333333min", &v), 0);
+        assert_int_equal(v, 19999999980LL);
+        assert_int_equal(parse_duration_ns("1h", &v), 0);
+        assert_int_equal(v, 3600 * NSEC_PER_SEC);
+        assert_int_equal(parse_duration_ns("1.5h", &v), 0);
+        assert_int_equal(v, 5400 * NSEC_PER_SEC);
+        /* past INT64_MAX ns (about 292 years) with the fraction: out of range, not wrapped */
+        assert_int_equal(parse_duration_ns("9223372036.9s", &v), -ERANGE);
+        assert_int_equal(parse_duration_ns("9223372036.8s", &v), 0);
+        assert_int_equal(v, 9223372036800000000LL);
         assert_int_equal(parse_bool("yes", &b), 0);
         assert_true(b);
         assert_int_equal(parse_bool("off", &b), 0);
@@ -157,12 +171,45 @@ static void test_files(void **state)
         rmdir(dir);
 }
 
+/*
+ * write_file_atomic() does not write through a symlink planted in the
+ * directory at the temp name it would use (PATH.tmp.PID before it created its
+ * temp file exclusively under a fresh name): the victim keeps its content and
+ * mode, PATH is a regular file with the data.
+ */
+static void test_atomic_no_symlink(void **state)
+{
+        char dir[] = "/tmp/vmmpower-test-util-XXXXXX", path[256], victim[256], trap[300], buf[32];
+        struct stat st;
+
+        assert_non_null(mkdtemp(dir));
+        snprintf(path, sizeof(path), "%s/metrics.prom", dir);
+        snprintf(victim, sizeof(victim), "%s/victim", dir);
+        snprintf(trap, sizeof(trap), "%s.tmp.%d", path, (int) getpid());
+        assert_int_equal(write_file_atomic(victim, "secret\n", 7, 0600), 0);
+        assert_int_equal(symlink(victim, trap), 0);
+        assert_int_equal(write_file_atomic_nosync(path, "metrics\n", 8, 0644), 0);
+        assert_int_equal(read_small_file(victim, buf, sizeof(buf)), 6);
+        assert_string_equal(buf, "secret");
+        assert_int_equal(stat(victim, &st), 0);
+        assert_int_equal(st.st_mode & 0777, 0600);
+        assert_int_equal(lstat(path, &st), 0);
+        assert_true(S_ISREG(st.st_mode));
+        assert_int_equal(st.st_mode & 0777, 0644);
+        assert_int_equal(read_small_file(path, buf, sizeof(buf)), 7);
+        assert_string_equal(buf, "metrics");
+        unlink(trap);
+        unlink(path);
+        unlink(victim);
+        rmdir(dir);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_array_grow),
                 cmocka_unit_test(test_parse_u64),      cmocka_unit_test(test_parse_signed),
-                cmocka_unit_test(test_parse_duration), cmocka_unit_test(test_escape),
+                cmocka_unit_test(test_parse_duration), cmocka_unit_test(test_atomic_no_symlink), cmocka_unit_test(test_escape),
                 cmocka_unit_test(test_strbuf),         cmocka_unit_test(test_files),
                 cmocka_unit_test(test_sanitize_name),
         };
