@@ -98,7 +98,7 @@ enum value_type {
         VT_LOG_LEVEL,
         VT_PATH,        /* absolute path, non-empty */
         VT_PATH_EMPTY,  /* absolute path or "" (off) */
-        VT_SOCKET,      /* absolute path that fits in sun_path */
+        VT_SOCKET,      /* absolute path to listen on: PATH.new (bound first, control.c) fits in sun_path */
         VT_SOCKET_LIST, /* VT_SOCKET, appends; "" clears */
         VT_GROUP,       /* group name or "" */
         VT_BOOL,
@@ -133,7 +133,7 @@ static const struct key_def keys[] = {
           "err, warning, notice, info or debug" },
         { "Daemon", "StateDirectory", VT_PATH, STR(state_dir), 0, 0, "an absolute path" },
         { "Daemon", "ControlSocket", VT_SOCKET, STR(control_socket), 0, 0,
-          "an absolute path of at most 107 bytes" },
+          "an absolute path of at most 103 bytes" },
         { "Daemon", "ControlGroup", VT_GROUP, STR(control_group), 0, 0,
           "a group name, or empty for root only" },
         { "Daemon", "SysfsRoot", VT_PATH, STR(sysfs_root), 0, 0, "an absolute path" },
@@ -355,7 +355,7 @@ static int set_value(struct parser *p, size_t k, const char *value)
                 else if (d->type == VT_PATH || (d->type == VT_PATH_EMPTY && value[0]))
                         ok = path_ok(value, d->size);
                 else if (d->type == VT_SOCKET)
-                        ok = path_ok(value, MIN(d->size, SUN_PATH_MAX));
+                        ok = path_ok(value, MIN(d->size, SUN_PATH_MAX - strlen(".new")));
                 else if (d->type == VT_GROUP)
                         ok = value[0] == '\0' || group_ok(value, d->size);
                 else if (d->type == VT_URI)
@@ -602,7 +602,21 @@ static int io_error(struct config_error *err, const char *path, int r, const cha
         return r;
 }
 
-/* Read a whole regular file.  -ENOENT is returned without touching err. */
+static bool is_dangling_symlink(const char *path)
+{
+        struct stat st;
+
+        return lstat(path, &st) == 0 && S_ISLNK(st.st_mode);
+}
+
+/*
+ * Read a whole regular file.  -ENOENT (nothing at path) is returned without
+ * touching err; a symlink to nothing is an error, not a missing file.  Opened
+ * O_NONBLOCK: a FIFO put there is refused, not waited on.  Refused unless
+ * writable only by root or our own user: not world-writable, not writable by
+ * a group other than root's, owned by root or us (it tells a root daemon
+ * where to write).
+ */
 static int read_config_file(const char *path, char **ret, size_t *ret_len, struct config_error *err)
 {
         _cleanup_close_ int fd = -1;
@@ -610,8 +624,10 @@ static int read_config_file(const char *path, char **ret, size_t *ret_len, struc
         char *buf;
         size_t n = 0;
 
-        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
         if (fd < 0) {
+                if (errno == ENOENT && is_dangling_symlink(path))
+                        return io_error(err, path, -ENOENT, "symlink to a missing file");
                 if (errno == ENOENT)
                         return -ENOENT;
                 return io_error(err, path, -errno, "cannot open");
@@ -622,6 +638,10 @@ static int read_config_file(const char *path, char **ret, size_t *ret_len, struc
                 return io_error(err, path, -EINVAL, "not a regular file");
         if (st.st_mode & S_IWOTH)
                 return io_error(err, path, -EPERM, "refusing world-writable file");
+        if ((st.st_mode & S_IWGRP) && st.st_gid != 0)
+                return io_error(err, path, -EPERM, "refusing file writable by a group other than root's");
+        if (st.st_uid != 0 && st.st_uid != geteuid())
+                return io_error(err, path, -EPERM, "refusing file owned by another user");
         if (st.st_size > CONFIG_FILE_MAX)
                 return io_error(err, path, -EFBIG, "file too large");
         buf = malloc((size_t) st.st_size + 1);
@@ -667,7 +687,7 @@ static int parse_file(struct parser *p, const char *path, bool allow_missing)
         int r;
 
         r = read_config_file(path, &data, &len, p->err);
-        if (r == -ENOENT) {
+        if (r == -ENOENT && !is_dangling_symlink(path)) {
                 if (allow_missing)
                         return 0;
                 return io_error(p->err, path, r, "cannot open");

@@ -265,7 +265,9 @@ static void input_numa_ignored(void *userdata, const struct vm_load *vm, int err
         if (d->plan_scratch.numa_ignored > d->counters.numa_ignored)
                 log_warning_errno(error, "VM \"%s\": memory bound to NUMA node(s) \"%s\", %s: packed on "
                                   "any node, ignoring.", vm->info.name, vm->info.policy.mem_nodeset,
-                                  error == -ENOENT ? "which have no online CPU here" : "a list that does not parse");
+                                  error == -ENOENT                              ? "which have no online CPU here"
+                                  : strcmp(vm->info.policy.mem_nodeset, "?") == 0 ? "a list over 255 bytes or not printable"
+                                                                                   : "a list that does not parse");
 }
 
 /* Plans reach the host (an applier on the sysfs driver; a dry run's applier only simulates). */

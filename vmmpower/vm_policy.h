@@ -37,6 +37,8 @@
 #define VM_POLICY_XMLNS_PREFIX "vmmpower"
 #define VM_POLICY_XML_MAX 4096       /* bytes of metadata accepted; a policy is a few hundred */
 #define VM_POLICY_ERROR_MAX 128
+/* A <numatune> nodeset as written, with its NUL: "0,2,4,...,62" is 90 bytes; a longer one is "?". */
+#define VM_NODESET_MAX 256
 
 enum vm_policy_source {
         VM_POLICY_DEFAULT = 0, /* no usable metadata: host defaults (see error[] for rejected metadata) */
@@ -58,7 +60,7 @@ struct vm_policy {
         /* From the domain's persistent XML (vm_policy_apply_domain()), not the metadata: */
         unsigned operator_pins;            /* VM_PIN_* bits: pins the operator wrote */
         bool pins_left_alone;              /* operator_pins and no manage-pins: place_mode forced to exclude */
-        char mem_nodeset[64];              /* <numatune><memory nodeset=...>, "" = none (node list as written) */
+        char mem_nodeset[VM_NODESET_MAX];  /* <numatune><memory nodeset=...>, "" = none (node list as written) */
         char mem_mode[16];                 /* its mode: strict, preferred, interleave, restrictive ("" = none) */
 };
 
@@ -78,7 +80,7 @@ enum {
 
 struct vm_domain_pins {
         unsigned pins;            /* VM_PIN_* */
-        char mem_nodeset[64];     /* <numatune><memory nodeset>, "" = none; "?" if too long */
+        char mem_nodeset[VM_NODESET_MAX]; /* <numatune><memory nodeset>, "" = none; "?" if too long */
         char mem_mode[16];
 };
 

@@ -415,6 +415,16 @@ static void test_qmp_list(void **state)
         line[strlen(line) - 1] = '\0';
         assert_int_equal(parse_str(line, &c, &err), 0);
         assert_int_equal(strlen(c.qmp_sockets[c.n_qmp_sockets - 1]), 107);
+
+        /* The control socket is bound at PATH.new first: PATH at most 103 bytes. */
+        char cline[256] = "[Daemon]\nControlSocket = /";
+        memset(cline + strlen(cline), 's', 103);
+        assert_int_equal(parse_str(cline, &c, &err), -EINVAL);
+        assert_int_equal(err.line, 2);
+        assert_non_null(strstr(err.message, "103"));
+        cline[strlen(cline) - 1] = '\0';
+        assert_int_equal(parse_str(cline, &c, &err), 0);
+        assert_int_equal(strlen(c.control_socket), 103);
 }
 
 /* [QEMU] HintSocket: a pattern with %n, "" for off; anything else names the line. */
@@ -484,7 +494,8 @@ static void test_values(void **state)
                 { "[Libvirt]\nEnabled = Yes\n", 0 },
                 { "[QEMU]\nQMPTimeout = 5ms\n", 0 },
                 { "[QEMU]\nQMPTimeout = 10s\n", 1 },
-                { "[QEMU]\nProcScanInterval = 1h\n", 0 }, /* "h" is not a unit */
+                { "[QEMU]\nProcScanInterval = 1h\n", 1 }, /* the range's own bound, as the error message gives it */
+                { "[QEMU]\nProcScanInterval = 1.01h\n", 0 },
                 { "[QEMU]\nProcScanInterval = 60min\n", 1 },
                 { "[QEMU]\nProcScanInterval = 61min\n", 0 },
                 { "[Tracking]\nLoadHalfLife = 10min\n", 1 },
@@ -626,6 +637,78 @@ static void test_world_writable(void **state)
         rmdir(dir);
 }
 
+/*
+ * What else a configuration file must not be: writable by a group other
+ * than root's, owned by another user, a symlink to nothing (an error, not a
+ * missing drop-in), or a FIFO (refused at once, not waited on: the alarm
+ * ends a test that hangs in open()).
+ */
+static void test_file_refusals(void **state)
+{
+        char dir[] = "/tmp/vmmpower-config-XXXXXX";
+        char path[128], confd[128], drop[160];
+        struct vp_config c;
+        struct config_error err;
+        FILE *f;
+
+        assert_non_null(mkdtemp(dir));
+        snprintf(path, sizeof(path), "%s/vmmpower.conf", dir);
+        snprintf(confd, sizeof(confd), "%s/conf.d", dir);
+        assert_int_equal(mkdir(confd, 0755), 0);
+        f = fopen(path, "w");
+        assert_non_null(f);
+        fputs("[Daemon]\nControlPeriod = 3s\n", f);
+        fclose(f);
+
+        /* group-writable: refused for another group, allowed for root's */
+        assert_int_equal(chmod(path, 0664), 0);
+        assert_int_equal(chown(path, geteuid(), 65534), 0);
+        config_defaults(&c);
+        assert_int_equal(config_load(path, NULL, false, &c, &err), -EPERM);
+        assert_non_null(strstr(err.message, "group"));
+        assert_int_equal(c.period_ns, NSEC_PER_SEC);
+        if (geteuid() == 0) {
+                assert_int_equal(chown(path, 0, 0), 0);
+                config_defaults(&c);
+                assert_int_equal(config_load(path, NULL, false, &c, &err), 0);
+                assert_int_equal(c.period_ns, 3 * NSEC_PER_SEC);
+                /* owned by another user */
+                assert_int_equal(chmod(path, 0644), 0);
+                assert_int_equal(chown(path, 60000, 0), 0);
+                config_defaults(&c);
+                assert_int_equal(config_load(path, NULL, false, &c, &err), -EPERM);
+                assert_non_null(strstr(err.message, "another user"));
+                assert_int_equal(chown(path, 0, 0), 0);
+        }
+        assert_int_equal(chmod(path, 0644), 0);
+
+        /* a drop-in symlinked to nothing */
+        snprintf(drop, sizeof(drop), "%s/50-gone.conf", confd);
+        assert_int_equal(symlink("/nonexistent/vmmpower-drop-in.conf", drop), 0);
+        config_defaults(&c);
+        assert_int_equal(config_load(path, NULL, false, &c, &err), -ENOENT);
+        assert_non_null(strstr(err.message, "symlink to a missing file"));
+        assert_string_equal(err.file, drop);
+        unlink(drop);
+
+        /* a FIFO named like a drop-in */
+        snprintf(drop, sizeof(drop), "%s/50-fifo.conf", confd);
+        assert_int_equal(mkfifo(drop, 0644), 0);
+        alarm(20);
+        config_defaults(&c);
+        assert_int_equal(config_load(path, NULL, false, &c, &err), -EINVAL);
+        alarm(0);
+        assert_non_null(strstr(err.message, "not a regular file"));
+        unlink(drop);
+
+        config_defaults(&c);
+        assert_int_equal(config_load(path, NULL, false, &c, &err), 0);
+        assert_int_equal(c.period_ns, 3 * NSEC_PER_SEC);
+        unlink(path);
+        rmdir(confd);
+        rmdir(dir);
+}
+
 static void test_error_print(void **state)
 {
         struct config_error err = { .file = "/etc/x.conf", .line = 7, .message = "boom" };
@@ -737,6 +820,7 @@ int main(void)
                 cmocka_unit_test(test_values),
                 cmocka_unit_test(test_dump_round_trip),
                 cmocka_unit_test(test_world_writable),
+                cmocka_unit_test(test_file_refusals),
                 cmocka_unit_test(test_error_print),
                 cmocka_unit_test(test_shipped_config),
                 cmocka_unit_test(test_docs_cover_keys),

@@ -515,6 +515,31 @@ static void test_flood_after_error_closed(void **state)
 }
 
 /*
+ * The longest ControlSocket the configuration takes (103 bytes, config.c)
+ * is one the server can listen on: it binds PATH.new first; 104 is not.
+ */
+static void test_longest_socket_path(void **state)
+{
+        struct server_fixture *f = fixture_new();
+        struct control_server *cs = NULL;
+        char path[128];
+        size_t n;
+
+        snprintf(path, sizeof(path), "%s/", f->dir);
+        n = strlen(path);
+        memset(path + n, 's', 103 - n);
+        path[103] = '\0';
+        assert_int_equal(control_server_new(path, NULL, f->epfd, &owner_ops, &f->o, &f->o.counters, &cs), 0);
+        assert_int_equal(control_socket_live(path, NULL), 1);
+        control_server_free(cs);
+        cs = NULL;
+        strcat(path, "s");
+        assert_int_equal(control_server_new(path, NULL, f->epfd, &owner_ops, &f->o, &f->o.counters, &cs),
+                         -ENAMETOOLONG);
+        fixture_free(f);
+}
+
+/*
  * A second daemon must not take a live socket over: control_socket_live()
  * sees the server (and its pid); and a server leaves a path alone at exit
  * once another socket file was put there.
@@ -562,6 +587,7 @@ int main(void)
                 cmocka_unit_test(test_denials_rate_limited),
                 cmocka_unit_test(test_socket_live_and_not_unlinked),
                 cmocka_unit_test(test_flood_after_error_closed),
+                cmocka_unit_test(test_longest_socket_path),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -501,6 +501,28 @@ static void test_domain_pins(void **state)
         assert_int_equal(vm_policy_parse_domain_xml(odd, strlen(odd), &d), 0);
         assert_string_equal(d.mem_nodeset, "?");
 
+        /* a long list is kept as written (it was "?" from 64 bytes on); from VM_NODESET_MAX bytes, "?" */
+        {
+                char xml[2048], list[VM_NODESET_MAX + 64];
+                size_t o = 0;
+
+                for (unsigned n = 0; n < 64; n += 2)
+                        o += (size_t) snprintf(list + o, sizeof(list) - o, "%s%u", n ? "," : "", n);
+                assert_int_equal(strlen(list), 90);
+                snprintf(xml, sizeof(xml), DOMAIN_HEAD "<numatune><memory nodeset='%s'/></numatune></domain>", list);
+                assert_int_equal(vm_policy_parse_domain_xml(xml, strlen(xml), &d), 0);
+                assert_string_equal(d.mem_nodeset, list);
+                memset(list, '0', VM_NODESET_MAX);
+                list[VM_NODESET_MAX] = '\0';
+                snprintf(xml, sizeof(xml), DOMAIN_HEAD "<numatune><memory nodeset='%s'/></numatune></domain>", list);
+                assert_int_equal(vm_policy_parse_domain_xml(xml, strlen(xml), &d), 0);
+                assert_string_equal(d.mem_nodeset, "?");
+                list[VM_NODESET_MAX - 1] = '\0';
+                snprintf(xml, sizeof(xml), DOMAIN_HEAD "<numatune><memory nodeset='%s'/></numatune></domain>", list);
+                assert_int_equal(vm_policy_parse_domain_xml(xml, strlen(xml), &d), 0);
+                assert_string_equal(d.mem_nodeset, list);
+        }
+
         assert_int_equal(vm_policy_parse_domain_xml("<policy/>", 9, &d), -EBADMSG);
         assert_int_equal(vm_policy_parse_domain_xml("<domain", 7, &d), -EBADMSG);
         assert_int_equal(vm_policy_parse_domain_xml("", 0, &d), -EBADMSG);
