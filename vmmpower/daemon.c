@@ -701,9 +701,11 @@ static int daemon_apply_config(struct daemon *d, const struct vp_config *cfg, bo
 
         /* Other tuners and knobs set by others: after the start-up restore, so the
          * knobs hold the host's values; a reload under a running applier keeps
-         * the start's knob findings (the knobs hold ours now). */
+         * the start's knob findings (the knobs hold ours now), and so does one
+         * while a retired applier is still putting them back (some may still
+         * hold ours: scanned now, they would read as someone else's). */
         r = coexist_check(cfg->procfs_root, cfg->sysfs_root, (enum coexist_mode) cfg->other_tuners,
-                          starting || !acting(d), &coexist);
+                          starting || (!acting(d) && !d->retiring_applier), &coexist);
         if (r < 0)
                 goto fail;
 
