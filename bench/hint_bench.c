@@ -294,8 +294,10 @@ int main(int argc, char **argv)
         char dir[] = "/tmp/hint-bench-XXXXXX";
         char path_probe[108], path_flood[108];
         struct vm_info vms[2] = {
-                { .pid = PID_PROBE, .libvirt_id = -1, .n_vcpus = 2, .name = "probe" },
-                { .pid = PID_FLOOD, .libvirt_id = -1, .n_vcpus = 2, .name = "flood" },
+                /* libvirt's, as a channel socket libvirt listens on: the bench's own listeners are not
+                 * these pids, which the peer check of a [QEMU] HintSocket channel would refuse */
+                { .pid = PID_PROBE, .libvirt_id = -1, .n_vcpus = 2, .name = "probe", .sources = VM_SOURCE_LIBVIRT },
+                { .pid = PID_FLOOD, .libvirt_id = -1, .n_vcpus = 2, .name = "flood", .sources = VM_SOURCE_LIBVIRT },
         };
         size_t samples = 5000;
         uint64_t rate = 100000, v;

@@ -14,9 +14,20 @@
  * arrive and whether it reads ours.  Reading at most HINT_READ_CHUNK bytes per
  * epoll event keeps the daemon's loop fair between VMs and its control period;
  * the token bucket in hint_proto.c bounds what the hints can make the daemon
- * do; and replies that do not fit HINT_OUT_MAX bytes are dropped (counted)
- * instead of queued.  Per VM the memory is this struct plus hint_vm's per-vCPU
- * array, independent of the guest's behaviour.
+ * do; and replies that do not fit HINT_OUT_BYTES(n_vcpus) bytes are dropped
+ * (counted) instead of queued.  Per VM the memory is this struct, its output
+ * buffer and the per-vCPU arrays, sized by the host's vCPU count, independent
+ * of the guest's behaviour.
+ *
+ * Why the peer check: two VMs can name the same socket (two QEMUs started
+ * with the same -name and a [QEMU] HintSocket pattern; the second unlinks the
+ * first's socket and binds its own), and the inventory's pid is the only VM
+ * identity.  So a pattern channel is only used when the listening end is the
+ * VM's own QEMU (SO_PEERCRED: the pid that called listen(2)), and no two VMs'
+ * channels are connected to one path at a time.  libvirt's channel sockets are
+ * created and listened on by libvirt (virtqemud/libvirtd) and handed to QEMU
+ * as a file descriptor, so their SO_PEERCRED pid is libvirt's, never QEMU's:
+ * for them the path from the domain's live XML is the identity, as before.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -56,6 +67,9 @@ struct hint_conn {
         bool logged;
         uint64_t rejected_logged; /* rejected lines at the last log */
         struct hint_io_stats io;
+        bool peer_check;         /* SO_PEERCRED pid must be c->pid: not for libvirt's sockets */
+        nsec_t peer_log_ns;      /* last warning about a wrong peer or a shared path */
+        bool peer_logged;
         bool throttled;          /* read budget used up: EPOLLIN off until refilled */
         uint64_t read_tokens;    /* bytes that may still be read */
         uint64_t free_tokens;    /* of those, bytes outside the host-wide budget */
@@ -64,8 +78,9 @@ struct hint_conn {
         uint16_t *grant_sent;    /* [n_vcpus] what the guest was told on this handshake */
         nsec_t last_grant_ns;
         bool grants_sent_once;
-        size_t out_len;
-        char out[HINT_OUT_MAX];
+        uint32_t alloc_vcpus;    /* entries of grant/grant_sent (>= n_vcpus) */
+        size_t out_len, out_max;
+        char *out;               /* [out_max]: HINT_OUT_BYTES(n_vcpus), grown on vCPU hotplug */
 };
 
 struct hint_server {
@@ -104,6 +119,8 @@ static void io_add(struct hint_io_stats *a, const struct hint_io_stats *b)
         a->host_throttles += b->host_throttles;
         a->grants_sent += b->grants_sent;
         a->limits_sent += b->limits_sent;
+        a->peer_mismatches += b->peer_mismatches;
+        a->path_conflicts += b->path_conflicts;
 }
 
 static void counters_add(struct hint_counters *a, const struct hint_counters *b)
@@ -229,6 +246,18 @@ static void conn_flush(struct hint_conn *c, nsec_t now)
         conn_set_events(c, conn_wanted_events(c));
 }
 
+/* One whole line to the bounded output buffer: true if queued, else dropped and counted. */
+static bool conn_queue_line(struct hint_conn *c, const char *p, size_t len)
+{
+        if (c->state != CONN_UP || len > c->out_max - c->out_len) {
+                c->io.replies_dropped++;
+                return false;
+        }
+        memcpy(c->out + c->out_len, p, len);
+        c->out_len += len;
+        return true;
+}
+
 /* Move whole lines from sb to the bounded output buffer; what does not fit is dropped. */
 static void conn_queue(struct hint_conn *c, const struct strbuf *sb)
 {
@@ -238,11 +267,7 @@ static void conn_queue(struct hint_conn *c, const struct strbuf *sb)
                 const char *nl = memchr(p, '\n', (size_t) (end - p));
                 size_t len = nl ? (size_t) (nl - p) + 1 : (size_t) (end - p);
 
-                if (c->state == CONN_UP && c->out_len + len <= sizeof(c->out)) {
-                        memcpy(c->out + c->out_len, p, len);
-                        c->out_len += len;
-                } else
-                        c->io.replies_dropped++;
+                (void) conn_queue_line(c, p, len);
                 p += len;
         }
 }
@@ -358,6 +383,42 @@ static void conn_read(struct hint_conn *c, nsec_t now)
                 hs->cb(c->pid, n, hs->userdata);
 }
 
+/* At most one warning per HINT_LOG_INTERVAL_NS per VM about its peer or its path. */
+static bool conn_warn_due(struct hint_conn *c, nsec_t now)
+{
+        if (c->peer_logged && now >= c->peer_log_ns && now - c->peer_log_ns < HINT_LOG_INTERVAL_NS)
+                return false;
+        c->peer_logged = true;
+        c->peer_log_ns = now;
+        return true;
+}
+
+/*
+ * A [QEMU] HintSocket channel must be served by the VM's own QEMU: the pid
+ * that listens on the socket (SO_PEERCRED of the connected client socket) is
+ * the VM's pid.  Otherwise (another QEMU took the path, or the socket was
+ * replaced after qemu_hint_socket() looked at it) the connection is not used:
+ * counted, warned about, closed and retried later like a failed connect.
+ * libvirt's sockets are not checked: libvirt listens on them, not QEMU.
+ */
+static bool conn_peer_ok(struct hint_conn *c, int fd, nsec_t now)
+{
+        struct ucred cred = { .pid = 0 };
+        socklen_t len = sizeof(cred);
+        char name[VM_NAME_MAX * 4];
+
+        if (!c->peer_check)
+                return true;
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && len == sizeof(cred) && cred.pid == c->pid)
+                return true;
+        c->io.peer_mismatches++;
+        if (conn_warn_due(c, now))
+                log_warning("Hint socket %s of VM \"%s\" (pid %d) is served by pid %d, not by the VM's QEMU: "
+                            "not used (%" PRIu64 " times so far; retried later)", c->path,
+                            conn_name(c, name, sizeof(name)), (int) c->pid, (int) cred.pid, c->io.peer_mismatches);
+        return false;
+}
+
 static void conn_event(struct io_watch *w, uint32_t events)
 {
         struct hint_conn *c = container_of(w, struct hint_conn, watch);
@@ -367,7 +428,8 @@ static void conn_event(struct io_watch *w, uint32_t events)
                 int err = 0;
                 socklen_t len = sizeof(err);
 
-                if (getsockopt(c->watch.fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0 || err != 0) {
+                if (getsockopt(c->watch.fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0 || err != 0 ||
+                    !conn_peer_ok(c, c->watch.fd, now)) {
                         conn_close(c, now, true);
                         return;
                 }
@@ -382,6 +444,23 @@ static void conn_event(struct io_watch *w, uint32_t events)
         }
         if (c->state != CONN_UP)
                 return;
+        if (c->throttled && (events & (EPOLLHUP | EPOLLERR))) {
+                /*
+                 * The peer hung up (or the socket failed) while the read budget is
+                 * used up.  EPOLLIN is off, but epoll reports EPOLLHUP/EPOLLERR
+                 * whatever was asked, level-triggered, and only a read would see the
+                 * EOF, which the budget forbids: waiting for the refill would wake
+                 * the loop for nothing until then (up to a control period).  A peer
+                 * that hung up sends nothing more, so there is nothing to throttle:
+                 * close now, as at EOF; the bytes past the budget are dropped.
+                 */
+                char name[VM_NAME_MAX * 4];
+
+                log_debug("Hint channel of VM \"%s\" (pid %d) closed: %s while throttled",
+                          conn_name(c, name, sizeof(name)), (int) c->pid, events & EPOLLERR ? "error" : "hang-up");
+                conn_close(c, now, false);
+                return;
+        }
         if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
                 conn_read(c, now); /* EOF and errors show up as the read's result */
                 if (c->state != CONN_UP)
@@ -391,10 +470,24 @@ static void conn_event(struct io_watch *w, uint32_t events)
                 conn_flush(c, now);
 }
 
+/* The channel of another VM connected (or connecting) to c's path, or NULL. */
+static struct hint_conn *path_holder(const struct hint_conn *c)
+{
+        for (size_t i = 0; i < c->hs->n_conns; i++) {
+                struct hint_conn *o = c->hs->conns[i];
+
+                if (o != c && o->pid != c->pid && o->state != CONN_IDLE &&
+                    strncmp(o->path, c->path, sizeof(o->path)) == 0)
+                        return o;
+        }
+        return NULL;
+}
+
 static void conn_try_connect(struct hint_conn *c, nsec_t now)
 {
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
         size_t len = strnlen(c->path, sizeof(c->path));
+        const struct hint_conn *holder;
         int fd, r;
 
         if (c->state != CONN_IDLE || now < c->next_connect_ns)
@@ -402,6 +495,20 @@ static void conn_try_connect(struct hint_conn *c, nsec_t now)
         if (len == 0 || len >= sizeof(sa.sun_path)) {
                 c->io.connect_failures++;
                 c->next_connect_ns = now + HINT_RECONNECT_MAX_NS;
+                return;
+        }
+        holder = path_holder(c);
+        if (holder) {
+                /* Another VM's channel is connected to this path: not a second one. */
+                char name[VM_NAME_MAX * 4];
+
+                c->io.path_conflicts++;
+                if (conn_warn_due(c, now))
+                        log_warning("Hint socket %s of VM \"%s\" (pid %d) is in use by the channel of pid %d: "
+                                    "not connecting (%" PRIu64 " times so far; retried later)",
+                                    c->path, conn_name(c, name, sizeof(name)), (int) c->pid, (int) holder->pid,
+                                    c->io.path_conflicts);
+                conn_close(c, now, true);
                 return;
         }
         memcpy(sa.sun_path, c->path, len);
@@ -412,8 +519,8 @@ static void conn_try_connect(struct hint_conn *c, nsec_t now)
                 return;
         }
         r = connect(fd, (struct sockaddr *) &sa, (socklen_t) (offsetof(struct sockaddr_un, sun_path) + len));
-        if (r < 0 && errno != EINPROGRESS) {
-                /* ENOENT (not started), ECONNREFUSED (QEMU gone), EAGAIN (backlog full) */
+        if ((r < 0 && errno != EINPROGRESS) || (r == 0 && !conn_peer_ok(c, fd, now))) {
+                /* ENOENT (not started), ECONNREFUSED (QEMU gone), EAGAIN (backlog full), another listener */
                 close(fd);
                 conn_close(c, now, true);
                 return;
@@ -475,6 +582,7 @@ static void conn_free(struct hint_server *hs, struct hint_conn *c)
         hint_vm_free(c->vm);
         free(c->grant);
         free(c->grant_sent);
+        free(c->out);
         free(c);
 }
 
@@ -528,18 +636,35 @@ void hint_server_set_host_read_budget(struct hint_server *hs, uint32_t bytes_per
         hs->host_tokens = MIN(hs->host_tokens, (uint64_t) bytes_per_sec);
 }
 
-/* Resize the per-vCPU grant arrays (new entries: none).  Returns 0 or -ENOMEM. */
+/*
+ * Make room for n_vcpus: the per-vCPU grant arrays (new entries: none) and the
+ * output buffer (HINT_OUT_BYTES(n_vcpus)).  Neither shrinks, so they still fit
+ * c->n_vcpus if the caller cannot apply the new count.  Returns 0 or -ENOMEM.
+ */
 static int grants_resize(struct hint_conn *c, uint32_t n_vcpus)
 {
-        uint16_t *g = realloc(c->grant, n_vcpus * sizeof(*g)), *s;
+        size_t out_max = HINT_OUT_BYTES(n_vcpus);
+        uint16_t *g, *s;
 
-        if (!g)
-                return -ENOMEM;
-        c->grant = g;
-        s = realloc(c->grant_sent, n_vcpus * sizeof(*s));
-        if (!s)
-                return -ENOMEM;
-        c->grant_sent = s;
+        if (n_vcpus > c->alloc_vcpus) {
+                g = realloc(c->grant, n_vcpus * sizeof(*g));
+                if (!g)
+                        return -ENOMEM;
+                c->grant = g;
+                s = realloc(c->grant_sent, n_vcpus * sizeof(*s));
+                if (!s)
+                        return -ENOMEM;
+                c->grant_sent = s;
+                c->alloc_vcpus = n_vcpus;
+        }
+        if (out_max > c->out_max) {
+                char *o = realloc(c->out, out_max);
+
+                if (!o)
+                        return -ENOMEM;
+                c->out = o;
+                c->out_max = out_max;
+        }
         for (uint32_t i = c->n_vcpus; i < n_vcpus; i++)
                 c->grant[i] = c->grant_sent[i] = HINT_GRANT_NONE;
         return 0;
@@ -590,6 +715,7 @@ int hint_server_update_vm(struct hint_server *hs, const struct vm_info *vm, nsec
                         hint_vm_free(c->vm);
                         free(c->grant);
                         free(c->grant_sent);
+                        free(c->out);
                         free(c);
                         return -ENOMEM;
                 }
@@ -605,12 +731,12 @@ int hint_server_update_vm(struct hint_server *hs, const struct vm_info *vm, nsec
                 hs->n_conns++;
         }
         c->seen = true;
+        c->peer_check = !(vm->sources & VM_SOURCE_LIBVIRT); /* libvirt listens on its own sockets */
         memcpy(c->name, vm->name, sizeof(c->name));
         c->name[sizeof(c->name) - 1] = '\0';
         if (c->n_vcpus != n_vcpus && grants_resize(c, n_vcpus) == 0 && hint_vm_set_vcpus(c->vm, n_vcpus) == 0)
                 c->n_vcpus = n_vcpus; /* vCPU hotplug */
-        conn_try_connect(c, now);
-        return 0;
+        return 0; /* connected at update_end, when the VMs gone have let go of their paths */
 }
 
 void hint_server_update_end(struct hint_server *hs, nsec_t now)
@@ -618,13 +744,16 @@ void hint_server_update_end(struct hint_server *hs, nsec_t now)
         size_t w = 0;
 
         for (size_t i = 0; i < hs->n_conns; i++) {
+                if (!hs->conns[i]->seen)
+                        conn_free(hs, hs->conns[i]);
+                else
+                        hs->conns[w++] = hs->conns[i];
+        }
+        hs->n_conns = w;
+        for (size_t i = 0; i < hs->n_conns; i++) {
                 struct hint_conn *c = hs->conns[i];
 
-                if (!c->seen) {
-                        conn_free(hs, c);
-                        continue;
-                }
-                hs->conns[w++] = c;
+                conn_try_connect(c, now); /* if due */
                 if (hint_vm_tick(c->vm, now)) {
                         char name[VM_NAME_MAX * 4];
 
@@ -641,7 +770,6 @@ void hint_server_update_end(struct hint_server *hs, nsec_t now)
                         }
                 }
         }
-        hs->n_conns = w;
         if (hs->host_bytes_per_sec > 0)
                 host_refill(hs, now);
 }
@@ -786,30 +914,27 @@ void hint_server_send_grants(struct hint_server *hs, nsec_t now)
 {
         for (size_t i = 0; i < hs->n_conns; i++) {
                 struct hint_conn *c = hs->conns[i];
-                uint64_t dropped;
                 bool any = false;
 
                 if (c->state != CONN_UP || !c->vm->handshaked)
                         continue;
                 if (c->grants_sent_once && now >= c->last_grant_ns && now - c->last_grant_ns < HINT_GRANT_INTERVAL_NS)
                         continue;
-                strbuf_reset(&hs->scratch);
-                for (uint32_t v = 0; v < c->n_vcpus; v++)
-                        if (c->grant[v] != HINT_GRANT_NONE && c->grant[v] != c->grant_sent[v]) {
-                                (void) hint_format_grant(&hs->scratch, v, c->grant[v]);
-                                any = true;
+                for (uint32_t v = 0; v < c->n_vcpus; v++) {
+                        if (c->grant[v] == HINT_GRANT_NONE || c->grant[v] == c->grant_sent[v])
+                                continue;
+                        strbuf_reset(&hs->scratch);
+                        if (hint_format_grant(&hs->scratch, v, c->grant[v]) < 0)
+                                continue;
+                        any = true;
+                        /* a line that does not fit is sent again next time: mark each line queued */
+                        if (conn_queue_line(c, hs->scratch.data, hs->scratch.len)) {
+                                c->grant_sent[v] = c->grant[v];
+                                c->io.grants_sent++;
                         }
+                }
                 if (!any)
                         continue;
-                dropped = c->io.replies_dropped;
-                conn_queue(c, &hs->scratch);
-                /* what did not fit is sent again next time: mark only what was queued */
-                if (c->io.replies_dropped == dropped)
-                        for (uint32_t v = 0; v < c->n_vcpus; v++)
-                                if (c->grant[v] != HINT_GRANT_NONE && c->grant[v] != c->grant_sent[v]) {
-                                        c->grant_sent[v] = c->grant[v];
-                                        c->io.grants_sent++;
-                                }
                 c->grants_sent_once = true;
                 c->last_grant_ns = now;
                 conn_flush(c, now);
@@ -832,6 +957,7 @@ static void fill_status(const struct hint_conn *c, struct hint_vm_status *s)
                 .guest_vcpus = c->vm->guest_vcpus,
                 .policy = c->vm->policy,
                 .out_len = c->out_len,
+                .out_max = c->out_max,
                 .next_connect_ns = c->next_connect_ns,
                 .counters = c->vm->counters,
                 .io = c->io,

@@ -19,7 +19,20 @@
  * QEMU chardev socket); QEMU is the listening side.  The VM is identified by
  * the pid the daemon's inventory gave together with that socket, never by
  * anything the guest writes, and the vCPU count that bounds every index is the
- * inventory's n_vcpus.
+ * inventory's n_vcpus.  Two checks keep one VM's channel from being read as
+ * another's:
+ *  - a channel that is not a libvirt domain's (vm_info.sources without
+ *    VM_SOURCE_LIBVIRT: a [QEMU] HintSocket path) is used only if the process
+ *    listening on it is the VM's QEMU: SO_PEERCRED pid == vm_info.pid after
+ *    connect, else the connection is closed and counted (peer_mismatches) and
+ *    retried like a failed connect.  libvirt creates and listens on its
+ *    channel sockets itself and passes them to QEMU, so there SO_PEERCRED
+ *    names libvirt and is not checked.
+ *  - no two VMs' channels are connected to one path at once: a VM whose path
+ *    another VM's channel is connected (or connecting) to does not connect
+ *    (path_conflicts), and tries again after its backoff.
+ *  Both count as connect_failures too, and are warned about at most once a
+ *  minute per VM.
  *
  * Everything is non-blocking and bounded:
  *  - connect(2) is non-blocking; a failed connect, EOF, ECONNRESET or EPIPE
@@ -30,18 +43,30 @@
  *  - reads are driven by the daemon's epoll set (struct io_watch), at most
  *    HINT_READ_CHUNK bytes per event, so one flooding guest cannot starve the
  *    loop (epoll is level-triggered: the rest is read at the next iteration,
- *    after the other ready fds).
+ *    after the other ready fds).  A throttled channel (read budget used up)
+ *    that hangs up or fails is closed at once: epoll reports the hang-up even
+ *    without EPOLLIN, and only a read, which the budget forbids, would see it.
  *  - replies (WELCOME, ERR, LIMIT, GRANT) go to a per-VM output buffer of
- *    HINT_OUT_MAX bytes written with non-blocking send(); a reply line that
- *    does not fit is dropped and counted: a guest that does not read can
- *    neither block the daemon nor make it grow memory.
+ *    HINT_OUT_BYTES(n_vcpus) bytes written with non-blocking send(), room for
+ *    a WELCOME with every vCPU's LIMIT and a GRANT for every vCPU at once; a
+ *    reply line that does not fit is dropped and counted (a GRANT that did not
+ *    fit is sent at the next round): a guest that does not read can neither
+ *    block the daemon nor make it grow memory.
  *
  * Time: every entry point takes now; the epoll callback reads the clock
  * (hint_server_set_clock() replaces it in tests).
  */
 
 #define HINT_READ_CHUNK 4096
+/*
+ * Output buffer of a VM: HINT_OUT_MAX bytes for the WELCOME and ERR lines,
+ * plus HINT_OUT_PER_VCPU per vCPU for one LIMIT and one GRANT line
+ * ("LIMIT 4095 1024 1024\n" is 21 bytes, "GRANT 4095 1024\n" 16): 162 KiB at
+ * HINT_VCPUS_MAX vCPUs.  Sized by the host's vCPU count, never by the guest.
+ */
 #define HINT_OUT_MAX 2048
+#define HINT_OUT_PER_VCPU 40
+#define HINT_OUT_BYTES(n_vcpus) (HINT_OUT_MAX + (size_t) (n_vcpus) * HINT_OUT_PER_VCPU)
 /*
  * Bytes per second read from one VM's channel (a token bucket holding at most
  * one second's worth).  2 MiB/s is about 160,000 hint lines/s, above any
@@ -76,7 +101,7 @@ typedef void (*hint_actuate_cb)(pid_t pid, int n_actuations, void *userdata);
 /* Server-wide I/O counters (the protocol counters are per VM, struct hint_counters). */
 struct hint_io_stats {
         uint64_t connects;          /* connections established */
-        uint64_t connect_failures;  /* connect(2) failed (ENOENT, ECONNREFUSED, EAGAIN, ...) */
+        uint64_t connect_failures;  /* connect(2) failed (ENOENT, ECONNREFUSED, EAGAIN, ...), or refused below */
         uint64_t disconnects;       /* established connections closed (EOF, reset, error, VM gone) */
         uint64_t read_events;       /* reads that returned data */
         uint64_t read_chunk_max;    /* largest single read, <= HINT_READ_CHUNK */
@@ -87,6 +112,8 @@ struct hint_io_stats {
         uint64_t host_throttles;    /* times reading stopped: the host-wide budget used up */
         uint64_t grants_sent;       /* GRANT lines queued */
         uint64_t limits_sent;       /* LIMIT lines queued outside a WELCOME (policy change) */
+        uint64_t peer_mismatches;   /* connected, but not to the VM's QEMU (SO_PEERCRED pid): closed */
+        uint64_t path_conflicts;    /* not connected: another VM's channel is connected to the path */
 };
 
 struct hint_vm_status {
@@ -100,6 +127,7 @@ struct hint_vm_status {
         char agent[HINT_AGENT_MAX + 1]; /* guest bytes (validated charset); escape before showing */
         struct hint_policy policy;
         size_t out_len;             /* reply bytes waiting */
+        size_t out_max;             /* output buffer size, HINT_OUT_BYTES(n_vcpus) */
         nsec_t next_connect_ns;     /* when disconnected */
         struct hint_counters counters;
         struct hint_io_stats io;
@@ -119,7 +147,8 @@ void hint_server_set_clock(struct hint_server *hs, nsec_t (*clock)(void *userdat
  * Inventory update.  Either the whole list at once, or begin / one call per VM
  * / end (for iterating the tracker without building an array).  VMs with an
  * empty hint_socket or n_vcpus == 0 are ignored; VMs not reported between
- * begin and end are closed and forgotten.  Due (re)connects are tried here.
+ * begin and end are closed and forgotten.  Due (re)connects are tried at the
+ * end, after those are closed (a VM gone lets go of its socket path at once).
  */
 int hint_server_update_vms(struct hint_server *hs, const struct vm_info *vms, size_t n, nsec_t now);
 void hint_server_update_begin(struct hint_server *hs);

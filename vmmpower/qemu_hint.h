@@ -25,6 +25,11 @@
  * itself "web1" gets no other user's channel.  A QEMU that drops privileges
  * (-run-with user=, -runas) creates its sockets before it does, as root: such
  * a socket is refused until chowned to the user QEMU runs as.
+ *
+ * The owner is checked here, once, on the path; what listens on the socket
+ * when the daemon connects is checked by guest_hint.c (SO_PEERCRED pid ==
+ * vm->pid, for every channel that is not a libvirt domain's), which catches
+ * two QEMUs started with the same name and a socket replaced after the lstat.
  */
 
 /* Check a pattern: absolute, printable, at least one %n, only %n/%% escapes.  0 or -EINVAL. */

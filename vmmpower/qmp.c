@@ -332,7 +332,7 @@ int qmp_parse_halt_poll(const char *stats_json, const char *cpus_fast_json,
         json_object *sroot = NULL, *croot = NULL, *sarr, *carr;
         struct qmp_cpu *cpus = NULL;
         uint64_t *sums = NULL;
-        bool *seen = NULL;
+        bool *seen = NULL, *has = NULL;
         size_t n_cpus, n;
         int r, count = 0;
 
@@ -354,7 +354,8 @@ int qmp_parse_halt_poll(const char *stats_json, const char *cpus_fast_json,
         r = -ENOMEM;
         sums = calloc(n_cpus ? n_cpus : 1, sizeof(*sums));
         seen = calloc(n_cpus ? n_cpus : 1, sizeof(*seen));
-        if (!sums || !seen)
+        has = calloc(n_cpus ? n_cpus : 1, sizeof(*has));
+        if (!sums || !seen || !has)
                 goto out;
 
         r = -EBADMSG;
@@ -387,19 +388,21 @@ int qmp_parse_halt_poll(const char *stats_json, const char *cpus_fast_json,
                         goto out;
                 seen[k] = true;
                 if (!found)
-                        continue;
+                        continue; /* no halt_poll_* values: the vCPU's entry is left untouched */
                 sums[k] = sum;
+                has[k] = true;
                 count++;
         }
 
         for (size_t k = 0; k < n_cpus; k++)
-                if (seen[k] && (unsigned) cpus[k].index < n_max)
+                if (has[k] && (unsigned) cpus[k].index < n_max)
                         halt_poll_ns[cpus[k].index] = sums[k];
         r = count;
 out:
         free(cpus);
         free(sums);
         free(seen);
+        free(has);
         json_object_put(sroot);
         json_object_put(croot);
         return r;

@@ -40,6 +40,15 @@
  * or "STATUS"; answered with "OK", "ERR <text>" or the status text.  A boost is
  * forwarded to the host at once (the host caps and rate-limits it).
  *
+ * The socket is open to every user of the guest (0666), so a client must not
+ * be able to hold the agent: accepted connections are non-blocking and served
+ * from the main poll loop, at most CLIENTS_MAX at a time (the rest wait in
+ * the listen backlog) and at most ACCEPTS_PER_WAKEUP accepted per wake-up;
+ * each has one deadline, CLIENT_DEADLINE_MS from its accept, for the whole
+ * request and its answer; past it the client gets "ERR request timed out" (if
+ * its line was not complete) and is closed (counted: clients_timed_out).  The
+ * periods and the port are served whatever the local clients do.
+ *
  * For tests every path is configurable: --port (a character device, or a unix
  * socket that stands in for the host end), --proc-root, --sys-root, --socket.
  */
@@ -75,6 +84,11 @@
 #define PSI_STEP_PERMILLE 100
 #define BOOST_MS_MAX 10000
 #define MAX_CPUS 4096
+#define CLIENTS_MAX 8           /* local requests served at once */
+#define ACCEPTS_PER_WAKEUP 4    /* local connections accepted per poll wake-up */
+#define CLIENT_DEADLINE_MS 500  /* from accept to the end of the answer */
+#define CLIENT_REQ_MAX 128      /* request line, '\n' included */
+#define CLIENT_REPLY_MAX 65536
 /* At most one "host end went away" message (and its "connected again") per minute. */
 #define HOST_LOG_INTERVAL_MS 60000
 
@@ -92,6 +106,16 @@ struct cpu_state {
         uint32_t lim_min, lim_max;
 };
 
+/* A local client (the request socket): reading its line, then writing the answer. */
+struct client {
+        int fd;                 /* -1: free slot */
+        int64_t deadline_ms;
+        char req[CLIENT_REQ_MAX];
+        size_t len;
+        char *reply;            /* non-NULL: answering */
+        size_t reply_len, reply_off;
+};
+
 struct daemon {
         const char *port_path; /* NULL: find by name */
         const char *proc_root;
@@ -106,6 +130,8 @@ struct daemon {
         bool port_is_socket;
         bool host_hup;
         int listen_fd;
+        struct client clients[CLIENTS_MAX];
+        unsigned n_clients;
 
         /* the host end as last seen, for the log: see host_change() */
         bool host_up;
@@ -125,6 +151,7 @@ struct daemon {
         struct hostmsg_framer framer;
 
         uint64_t periods, lines_sent, writes_dropped, host_lines, host_bad, host_errs, port_opens, boosts;
+        uint64_t clients_timed_out;
 };
 
 static volatile sig_atomic_t stop;
@@ -718,9 +745,9 @@ static size_t status_text(struct daemon *d, char *buf, size_t size)
                     d->welcome.boost_cap_ms, d->welcome.rate, d->welcome.burst, d->welcome.trust);
         OUT("periods=%" PRIu64 " lines_sent=%" PRIu64 " writes_dropped=%" PRIu64 " host_lines=%" PRIu64
             " host_bad=%" PRIu64 " host_errs=%" PRIu64 " host_losses=%" PRIu64 " boosts=%" PRIu64
-            " psi_permille=%u\n",
+            " psi_permille=%u clients_timed_out=%" PRIu64 "\n",
             d->periods, d->lines_sent, d->writes_dropped, d->host_lines, d->host_bad, d->host_errs, d->host_losses,
-            d->boosts, d->psi_permille);
+            d->boosts, d->psi_permille, d->clients_timed_out);
         for (unsigned i = 0; i < d->n_cpus; i++) {
                 const struct cpu_state *c = &d->cpus[i];
                 if (!c->online)
@@ -736,63 +763,136 @@ static size_t status_text(struct daemon *d, char *buf, size_t size)
         return o < size ? o : size - 1;
 }
 
-static void serve_client(struct daemon *d, int fd)
+/* The answer to one request line (without its '\n'). */
+static size_t handle_request(struct daemon *d, const char *req, char *reply, size_t size)
 {
-        struct timeval tv = { .tv_sec = 0, .tv_usec = 200000 };
-        char req[128], reply[65536], line[64];
-        size_t len = 0, rlen;
-        char *nl = NULL;
+        char line[64];
 
-        (void) setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-        (void) setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-        while (len < sizeof(req) - 1 && !nl) {
-                ssize_t n = read(fd, req + len, sizeof(req) - 1 - len);
-                if (n <= 0)
-                        break;
-                len += (size_t) n;
-                req[len] = 0;
-                nl = memchr(req, '\n', len);
-        }
-        if (!nl) {
-                rlen = (size_t) snprintf(reply, sizeof(reply), "ERR request must be one line\n");
-                goto out;
-        }
-        *nl = 0;
         if (strcmp(req, "STATUS") == 0)
-                rlen = status_text(d, reply, sizeof(reply));
-        else if (strncmp(req, "BOOST ", 6) == 0) {
-                char *ms_s = req + 6, *sp = strchr(ms_s, ' ');
+                return status_text(d, reply, size);
+        if (strncmp(req, "BOOST ", 6) == 0) {
+                const char *ms_s = req + 6, *sp = strchr(ms_s, ' ');
                 uint32_t ms, cpu;
 
                 if (!sp || parse_u32_strict(ms_s, (size_t) (sp - ms_s), BOOST_MS_MAX, &ms) < 0 || ms == 0 ||
-                    parse_u32_strict(sp + 1, strlen(sp + 1), MAX_CPUS - 1, &cpu) < 0) {
-                        rlen = (size_t) snprintf(reply, sizeof(reply), "ERR usage: BOOST <1..%u ms> <cpu>\n",
-                                                 BOOST_MS_MAX);
-                        goto out;
-                }
-                if (cpu >= d->n_cpus || !d->cpus[cpu].online) {
-                        rlen = (size_t) snprintf(reply, sizeof(reply), "ERR no such cpu\n");
-                        goto out;
-                }
+                    parse_u32_strict(sp + 1, strlen(sp + 1), MAX_CPUS - 1, &cpu) < 0)
+                        return (size_t) snprintf(reply, size, "ERR usage: BOOST <1..%u ms> <cpu>\n", BOOST_MS_MAX);
+                if (cpu >= d->n_cpus || !d->cpus[cpu].online)
+                        return (size_t) snprintf(reply, size, "ERR no such cpu\n");
                 int n = snprintf(line, sizeof(line), "BOOST %u %u\n", cpu, ms);
                 port_send(d, line, (size_t) n, 1);
                 d->boosts++;
-                rlen = (size_t) snprintf(reply, sizeof(reply), "OK%s\n",
+                return (size_t) snprintf(reply, size, "OK%s\n",
                                          d->port_fd >= 0 && !d->host_hup ? "" : " (host not connected)");
-        } else
-                rlen = (size_t) snprintf(reply, sizeof(reply), "ERR unknown request\n");
-out:
-        (void) !write(fd, reply, rlen);
+        }
+        return (size_t) snprintf(reply, size, "ERR unknown request\n");
 }
 
-static void accept_clients(struct daemon *d)
+static void client_close(struct daemon *d, struct client *c)
 {
+        close(c->fd);
+        free(c->reply);
+        *c = (struct client) { .fd = -1 };
+        d->n_clients--;
+}
+
+/* Write what the socket takes now; the client is closed once the answer is out, or on an error. */
+static void client_write(struct daemon *d, struct client *c)
+{
+        while (c->reply_off < c->reply_len) {
+                ssize_t n = write(c->fd, c->reply + c->reply_off, c->reply_len - c->reply_off);
+
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+                        return; /* POLLOUT, until the deadline */
+                if (n <= 0)
+                        break;
+                c->reply_off += (size_t) n;
+        }
+        client_close(d, c);
+}
+
+/* Answer the request line req, or with an error when the client sent no complete line (NULL). */
+static void client_answer(struct daemon *d, struct client *c, const char *req)
+{
+        static char reply[CLIENT_REPLY_MAX];
+        size_t rlen = req ? handle_request(d, req, reply, sizeof(reply))
+                          : (size_t) snprintf(reply, sizeof(reply), "ERR request must be one line\n");
+
+        c->reply = malloc(rlen ? rlen : 1);
+        if (!c->reply) {
+                client_close(d, c);
+                return;
+        }
+        memcpy(c->reply, reply, rlen);
+        c->reply_len = rlen;
+        c->reply_off = 0;
+        client_write(d, c);
+}
+
+/* Read what has arrived (never waits): a complete line is answered; EOF or a full buffer without one is an error. */
+static void client_read(struct daemon *d, struct client *c)
+{
+        char *nl;
+
         for (;;) {
-                int fd = accept4(d->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+                ssize_t n = read(c->fd, c->req + c->len, sizeof(c->req) - 1 - c->len);
+
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+                        return;
+                if (n > 0) {
+                        c->len += (size_t) n;
+                        c->req[c->len] = 0;
+                        nl = memchr(c->req, '\n', c->len);
+                        if (nl) {
+                                *nl = 0;
+                                client_answer(d, c, c->req);
+                                return;
+                        }
+                        if (c->len < sizeof(c->req) - 1)
+                                continue;
+                }
+                /* EOF, an error, or 127 bytes without a newline */
+                client_answer(d, c, NULL);
+                return;
+        }
+}
+
+/* Accept what is pending, up to ACCEPTS_PER_WAKEUP and while a slot is free. */
+static void accept_clients(struct daemon *d, int64_t now)
+{
+        for (int k = 0; k < ACCEPTS_PER_WAKEUP && d->n_clients < CLIENTS_MAX; k++) {
+                int fd = accept4(d->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+                struct client *c = NULL;
+
                 if (fd < 0)
                         return;
-                serve_client(d, fd);
-                close(fd);
+                for (unsigned i = 0; i < CLIENTS_MAX && !c; i++)
+                        if (d->clients[i].fd < 0)
+                                c = &d->clients[i];
+                *c = (struct client) { .fd = fd, .deadline_ms = now + CLIENT_DEADLINE_MS };
+                d->n_clients++;
+                client_read(d, c); /* the request is often there already */
+        }
+}
+
+/* Clients past their deadline are closed (a line not complete by then is answered with an error first). */
+static void expire_clients(struct daemon *d, int64_t now)
+{
+        static const char msg[] = "ERR request timed out\n";
+
+        for (unsigned i = 0; i < CLIENTS_MAX; i++) {
+                struct client *c = &d->clients[i];
+
+                if (c->fd < 0 || now < c->deadline_ms)
+                        continue;
+                if (!c->reply)
+                        (void) !write(c->fd, msg, sizeof(msg) - 1); /* non-blocking: best effort */
+                d->clients_timed_out++;
+                client_close(d, c);
         }
 }
 
@@ -864,6 +964,8 @@ int main(int argc, char **argv)
         d.interval_ms = 1000;
         d.port_fd = -1;
         d.listen_fd = -1;
+        for (unsigned i = 0; i < CLIENTS_MAX; i++)
+                d.clients[i].fd = -1;
         while ((c = getopt_long(argc, argv, "vh", opts, NULL)) >= 0) {
                 switch (c) {
                 case 'p':
@@ -927,10 +1029,12 @@ int main(int argc, char **argv)
         last = now_ms();
         next = last;
         while (!stop) {
-                struct pollfd p[2];
+                struct pollfd p[2 + CLIENTS_MAX];
+                struct client *pc[2 + CLIENTS_MAX] = { NULL };
                 int np = 0, timeout;
                 int64_t now = now_ms();
 
+                expire_clients(&d, now);
                 if (now >= next) {
                         period(&d, (unsigned) (now - last));
                         last = now;
@@ -942,24 +1046,44 @@ int main(int argc, char **argv)
                         continue;
                 }
                 timeout = (int) (next - now);
-                if (d.listen_fd >= 0)
+                if (d.listen_fd >= 0 && d.n_clients < CLIENTS_MAX)
                         p[np++] = (struct pollfd) { .fd = d.listen_fd, .events = POLLIN };
                 if (d.port_fd >= 0 && !d.host_hup)
                         p[np++] = (struct pollfd) { .fd = d.port_fd, .events = POLLIN };
+                for (unsigned i = 0; i < CLIENTS_MAX; i++) {
+                        struct client *cl = &d.clients[i];
+
+                        if (cl->fd < 0)
+                                continue;
+                        if (cl->deadline_ms - now < timeout)
+                                timeout = (int) (cl->deadline_ms > now ? cl->deadline_ms - now : 0);
+                        pc[np] = cl;
+                        p[np++] = (struct pollfd) { .fd = cl->fd, .events = cl->reply ? POLLOUT : POLLIN };
+                }
                 r = poll(p, (nfds_t) np, timeout);
                 if (r < 0)
                         continue; /* EINTR */
                 for (int i = 0; i < np; i++) {
                         if (!p[i].revents)
                                 continue;
-                        if (p[i].fd == d.listen_fd)
-                                accept_clients(&d);
+                        if (pc[i]) {
+                                if (pc[i]->fd < 0)
+                                        continue;
+                                if (pc[i]->reply)
+                                        client_write(&d, pc[i]);
+                                else
+                                        client_read(&d, pc[i]);
+                        } else if (p[i].fd == d.listen_fd)
+                                accept_clients(&d, now_ms());
                         else if (p[i].revents & POLLIN)
                                 port_read(&d);
                         else if (p[i].revents & (POLLHUP | POLLERR))
                                 host_lost(&d);
                 }
         }
+        for (unsigned i = 0; i < CLIENTS_MAX; i++)
+                if (d.clients[i].fd >= 0)
+                        client_close(&d, &d.clients[i]);
         if (d.listen_fd >= 0) {
                 close(d.listen_fd);
                 (void) unlink(d.sock_path);

@@ -18,6 +18,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -27,8 +28,15 @@
 #include "libvirt_src.h"
 #include "vcpu_track.h"
 
-#define PID_A 4242
-#define PID_B 4343
+/*
+ * The VMs' "QEMU" pids: a [QEMU] HintSocket channel (a VM without
+ * VM_SOURCE_LIBVIRT) is used only when the pid listening on it is the VM's
+ * (SO_PEERCRED), so each fake QEMU is a child process that calls listen(2) on
+ * the sockets the test binds (struct qemu_stub).
+ */
+static pid_t pid_a, pid_b;
+#define PID_A pid_a
+#define PID_B pid_b
 
 static nsec_t fake_now;
 
@@ -37,10 +45,17 @@ static nsec_t fake_clock(void *userdata)
         return fake_now;
 }
 
+/* A stand-in QEMU process: it calls listen(2) on the sockets it is sent, and nothing else. */
+struct qemu_stub {
+        pid_t pid;
+        int ctl; /* SOCK_SEQPACKET to the child: a socket to listen on, one byte back */
+};
+
 struct fixture {
         char dir[64];
         char path_a[108], path_b[108];
-        int lfd_a, lfd_b; /* listening "QEMU" sockets */
+        struct qemu_stub qemu_a, qemu_b;
+        int lfd_a, lfd_b; /* listening "QEMU" sockets, listened on by qemu_a / qemu_b */
         int epfd;
         struct hint_server *hs;
         int actuate_calls, actuate_sum;
@@ -54,16 +69,69 @@ static void on_actuate(pid_t pid, int n, void *userdata)
         f->actuate_sum += n;
 }
 
-static int listen_at(const char *path)
+static void stub_start(struct qemu_stub *q)
+{
+        int sv[2];
+
+        assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+        q->pid = fork();
+        assert_true(q->pid >= 0);
+        if (q->pid == 0) {
+                /* Only the control socket: no copy of the test's sockets may outlive their close(). */
+                for (int fd = 3; fd < 1024; fd++)
+                        if (fd != sv[1])
+                                (void) close(fd);
+                for (;;) {
+                        char byte, cbuf[CMSG_SPACE(sizeof(int))];
+                        struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+                        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+                                             .msg_controllen = sizeof(cbuf) };
+                        struct cmsghdr *cm;
+                        int fd;
+
+                        if (recvmsg(sv[1], &mh, 0) <= 0 || !(cm = CMSG_FIRSTHDR(&mh)) || cm->cmsg_type != SCM_RIGHTS)
+                                _exit(0);
+                        memcpy(&fd, CMSG_DATA(cm), sizeof(fd));
+                        byte = listen(fd, 4) == 0 ? 'y' : 'n';
+                        close(fd);
+                        if (write(sv[1], &byte, 1) != 1)
+                                _exit(1);
+                }
+        }
+        close(sv[1]);
+        q->ctl = sv[0];
+}
+
+static void stub_stop(struct qemu_stub *q)
+{
+        if (q->pid <= 0)
+                return;
+        close(q->ctl);
+        (void) waitpid(q->pid, NULL, 0);
+        q->pid = 0;
+}
+
+/* A "QEMU" chardev socket at path, listened on by q (its SO_PEERCRED pid is q->pid). */
+static int listen_by(struct qemu_stub *q, const char *path)
 {
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
         int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        char byte = 0, cbuf[CMSG_SPACE(sizeof(int))] = { 0 };
+        struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf) };
+        struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
 
         assert_true(fd >= 0);
         strcpy(sa.sun_path, path);
         (void) unlink(path);
         assert_int_equal(bind(fd, (struct sockaddr *) &sa, sizeof(sa)), 0);
-        assert_int_equal(listen(fd, 4), 0);
+        cm->cmsg_level = SOL_SOCKET;
+        cm->cmsg_type = SCM_RIGHTS;
+        cm->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(cm), &fd, sizeof(fd));
+        assert_int_equal(sendmsg(q->ctl, &mh, 0), 1);
+        assert_int_equal(read(q->ctl, &byte, 1), 1);
+        assert_int_equal(byte, 'y');
         return fd;
 }
 
@@ -160,11 +228,16 @@ static int setup_policy(void **state, const struct hint_policy *p)
         struct fixture *f = calloc(1, sizeof(*f));
 
         assert_non_null(f);
+        /* the stubs first: they must not inherit the test's sockets */
+        stub_start(&f->qemu_a);
+        stub_start(&f->qemu_b);
+        pid_a = f->qemu_a.pid;
+        pid_b = f->qemu_b.pid;
         strcpy(f->dir, "/tmp/test-guest_hint.XXXXXX");
         assert_non_null(mkdtemp(f->dir));
         snprintf(f->path_a, sizeof(f->path_a), "%s/a.sock", f->dir);
         snprintf(f->path_b, sizeof(f->path_b), "%s/b.sock", f->dir);
-        f->lfd_a = listen_at(f->path_a);
+        f->lfd_a = listen_by(&f->qemu_a, f->path_a);
         f->lfd_b = -1;
         f->epfd = epoll_create1(EPOLL_CLOEXEC);
         assert_true(f->epfd >= 0);
@@ -199,6 +272,8 @@ static int teardown(void **state)
                 close(f->lfd_a);
         if (f->lfd_b >= 0)
                 close(f->lfd_b);
+        stub_stop(&f->qemu_a);
+        stub_stop(&f->qemu_b);
         (void) unlink(f->path_a);
         (void) unlink(f->path_b);
         (void) rmdir(f->dir);
@@ -444,7 +519,7 @@ static void test_peer_gone_backoff(void **state)
         assert_int_equal(st.next_connect_ns, t0 + 7 * NSEC_PER_SEC);
 
         /* QEMU is back (a restarted guest): the next due attempt connects. */
-        f->lfd_a = listen_at(f->path_a);
+        f->lfd_a = listen_by(&f->qemu_a, f->path_a);
         fake_now = t0 + 7 * NSEC_PER_SEC;
         update_a(f, 2);
         st = status_of(f, PID_A);
@@ -477,7 +552,7 @@ static void test_flood_bounded_and_rate_limited(void **state)
                 n_level++;
         }
 
-        f->lfd_b = listen_at(f->path_b);
+        f->lfd_b = listen_by(&f->qemu_b, f->path_b);
         vms[0] = make_vm(PID_A, f->path_a, 2);
         vms[1] = make_vm(PID_B, f->path_b, 1);
         assert_int_equal(hint_server_update_vms(f->hs, vms, 2, fake_now), 0);
@@ -719,7 +794,8 @@ static void test_peer_never_reads(void **state)
         }
         st = status_of(f, PID_A);
         assert_true(st.io.replies_dropped > 0);
-        assert_true(st.out_len <= HINT_OUT_MAX);
+        assert_int_equal(st.out_max, HINT_OUT_BYTES(2));
+        assert_true(st.out_len <= st.out_max);
         assert_true(st.out_len > 0);
         assert_true(st.io.grants_sent > 0 && st.io.grants_sent <= n_grants);
         assert_true(st.io.reply_bytes < 4 << 20); /* what the kernel buffered */
@@ -844,7 +920,7 @@ static void test_host_read_budget(void **state)
         for (size_t i = 0; i < chunk; i += 16)
                 memcpy(data + i, "HELLO 1 vcpus=2\n", 16);
         hint_server_set_host_read_budget(f->hs, 256 * 1024);
-        f->lfd_b = listen_at(f->path_b);
+        f->lfd_b = listen_by(&f->qemu_b, f->path_b);
         vms[0] = make_vm(PID_A, f->path_a, 2);
         vms[1] = make_vm(PID_B, f->path_b, 1);
         assert_int_equal(hint_server_update_vms(f->hs, vms, 2, fake_now), 0);
@@ -875,6 +951,266 @@ static void test_host_read_budget(void **state)
         close(peer);
         close(peer_b);
         free(data);
+}
+
+/*
+ * A throttled channel whose QEMU goes away (the VM died after flooding past
+ * its read budget): EPOLLIN is off while throttled, but epoll reports the
+ * hang-up anyway, level-triggered.  The channel must be closed at once, not
+ * make every epoll_wait() return at once until the next refill.  Both budgets:
+ * the VM's own, then the host-wide one.
+ */
+static void test_throttled_hangup_closes(void **state)
+{
+        struct fixture *f = *state;
+        static char junk[1 << 16];
+        struct hint_vm_status st;
+
+        memset(junk, '\n', sizeof(junk)); /* empty lines: valid, ignored */
+        for (int mode = 0; mode < 2; mode++) {
+                int peer, wakeups = 0;
+
+                if (mode == 1) {
+                        hint_server_set_host_read_budget(f->hs, 64 * 1024);
+                        fake_now += 2 * NSEC_PER_SEC; /* past the reconnect backoff */
+                }
+                update_a(f, 2);
+                peer = accept_peer(f->lfd_a);
+                for (int i = 0; i < 100000; i++) {
+                        ssize_t k = write(peer, junk, sizeof(junk));
+
+                        dispatch(f->epfd, 0);
+                        st = status_of(f, PID_A);
+                        if ((mode == 0 ? st.io.read_throttles : st.io.host_throttles) > 0 && k < 0)
+                                break;
+                }
+                st = status_of(f, PID_A);
+                assert_true(st.connected);
+                assert_true((mode == 0 ? st.io.read_throttles : st.io.host_throttles) > 0);
+                assert_int_equal(st.io.disconnects, (uint64_t) mode);
+
+                close(peer); /* the VM dies */
+                for (int i = 0; i < 1000; i++)
+                        if (dispatch(f->epfd, 0) > 0)
+                                wakeups++;
+                st = status_of(f, PID_A);
+                print_message("%s budget used up, then hang-up: %d wake-ups in 1000 epoll_wait(0), connected %d, "
+                              "%" PRIu64 " read throttles, %" PRIu64 " host throttles\n", mode == 0 ? "VM" : "host",
+                              wakeups, st.connected, st.io.read_throttles, st.io.host_throttles);
+                assert_false(st.connected);
+                assert_int_equal(st.io.disconnects, (uint64_t) mode + 1);
+                assert_true(wakeups <= 1);
+                assert_int_equal(st.next_connect_ns, fake_now + (NSEC_PER_SEC << mode));
+        }
+        /* and the VM comes back: connected and read as before */
+        fake_now += 4 * NSEC_PER_SEC;
+        update_a(f, 2);
+        assert_true(status_of(f, PID_A).connected);
+}
+
+/* Read what the server sent to peer until it has nothing more (the server is dispatched meanwhile). */
+static size_t read_all(struct fixture *f, int peer, char *buf, size_t size)
+{
+        size_t len = 0;
+        int idle = 0;
+
+        while (idle < 3 && len < size - 1) {
+                ssize_t k = read(peer, buf + len, size - 1 - len);
+
+                if (k > 0) {
+                        len += (size_t) k;
+                        idle = 0;
+                        continue;
+                }
+                idle = dispatch(f->epfd, 10) > 0 ? 0 : idle + 1;
+        }
+        buf[len] = '\0';
+        return len;
+}
+
+static int count_lines(const char *buf, const char *prefix)
+{
+        int n = 0;
+        size_t plen = strlen(prefix);
+
+        for (const char *p = buf; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+                if (strncmp(p, prefix, plen) == 0)
+                        n++;
+        return n;
+}
+
+/*
+ * A VM with more vCPUs than a fixed reply buffer holds lines for (200: its
+ * WELCOME and LIMITs are 3.4 KB): every LIMIT and every GRANT arrives, and a
+ * GRANT is counted sent per line queued, so when the guest stops reading the
+ * lines that did not fit come later, each vCPU's last value arrives, and
+ * nothing is sent twice.
+ */
+static void test_many_vcpus_replies(void **state)
+{
+        struct fixture *f = *state;
+        const uint32_t n = 200;
+        static char buf[1 << 20];
+        static uint32_t want[200], last[200];
+        struct hint_vm_status st;
+        int peer, rounds = 0;
+        uint64_t grant_lines = 0;
+
+        update_a(f, n);
+        peer = accept_peer(f->lfd_a);
+        peer_write(peer, "HELLO 1 vcpus=200\n");
+        read_all(f, peer, buf, sizeof(buf));
+        assert_int_equal(count_lines(buf, "WELCOME 1 vcpus=200 "), 1);
+        assert_int_equal(count_lines(buf, "LIMIT "), (int) n);
+        assert_non_null(strstr(buf, "\nLIMIT 199 0 1024\n"));
+        st = status_of(f, PID_A);
+        assert_int_equal(st.io.replies_dropped, 0);
+        assert_int_equal(st.out_max, HINT_OUT_BYTES(n));
+
+        for (uint32_t v = 0; v < n; v++)
+                assert_int_equal(hint_server_set_grant(f->hs, PID_A, v, 1024 - v), 0);
+        fake_now += HINT_GRANT_INTERVAL_NS;
+        hint_server_send_grants(f->hs, fake_now);
+        read_all(f, peer, buf, sizeof(buf));
+        assert_int_equal(count_lines(buf, "GRANT "), (int) n);
+        assert_non_null(strstr(buf, "\nGRANT 199 825\n"));
+        assert_int_equal(status_of(f, PID_A).io.grants_sent, n);
+        /* nothing changed: nothing more */
+        fake_now += HINT_GRANT_INTERVAL_NS;
+        hint_server_send_grants(f->hs, fake_now);
+        assert_int_equal(read_all(f, peer, buf, sizeof(buf)), 0);
+
+        /* The guest stops reading while every grant changes each round: the socket and then
+         * the buffer fill, lines are dropped and not marked sent. */
+        assert_int_equal(fcntl(peer, F_SETFL, O_NONBLOCK), 0);
+        while (status_of(f, PID_A).io.replies_dropped == 0) {
+                rounds++;
+                assert_true(rounds < 100000);
+                for (uint32_t v = 0; v < n; v++) {
+                        want[v] = (v + (uint32_t) rounds) % 1024;
+                        assert_int_equal(hint_server_set_grant(f->hs, PID_A, v, want[v]), 0);
+                }
+                fake_now += HINT_GRANT_INTERVAL_NS;
+                hint_server_send_grants(f->hs, fake_now);
+                dispatch(f->epfd, 0);
+        }
+        /* It reads again: within a few rounds every vCPU's last value arrives. */
+        for (uint32_t v = 0; v < n; v++)
+                last[v] = UINT32_MAX;
+        for (int i = 0; i < 8; i++) {
+                size_t len = read_all(f, peer, buf, sizeof(buf));
+
+                for (char *p = buf; p < buf + len;) {
+                        char *nl = memchr(p, '\n', (size_t) (buf + len - p));
+                        unsigned v, level;
+
+                        assert_non_null(nl);
+                        if (sscanf(p, "GRANT %u %u", &v, &level) == 2) {
+                                assert_true(v < n);
+                                last[v] = level;
+                                grant_lines++;
+                        }
+                        p = nl + 1;
+                }
+                fake_now += HINT_GRANT_INTERVAL_NS;
+                hint_server_send_grants(f->hs, fake_now);
+        }
+        for (uint32_t v = 0; v < n; v++)
+                assert_int_equal(last[v], want[v]);
+        st = status_of(f, PID_A);
+        /* every GRANT counted as sent was on the wire (the first 200 read above) */
+        assert_int_equal(st.out_len, 0);
+        assert_int_equal(st.io.grants_sent, n + grant_lines);
+        print_message("200 vCPUs: WELCOME + 200 LIMITs, 200 GRANTs; guest not reading for %d rounds: %" PRIu64
+                      " lines dropped, then %" PRIu64 " GRANTs read, all last values\n", rounds,
+                      st.io.replies_dropped, grant_lines);
+        close(peer);
+}
+
+/* Accept the pending connections on lfd, as QEMU does one at a time: the first that is not closed already. */
+static int accept_live(int lfd)
+{
+        for (int i = 0; i < 16; i++) {
+                int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+                char c;
+
+                if (fd < 0)
+                        return -1;
+                if (recv(fd, &c, 1, MSG_PEEK) < 0 && errno == EAGAIN)
+                        return fd;
+                close(fd); /* closed by the server: EOF */
+        }
+        return -1;
+}
+
+/*
+ * Two VMs name the same hint socket (two QEMUs started with one -name under a
+ * [QEMU] HintSocket pattern: the second took the path).  The guest behind the
+ * socket must reach the VM whose QEMU listens on it and no other: the other
+ * VM's connection is refused by SO_PEERCRED, and no two VMs' channels are
+ * connected to one path.  libvirt's sockets are listened on by libvirt, not
+ * QEMU: no peer check there, only the one-channel-per-path rule.
+ */
+static void test_shared_hint_socket(void **state)
+{
+        struct fixture *f = *state;
+        struct hint_effective e[2];
+        struct hint_vm_status sa, sb;
+        struct vm_info vms[2];
+        int peer;
+
+        /* QEMU of VM B listens on the path both VMs name */
+        close(f->lfd_a);
+        f->lfd_a = listen_by(&f->qemu_b, f->path_a);
+        vms[0] = make_vm(PID_A, f->path_a, 2);
+        vms[1] = make_vm(PID_B, f->path_a, 2);
+        assert_int_equal(hint_server_update_vms(f->hs, vms, 2, fake_now), 0);
+        sa = status_of(f, PID_A);
+        sb = status_of(f, PID_B);
+        assert_false(sa.connected);
+        assert_true(sb.connected);
+        /* A either connected and was refused (SO_PEERCRED is B), or found B's channel there */
+        assert_int_equal(sa.io.peer_mismatches + sa.io.path_conflicts, 1);
+        assert_int_equal(sa.io.connect_failures, 1);
+        assert_int_equal(sa.io.connects, 0);
+        assert_int_equal(sb.io.peer_mismatches + sb.io.path_conflicts, 0);
+        peer = accept_live(f->lfd_a);
+        assert_true(peer >= 0);
+        peer_write(peer, "HELLO 1 vcpus=2\nLEVEL 0 900\n");
+        drain(f->epfd);
+        assert_true(status_of(f, PID_B).handshaked);
+        assert_false(status_of(f, PID_A).handshaked);
+        assert_int_equal(hint_server_vm_state(f->hs, PID_B, fake_now, e, 2), 2);
+        assert_int_equal(e[0].level, 900);
+        assert_int_equal(hint_server_vm_state(f->hs, PID_A, fake_now, e, 2), 2);
+        assert_int_equal(e[0].level, 0);
+
+        /* B goes; A's next attempts still find B's QEMU there: refused each time, counted */
+        fake_now += 2 * NSEC_PER_SEC;
+        assert_int_equal(hint_server_update_vms(f->hs, vms, 1, fake_now), 0);
+        sa = status_of(f, PID_A);
+        assert_false(sa.connected);
+        assert_int_equal(sa.io.peer_mismatches, 1 + (sa.io.path_conflicts == 0));
+        assert_int_equal(sa.io.connect_failures, 2);
+        close(peer);
+
+        /* libvirt channels (libvirt listens, here "pid A"): not checked, but one VM per path */
+        assert_int_equal(hint_server_update_vms(f->hs, NULL, 0, fake_now), 0);
+        close(f->lfd_a);
+        f->lfd_a = listen_by(&f->qemu_a, f->path_a);
+        vms[0].sources = vms[1].sources = VM_SOURCE_LIBVIRT;
+        vms[1].pid = PID_B;
+        assert_int_equal(hint_server_update_vms(f->hs, vms, 2, fake_now), 0);
+        sa = status_of(f, PID_A);
+        sb = status_of(f, PID_B);
+        assert_true(sa.connected != sb.connected);
+        assert_int_equal(sa.io.peer_mismatches + sb.io.peer_mismatches, 0);
+        assert_int_equal(sa.io.path_conflicts + sb.io.path_conflicts, 1);
+        /* the holder goes: the other VM connects at its next attempt */
+        fake_now += 2 * NSEC_PER_SEC;
+        assert_int_equal(hint_server_update_vms(f->hs, sa.connected ? &vms[1] : &vms[0], 1, fake_now), 0);
+        assert_int_equal(hint_server_n_vms(f->hs), 1);
+        assert_true(status_of(f, sa.connected ? PID_B : PID_A).connected);
 }
 
 static void test_ignored_vms(void **state)
@@ -1064,6 +1400,9 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_peer_never_reads, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_grant_and_limit, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_host_read_budget, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_throttled_hangup_closes, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_many_vcpus_replies, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_shared_hint_socket, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_ignored_vms, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_full_trust_actuates, setup_full, teardown),
                 cmocka_unit_test(test_libvirt_hint_channel),

@@ -151,6 +151,30 @@ static void test_halt_poll_recorded(void **state)
         assert_int_equal(qmp_parse_halt_poll(nz, "{\"return\": []}", hp, 4), 0);
 }
 
+/*
+ * A vCPU whose kvm stats entry has no halt_poll_* values (an empty list, or
+ * other stats only) has no stats: its entry is left as it was (qmp.h), not
+ * set to 0, and it is not counted.
+ */
+static void test_halt_poll_entry_without_values(void **state)
+{
+        _cleanup_free_ char *cpus = load("query-cpus-fast-kvm-2.json");
+        const char *empty = "{\"return\": [{\"provider\": \"kvm\", \"qom-path\": \"/machine/unattached/device[0]\","
+                            " \"stats\": []}, {\"provider\": \"kvm\", \"qom-path\": \"/machine/unattached/device[2]\","
+                            " \"stats\": [{\"name\": \"halt_poll_fail_ns\", \"value\": 5},"
+                            " {\"name\": \"halt_poll_success_ns\", \"value\": 6}]}]}";
+        const char *other = "{\"return\": [{\"provider\": \"kvm\", \"qom-path\": \"/machine/unattached/device[2]\","
+                            " \"stats\": [{\"name\": \"exits\", \"value\": 5}]}]}";
+        uint64_t hp[2] = { UINT64_MAX, UINT64_MAX };
+
+        assert_int_equal(qmp_parse_halt_poll(empty, cpus, hp, 2), 1);
+        assert_true(hp[0] == UINT64_MAX); /* cpu-index 0: no values, untouched */
+        assert_true(hp[1] == 11);
+        hp[1] = 7;
+        assert_int_equal(qmp_parse_halt_poll(other, cpus, hp, 2), 0);
+        assert_true(hp[0] == UINT64_MAX && hp[1] == 7);
+}
+
 static void test_halt_poll_malformed(void **state)
 {
         _cleanup_free_ char *cpus = load("query-cpus-fast-kvm-2.json");
@@ -685,6 +709,7 @@ int main(void)
                 cmocka_unit_test(test_name_kvm_recorded),
                 cmocka_unit_test(test_error_reply),
                 cmocka_unit_test(test_halt_poll_recorded),
+                cmocka_unit_test(test_halt_poll_entry_without_values),
                 cmocka_unit_test(test_halt_poll_malformed),
                 cmocka_unit_test(test_cpus_fast_malformed),
                 cmocka_unit_test(test_fake_events_skipped),

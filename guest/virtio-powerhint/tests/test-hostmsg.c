@@ -5,9 +5,11 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "hostmsg.h"
+#include "guest_hint.h" /* the host's reply buffer size */
 #include "hint_proto.h" /* the host's serialisers: the guest must parse what they write */
 
 static int parse(const char *s, struct hostmsg *m)
@@ -181,6 +183,73 @@ static void test_host_serialisers(void **state)
         hint_vm_free(vm);
 }
 
+struct tally {
+        int lines, discards, bad, welcomes, limits, grants;
+        uint32_t max_vcpu;
+};
+
+static void tally_cb(enum hostmsg_event ev, const char *line, size_t len, void *userdata)
+{
+        struct tally *t = userdata;
+        struct hostmsg m;
+
+        if (ev == HOSTMSG_EV_DISCARD) {
+                t->discards++;
+                return;
+        }
+        t->lines++;
+        if (hostmsg_parse(line, len, &m) < 0) {
+                t->bad++;
+                return;
+        }
+        t->welcomes += m.type == HOSTMSG_WELCOME;
+        t->limits += m.type == HOSTMSG_LIMIT;
+        t->grants += m.type == HOSTMSG_GRANT;
+        if ((m.type == HOSTMSG_LIMIT || m.type == HOSTMSG_GRANT) && m.vcpu > t->max_vcpu)
+                t->max_vcpu = m.vcpu;
+}
+
+/*
+ * The largest VM the host serves (HINT_VCPUS_MAX vCPUs): its answer to a
+ * HELLO (WELCOME and a LIMIT per vCPU) and a GRANT per vCPU fit the host's
+ * reply buffer at once, and the guest, reading them 4 KiB at a time as
+ * port_read() does, parses every line.
+ */
+static void test_host_replies_max_vcpus(void **state)
+{
+        struct hint_policy p;
+        struct hint_vm *vm;
+        struct strbuf sb;
+        struct hostmsg_framer f;
+        struct tally t = {};
+        char hello[64];
+        int n;
+
+        assert_int_equal(HOSTMSG_VCPUS_MAX, HINT_VCPUS_MAX);
+        hint_policy_init(&p);
+        vm = hint_vm_new(HINT_VCPUS_MAX, &p, 0);
+        assert_non_null(vm);
+        strbuf_init(&sb);
+        n = snprintf(hello, sizeof(hello), "HELLO 1 vcpus=%u\n", HINT_VCPUS_MAX);
+        hint_vm_feed(vm, hello, (size_t) n, 0, &sb);
+        for (uint32_t v = 0; v < HINT_VCPUS_MAX; v++)
+                assert_int_equal(hint_format_grant(&sb, v, HINT_LEVEL_MAX - v % 1000), 0);
+        assert_true(sb.len <= HINT_OUT_BYTES(HINT_VCPUS_MAX));
+
+        hostmsg_framer_init(&f);
+        for (size_t o = 0; o < sb.len; o += 4096)
+                hostmsg_framer_push(&f, sb.data + o, sb.len - o < 4096 ? sb.len - o : 4096, tally_cb, &t);
+        assert_int_equal(t.discards, 0);
+        assert_int_equal(t.bad, 0);
+        assert_int_equal(t.welcomes, 1);
+        assert_int_equal(t.limits, HINT_VCPUS_MAX);
+        assert_int_equal(t.grants, HINT_VCPUS_MAX);
+        assert_int_equal(t.lines, 1 + 2 * HINT_VCPUS_MAX);
+        assert_int_equal(t.max_vcpu, HINT_VCPUS_MAX - 1);
+        strbuf_free(&sb);
+        hint_vm_free(vm);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -188,6 +257,7 @@ int main(void)
                 cmocka_unit_test(test_bad),
                 cmocka_unit_test(test_framer),
                 cmocka_unit_test(test_host_serialisers),
+                cmocka_unit_test(test_host_replies_max_vcpus),
         };
 
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -491,6 +491,96 @@ static void test_host_loss_logged_rate_limited(void **state)
         assert_non_null(strstr(buf, " host_losses=5 "));
 }
 
+static int64_t mono_ms(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int connect_local(const char *sock)
+{
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+        assert_true(fd >= 0);
+        strcpy(sa.sun_path, sock);
+        assert_int_equal(connect(fd, (struct sockaddr *) &sa, sizeof(sa)), 0);
+        assert_int_equal(fcntl(fd, F_SETFL, O_NONBLOCK), 0);
+        return fd;
+}
+
+/*
+ * The local socket is open to every guest user (0666).  Clients that send a
+ * byte every 150 ms and never finish their line (more of them than the agent
+ * serves at once) must not stop the agent's periods: the host keeps getting
+ * a HELLO every period, each such client is answered "ERR" and closed at its
+ * deadline, and a well-behaved client is still served.
+ */
+static void test_local_clients_cannot_stall(void **state)
+{
+        struct env *e = *state;
+        enum { N = 12 };
+        int cl[N], hellos = 0, answered = 0;
+        char buf[4096], prev = 0;
+        struct state st;
+        int64_t t0, next_drib;
+
+        start_agent(e);
+        accept_host(e);
+        next_state(e, &st);
+        for (int i = 0; i < N; i++)
+                cl[i] = connect_local(e->sock);
+        t0 = mono_ms();
+        next_drib = t0;
+        /* two seconds of dribbling: 20 periods of 100 ms */
+        for (int64_t now = t0; now - t0 < 2000; now = mono_ms()) {
+                struct pollfd p = { .fd = e->conn_fd, .events = POLLIN };
+                int64_t wait;
+
+                if (now >= next_drib) {
+                        for (int i = 0; i < N; i++)
+                                (void) !write(cl[i], "S", 1); /* EPIPE once the agent closed it */
+                        next_drib += 150;
+                }
+                wait = next_drib - now < 2000 - (now - t0) ? next_drib - now : 2000 - (now - t0);
+                if (poll(&p, 1, (int) (wait > 0 ? wait : 0)) == 1) {
+                        ssize_t n = read(e->conn_fd, buf, sizeof(buf));
+
+                        assert_true(n > 0);
+                        for (ssize_t i = 0; i < n; i++) {
+                                if (prev == '\n' && buf[i] == 'H')
+                                        hellos++;
+                                prev = buf[i];
+                        }
+                }
+        }
+        /* every dribbler got its answer and was closed: the agent's deadline, not the client's pace */
+        for (int i = 0; i < N; i++) {
+                struct pollfd p = { .fd = cl[i], .events = POLLIN };
+                size_t len = 0;
+                ssize_t n = 1;
+
+                while (n > 0 && len < sizeof(buf) - 1 && poll(&p, 1, 0) == 1) {
+                        n = read(cl[i], buf + len, sizeof(buf) - 1 - len);
+                        if (n > 0)
+                                len += (size_t) n;
+                }
+                buf[len] = 0;
+                if (n == 0 && strncmp(buf, "ERR ", 4) == 0)
+                        answered++;
+                close(cl[i]);
+        }
+        print_message("%d dribbling local clients: %d HELLOs in 2 s (100 ms period), %d answered and closed\n", N,
+                      hellos, answered);
+        assert_true(hellos >= 10);
+        assert_int_equal(answered, N);
+        assert_int_equal(run_cli(e->sock, "status", NULL, NULL, NULL, buf, sizeof(buf)), 0);
+        assert_non_null(strstr(buf, "host=connected"));
+        assert_non_null(strstr(buf, " clients_timed_out=12"));
+}
+
 int main(int argc, char **argv)
 {
         const struct CMUnitTest tests[] = {
@@ -499,6 +589,7 @@ int main(int argc, char **argv)
                 cmocka_unit_test_setup_teardown(test_reconnect_and_boost, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_socket_directory_created, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_host_loss_logged_rate_limited, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_local_clients_cannot_stall, setup, teardown),
         };
 
         if (argc != 3) {
