@@ -44,7 +44,7 @@ static char *scan_and_check(const char *root)
         f = open_memstream(&text, &len);
         if (!f)
                 abort();
-        r = procscan_scan(root, &vms, &n, &st);
+        r = procscan_scan(root, NULL, &vms, &n, &st);
         fprintf(f, "r %d vanished %llu errors %llu\n", r < 0 ? r : 0, st.vanished, st.errors);
         if (r < 0) {
                 fclose(f);

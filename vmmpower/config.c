@@ -73,6 +73,7 @@ void config_defaults(struct vp_config *c)
         strcpy(c->libvirt_run_dir, "/run/libvirt/qemu");
         c->proc_scan = true;
         c->proc_scan_interval_ns = 10 * NSEC_PER_SEC;
+        snprintf(c->proc_scan_users, sizeof(c->proc_scan_users), "%s", "root libvirt-qemu");
         c->qmp_timeout_ns = 500 * NSEC_PER_MSEC;
         c->load_half_life_ns = 4 * NSEC_PER_SEC;
         c->planner_enabled = true;
@@ -101,6 +102,7 @@ enum value_type {
         VT_SOCKET,      /* absolute path to listen on: PATH.new (bound first, control.c) fits in sun_path */
         VT_SOCKET_LIST, /* VT_SOCKET, appends; "" clears */
         VT_GROUP,       /* group name or "" */
+        VT_USER_LIST,   /* user names or decimal uids separated by spaces, or "" */
         VT_BOOL,
         VT_URI,
         VT_UINT,        /* decimal unsigned, min_ns..max_ns used as its bounds */
@@ -144,6 +146,8 @@ static const struct key_def keys[] = {
         { "QEMU", "ProcScan", VT_BOOL, NUM(proc_scan), 0, 0, "yes or no" },
         { "QEMU", "ProcScanInterval", VT_DURATION, NUM(proc_scan_interval_ns), SCAN_MIN_NS,
           SCAN_MAX_NS, "a duration like 10s, 100ms..1h" },
+        { "QEMU", "ProcScanUsers", VT_USER_LIST, STR(proc_scan_users), 0, 0,
+          "user names or uids separated by spaces, or empty for any user" },
         { "QEMU", "QMPSocket", VT_SOCKET_LIST, 0, 0, 0, 0,
           "an absolute path of at most 107 bytes" },
         { "QEMU", "QMPTimeout", VT_DURATION, NUM(qmp_timeout_ns), QMP_TIMEOUT_MIN_NS,
@@ -191,7 +195,14 @@ static const struct key_def keys[] = {
 
 static const char *const sections[] = { "Daemon", "Libvirt", "QEMU", "Tracking", "Metrics", "Planner", "Hints", "Host" };
 
-enum { KEY_PERIOD = 0, KEY_SCAN_INTERVAL = 11 };
+/* A key's index in keys[] (it exists: the callers name keys of the table). */
+static size_t key_index(const char *section, const char *key)
+{
+        for (size_t k = 0; k < ELEMENTSOF(keys); k++)
+                if (strcmp(keys[k].section, section) == 0 && strcmp(keys[k].key, key) == 0)
+                        return k;
+        abort();
+}
 
 static bool is_blank(char ch)
 {
@@ -234,6 +245,30 @@ static bool group_ok(const char *s, size_t size)
         for (size_t i = 0; i < n; i++)
                 if (!is_alnum(s[i]) && s[i] != '.' && s[i] != '_' && s[i] != '-')
                         return false;
+        return true;
+}
+
+/* Words separated by single spaces, each a portable user name (or a decimal uid), at most 32 of them. */
+static bool user_list_ok(const char *s, size_t size)
+{
+        unsigned n = 0;
+
+        if (strlen(s) >= size)
+                return false;
+        while (*s) {
+                char word[64];
+                size_t len = strcspn(s, " ");
+
+                if (len == 0 || len >= sizeof(word) || ++n > CONFIG_MAX_SCAN_USERS)
+                        return false;
+                memcpy(word, s, len);
+                word[len] = '\0';
+                if (!group_ok(word, sizeof(word)))
+                        return false;
+                s += len;
+                if (*s == ' ' && *++s == '\0')
+                        return false; /* a trailing space */
+        }
         return true;
 }
 
@@ -315,7 +350,7 @@ static int set_value(struct parser *p, size_t k, const char *value)
 
         escape_bytes(value, strlen(value), shown, sizeof(shown));
 
-        if (value[0] == '\0' && d->type != VT_PATH_EMPTY && d->type != VT_GROUP &&
+        if (value[0] == '\0' && d->type != VT_PATH_EMPTY && d->type != VT_GROUP && d->type != VT_USER_LIST &&
             d->type != VT_SOCKET_LIST && d->type != VT_HINT_PATTERN && d->type != VT_DURATION_AUTO)
                 return fail(p, p->line, "empty value for %s (expected %s)", d->key, d->expect);
 
@@ -346,6 +381,7 @@ static int set_value(struct parser *p, size_t k, const char *value)
         case VT_PATH_EMPTY:
         case VT_SOCKET:
         case VT_GROUP:
+        case VT_USER_LIST:
         case VT_URI:
         case VT_HINT_PATTERN:
                 if (d->type == VT_HINT_PATTERN)
@@ -358,6 +394,8 @@ static int set_value(struct parser *p, size_t k, const char *value)
                         ok = path_ok(value, MIN(d->size, SUN_PATH_MAX - strlen(".new")));
                 else if (d->type == VT_GROUP)
                         ok = value[0] == '\0' || group_ok(value, d->size);
+                else if (d->type == VT_USER_LIST)
+                        ok = user_list_ok(value, d->size);
                 else if (d->type == VT_URI)
                         ok = uri_ok(value, d->size);
                 else
@@ -554,9 +592,9 @@ static int validate(struct parser *p)
 
         if (c->proc_scan_interval_ns < c->period_ns) {
                 /* Point at whichever of the two keys was set last, if any. */
-                const struct origin *o = &p->origin[KEY_SCAN_INTERVAL];
+                const struct origin *o = &p->origin[key_index("QEMU", "ProcScanInterval")];
                 if (o->line == 0)
-                        o = &p->origin[KEY_PERIOD];
+                        o = &p->origin[key_index("Daemon", "ControlPeriod")];
                 p->name = o->file;
                 return fail(p, o->line,
                             "ProcScanInterval (%lld ms) must not be shorter than ControlPeriod (%lld ms)",
@@ -850,6 +888,7 @@ void config_dump(const struct vp_config *c, FILE *f)
                 case VT_PATH_EMPTY:
                 case VT_SOCKET:
                 case VT_GROUP:
+                case VT_USER_LIST:
                 case VT_URI:
                 case VT_HINT_PATTERN:
                         if (field[0] == '\0')

@@ -20,6 +20,7 @@
 
 #define CONFIG_PATH_MAX 256
 #define CONFIG_MAX_QMP 64
+#define CONFIG_MAX_SCAN_USERS 32
 
 struct vp_config {
         /* [Daemon] */
@@ -37,6 +38,9 @@ struct vp_config {
         /* [QEMU] */
         bool proc_scan;                 /* ProcScan, default yes */
         nsec_t proc_scan_interval_ns;   /* ProcScanInterval, default 10s, >= ControlPeriod */
+        char proc_scan_users[256];      /* ProcScanUsers: users (names or uids, space-separated) whose
+                                         * processes the scan takes for VMs; "" = any user.
+                                         * Default "root libvirt-qemu" */
         unsigned n_qmp_sockets;         /* QMPSocket (repeatable) */
         char qmp_sockets[CONFIG_MAX_QMP][108];
         nsec_t qmp_timeout_ns;          /* QMPTimeout, default 500ms */

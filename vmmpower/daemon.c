@@ -94,6 +94,8 @@ struct daemon {
         bool batch_invalid;       /* a handler freed watches: stop dispatching this batch */
         bool metrics_failing;     /* in a streak of failed textfile writes */
         struct procscan_stats procscan_stats;
+        uid_t scan_uids[CONFIG_MAX_SCAN_USERS]; /* ProcScanUsers resolved at the last (re)load */
+        struct procscan_users scan_users;
         struct vm_info qmp_cache[CONFIG_MAX_QMP]; /* last good answer per configured QMP socket */
         bool qmp_cache_valid[CONFIG_MAX_QMP];
         uint64_t qmp_cache_starttime[CONFIG_MAX_QMP]; /* of the answering process (0: unknown) */
@@ -459,6 +461,19 @@ static int count_restore(struct daemon *d, const char *state_dir, int r, const s
         return log_restore(state_dir, r, st);
 }
 
+/* [QEMU] ProcScanUsers as uids, at start and each reload (the users of the host may have changed). */
+static void resolve_scan_users(struct daemon *d)
+{
+        char unknown[64];
+
+        /* the syntax was checked with the configuration: only names can be missing here */
+        if (procscan_users_resolve(d->cfg.proc_scan_users, d->scan_uids, ELEMENTSOF(d->scan_uids), &d->scan_users,
+                                   unknown, sizeof(unknown)) < 0)
+                d->scan_users = (struct procscan_users) { .uids = d->scan_uids }; /* nobody's */
+        if (unknown[0])
+                log_info("ProcScanUsers: no user '%s' on this host (and maybe others), left out.", unknown);
+}
+
 /*
  * Stop acting: the applier's thread ends and puts every knob it touched
  * back (applier_stop), off the loop: a libvirt connection and the sysfs
@@ -791,6 +806,7 @@ static int daemon_apply_config(struct daemon *d, const struct vp_config *cfg, bo
                 snprintf(d->instance_dir, sizeof(d->instance_dir), "%s", cfg->state_dir);
         }
         d->cfg = *cfg;
+        resolve_scan_users(d);
         log_set_max_level(cfg->log_level);
         if (!starting) {
                 r = arm_timer(d);
@@ -1152,10 +1168,17 @@ static void discover(struct daemon *d, nsec_t now)
                 struct vm_info *vms = NULL;
                 size_t n = 0;
 
-                r = procscan_scan(d->cfg.procfs_root, &vms, &n, &d->procscan_stats);
+                unsigned before = d->procscan_stats.last_other_user;
+
+                r = procscan_scan(d->cfg.procfs_root, &d->scan_users, &vms, &n, &d->procscan_stats);
                 if (r < 0)
                         log_warning_errno(r, "procfs scan failed: %m, keeping the previous view.");
                 else {
+                        if (d->procscan_stats.last_other_user > before)
+                                log_notice("procfs scan: %u process(es) with QEMU vCPU threads run by a user not in "
+                                           "[QEMU] ProcScanUsers, ignored (e.g. pid %d, uid %u).",
+                                           d->procscan_stats.last_other_user, (int) d->procscan_stats.last_other_pid,
+                                           (unsigned) d->procscan_stats.last_other_uid);
                         r = tracker_set_source(d->tracker, VM_SOURCE_PROC, vms, n, now);
                         if (r < 0)
                                 log_warning_errno(r, "Failed to apply procfs scan: %m");

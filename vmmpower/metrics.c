@@ -454,6 +454,9 @@ static void render_source_metrics(const struct daemon_view *d, struct strbuf *ou
         counter(out, "vmmpower_procscan_scans_total", "procfs scans for QEMU processes.", d->procscan_stats->scans);
         counter(out, "vmmpower_procscan_vanished_total", "Processes or threads gone mid-scan.",
                 d->procscan_stats->vanished);
+        counter(out, "vmmpower_procscan_other_user_total",
+                "Scans' QEMU-like processes run by a user not in [QEMU] ProcScanUsers (ignored).",
+                d->procscan_stats->other_user);
         counter(out, "vmmpower_qmp_errors_total", "Failed QMP queries.", d->counters->qmp_errors);
 }
 
@@ -480,6 +483,12 @@ static void render_daemon_metrics(const struct daemon_view *d, struct strbuf *ou
                 counter(out, "vmmpower_hint_host_throttles_total",
                         "Hint channel reads stopped by the host-wide read budget ([Hints] HostReadBytesPerSecond).",
                         io.host_throttles);
+                counter(out, "vmmpower_hint_peer_mismatches_total",
+                        "[QEMU] HintSocket connections not used: the socket's listener was not the VM's QEMU.",
+                        io.peer_mismatches);
+                counter(out, "vmmpower_hint_path_conflicts_total",
+                        "Hint channel connects not tried: another VM's channel was connected to the same path.",
+                        io.path_conflicts);
         }
         counter(out, "vmmpower_period_overruns_total", "Control periods missed.", d->counters->overruns);
         gauge(out, "vmmpower_period_cpu_seconds", "Daemon CPU time spent in the last control period.",

@@ -26,11 +26,19 @@
  * directories) means "look at the threads".  The same holds for the fixture
  * trees of the tests (each tid is a subdirectory).
  *
- * Trust.  Any user can name its threads "CPU 0/KVM"; such a process is
- * reported as a VM (named from its cmdline or "qemu-<pid>"), which lets that
- * user get its own threads placed by the daemon, nothing more.  libvirt and
- * QMP are the authoritative sources; the /proc scan is the fallback for
- * plain QEMU and its results are merged under theirs by pid.
+ * Trust.  Any user can name its threads "CPU 0/KVM" and its process after a
+ * VM.  Such a process is taken for a VM only when its user (the effective
+ * uid, owner of <pid>/task) is one of [QEMU] ProcScanUsers (by default root
+ * and libvirt-qemu): otherwise any local user could have its threads tracked,
+ * planned and pinned by a root daemon, take a real VM's name in the metrics
+ * and cost the daemon a file descriptor and a read per fake vCPU and period.
+ * Skipped ones are counted (stats->other_user).  libvirt and QMP are the
+ * authoritative sources; the /proc scan is the fallback for plain QEMU and
+ * its results are merged under theirs by pid.
+ *
+ * UUID: the argument after "-uuid" (or "--uuid"), when it is one
+ * (8-4-4-4-12 hex digits; kept in lower case); the last one wins, as in
+ * QEMU.  Otherwise "".
  *
  * Display name: the argument after "-name" (or "--name", which QEMU treats
  * the same) parsed like QEMU's option parser: "guest=NAME,..." or an implied
@@ -47,6 +55,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -333,8 +342,26 @@ static int name_from_opts(const char *s, char *out, size_t size)
         return found ? r : -ENOENT;
 }
 
-/* Read <pid>/cmdline and find the name.  Returns 0, -ENOENT (no name) or -errno. */
-static int name_from_cmdline(const char *procfs_root, pid_t pid, char *out, size_t size)
+/* A canonical UUID (8-4-4-4-12 hex digits) into out[37], in lower case; false if s is none. */
+static bool uuid_copy(const char *s, char out[37])
+{
+        if (strlen(s) != 36)
+                return false;
+        for (int i = 0; i < 36; i++) {
+                bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+                char c = s[i];
+
+                if (dash ? c != '-' : !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')))
+                        return false;
+        }
+        for (int i = 0; i < 36; i++)
+                out[i] = (char) (s[i] >= 'A' && s[i] <= 'F' ? s[i] - 'A' + 'a' : s[i]);
+        out[36] = '\0';
+        return true;
+}
+
+/* Read <pid>/cmdline and find the name (and the uuid).  Returns 0, -ENOENT (no name) or -errno. */
+static int name_from_cmdline(const char *procfs_root, pid_t pid, char *out, size_t size, char uuid[37])
 {
         _cleanup_free_ char *buf = NULL;
         _cleanup_close_ int fd = -1;
@@ -364,19 +391,69 @@ static int name_from_cmdline(const char *procfs_root, pid_t pid, char *out, size
         }
         buf[len] = '\0'; /* a truncated last argument is cut, never read past */
 
+        r = -ENOENT;
         for (size_t i = 0; i < len;) {
                 const char *arg = buf + i;
                 size_t alen = strnlen(arg, len - i);
                 size_t next = i + alen + 1;
 
-                if ((strcmp(arg, "-name") == 0 || strcmp(arg, "--name") == 0) && next < len)
-                        return name_from_opts(buf + next, out, size);
+                if ((strcmp(arg, "-name") == 0 || strcmp(arg, "--name") == 0) && next < len && r == -ENOENT)
+                        r = name_from_opts(buf + next, out, size) == 0 ? 0 : -EINVAL;
+                if ((strcmp(arg, "-uuid") == 0 || strcmp(arg, "--uuid") == 0) && next < len)
+                        (void) uuid_copy(buf + next, uuid);
                 i = next;
         }
-        return -ENOENT;
+        return r == -EINVAL ? -ENOENT : r;
 }
 
-int procscan_scan(const char *procfs_root, struct vm_info **ret, size_t *n, struct procscan_stats *stats)
+int procscan_users_resolve(const char *list, uid_t *uids, size_t max, struct procscan_users *users, char *unknown,
+                           size_t unknown_size)
+{
+        size_t n = 0;
+
+        if (unknown_size)
+                unknown[0] = '\0';
+        *users = (struct procscan_users) { .any = list[0] == '\0', .uids = uids };
+        while (*list) {
+                char word[64], buf[1024];
+                size_t len = strcspn(list, " ");
+                struct passwd pw, *found = NULL;
+                uint32_t uid;
+
+                if (len == 0 || len >= sizeof(word))
+                        return -EINVAL;
+                memcpy(word, list, len);
+                word[len] = '\0';
+                list += len + (list[len] == ' ');
+                if (parse_u32(word, &uid) == 0 && uid != (uint32_t) -1)
+                        ; /* a uid, known to the host or not */
+                else if (getpwnam_r(word, &pw, buf, sizeof(buf), &found) == 0 && found)
+                        uid = (uint32_t) pw.pw_uid;
+                else {
+                        if (unknown_size && !unknown[0])
+                                snprintf(unknown, unknown_size, "%s", word);
+                        continue;
+                }
+                if (n == max)
+                        return -EINVAL;
+                uids[n++] = (uid_t) uid;
+        }
+        users->n = n;
+        return 0;
+}
+
+static bool user_allowed(const struct procscan_users *users, uid_t uid)
+{
+        if (!users || users->any)
+                return true;
+        for (size_t i = 0; i < users->n; i++)
+                if (users->uids[i] == uid)
+                        return true;
+        return false;
+}
+
+int procscan_scan(const char *procfs_root, const struct procscan_users *users, struct vm_info **ret, size_t *n,
+                  struct procscan_stats *stats)
 {
         struct procscan_stats dummy = { 0 };
         struct vm_info *vms = NULL;
@@ -388,6 +465,7 @@ int procscan_scan(const char *procfs_root, struct vm_info **ret, size_t *n, stru
         if (!stats)
                 stats = &dummy;
         stats->scans++;
+        stats->last_other_user = 0;
         d = opendir(procfs_root);
         if (!d)
                 return -errno;
@@ -420,7 +498,15 @@ int procscan_scan(const char *procfs_root, struct vm_info **ret, size_t *n, stru
                         vm_info_done(&vm);
                         continue;
                 }
-                r = name_from_cmdline(procfs_root, pid, vm.name, sizeof(vm.name));
+                if (!user_allowed(users, st.st_uid)) {
+                        stats->other_user++;
+                        stats->last_other_user++;
+                        stats->last_other_pid = pid;
+                        stats->last_other_uid = st.st_uid;
+                        vm_info_done(&vm);
+                        continue;
+                }
+                r = name_from_cmdline(procfs_root, pid, vm.name, sizeof(vm.name), vm.uuid);
                 if (r == -ENOMEM) {
                         vm_info_done(&vm);
                         goto fail;

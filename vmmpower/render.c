@@ -251,11 +251,11 @@ void render_status(const struct daemon_view *d, bool json, struct strbuf *out)
                               ts->samples, ts->threads_gone, ts->read_errors,
                               ts->open_errors, ts->vms_added, ts->vms_removed, ts->last_sample_cpu_ns);
                 strbuf_printf(out,
-                              ",\"procscan\":{\"scans\":%llu,\"vanished\":%llu,\"errors\":%llu}"
+                              ",\"procscan\":{\"scans\":%llu,\"vanished\":%llu,\"errors\":%llu,\"other_user\":%llu}"
                               ",\"qmp\":{\"sockets\":%u,\"queries\":%" PRIu64 ",\"errors\":%" PRIu64
                               ",\"kept\":%" PRIu64 ",\"gone\":%" PRIu64 ",\"failing\":%u}",
                               d->procscan_stats->scans, d->procscan_stats->vanished, d->procscan_stats->errors,
-                              d->cfg->n_qmp_sockets, d->counters->qmp_queries, d->counters->qmp_errors,
+                              d->procscan_stats->other_user, d->cfg->n_qmp_sockets, d->counters->qmp_queries, d->counters->qmp_errors,
                               d->counters->qmp_kept, d->counters->qmp_gone, d->qmp_failing);
                 strbuf_puts(out, ",\"apply\":");
                 render_apply_json(d, out);
@@ -292,8 +292,9 @@ void render_status(const struct daemon_view *d, bool json, struct strbuf *out)
                               ls->events, ls->errors);
         else
                 strbuf_puts(out, "libvirt:       disabled\n");
-        strbuf_printf(out, "procfs scan:   %s, %llu scans, %llu vanished mid-scan\n",
-                      d->cfg->proc_scan ? "on" : "off", d->procscan_stats->scans, d->procscan_stats->vanished);
+        strbuf_printf(out, "procfs scan:   %s, %llu scans, %llu vanished mid-scan, %u QEMU-like of other users ignored\n",
+                      d->cfg->proc_scan ? "on" : "off", d->procscan_stats->scans, d->procscan_stats->vanished,
+                      d->procscan_stats->last_other_user);
         strbuf_printf(out,
                       "tracker:       %s sampler, %" PRIu64 " samples, %" PRIu64 " threads gone, %" PRIu64
                       " read errors, last period %.1f us CPU\n",
@@ -326,12 +327,14 @@ static void json_vm_hints(const struct daemon_view *d, const struct vm_load *vm,
                       ",\"rate_limited\":%" PRIu64 ",\"connects\":%" PRIu64 ",\"disconnects\":%" PRIu64
                       ",\"read_throttles\":%" PRIu64 ",\"host_throttles\":%" PRIu64 ",\"stale\":%s"
                       ",\"stale_total\":%" PRIu64 ",\"boost_denied\":%" PRIu64 ",\"boost_granted_ms\":%.3f,\"welcomes_suppressed\":%" PRIu64
-                      ",\"grants_sent\":%" PRIu64 ",\"limits_sent\":%" PRIu64 "}",
+                      ",\"grants_sent\":%" PRIu64 ",\"limits_sent\":%" PRIu64 ",\"replies_dropped\":%" PRIu64
+                      ",\"peer_mismatches\":%" PRIu64 ",\"path_conflicts\":%" PRIu64 "}",
                       hint_trust_to_string(st.policy.trust), st.counters.lines, st.counters.accepted,
                       st.counters.clamped, rejected, st.counters.resyncs, st.counters.actuations,
                       st.counters.rate_limited, st.io.connects, st.io.disconnects, st.io.read_throttles,
                       st.io.host_throttles, st.stale ? "true" : "false", st.counters.stale, st.counters.boost_denied,
-                      (double) st.counters.boost_granted_ns / NSEC_PER_MSEC, st.counters.welcomes_suppressed, st.io.grants_sent, st.io.limits_sent);
+                      (double) st.counters.boost_granted_ns / NSEC_PER_MSEC, st.counters.welcomes_suppressed, st.io.grants_sent, st.io.limits_sent,
+                      st.io.replies_dropped, st.io.peer_mismatches, st.io.path_conflicts);
 }
 
 /* The online CPUs of the nodes of vp's memory binding the planner packs it on ("8-15,24-31"), "" if none. */

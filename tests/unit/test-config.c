@@ -496,6 +496,15 @@ static void test_values(void **state)
                 { "[QEMU]\nQMPTimeout = 10s\n", 1 },
                 { "[QEMU]\nProcScanInterval = 1h\n", 1 }, /* the range's own bound, as the error message gives it */
                 { "[QEMU]\nProcScanInterval = 1.01h\n", 0 },
+                { "[QEMU]\nProcScanUsers = root libvirt-qemu 1000\n", 1 },
+                { "[QEMU]\nProcScanUsers =\n", 1 }, /* any user */
+                { "[QEMU]\nProcScanUsers = root  qemu\n", 0 },  /* two spaces */
+                { "[QEMU]\nProcScanUsers = root,qemu\n", 0 },
+                { "[QEMU]\nProcScanUsers = -root\n", 0 },
+                { "[QEMU]\nProcScanUsers = 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 "
+                  "29 30 31\n", 1 },
+                { "[QEMU]\nProcScanUsers = 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 "
+                  "29 30 31 32\n", 0 }, /* 33: more than CONFIG_MAX_SCAN_USERS */
                 { "[QEMU]\nProcScanInterval = 60min\n", 1 },
                 { "[QEMU]\nProcScanInterval = 61min\n", 0 },
                 { "[Tracking]\nLoadHalfLife = 10min\n", 1 },
@@ -777,7 +786,7 @@ static void test_docs_cover_keys(void **state)
                         fail_msg("shipped vmmpower.conf lacks '#%s'", line);
                 n_keys++;
         }
-        assert_int_equal(n_keys, 39); /* 40 keys, QMPSocket skipped */
+        assert_int_equal(n_keys, 40); /* 41 keys, QMPSocket skipped */
         free(man);
         free(shipped);
         free(dump);

@@ -240,7 +240,7 @@ static void test_view_stats(void **state)
         struct vp_config cfg;
         struct daemon_counters counters = { .periods = 3 };
         struct coexist_report coexist = { 0 };
-        struct procscan_stats scans = { .scans = 2 };
+        struct procscan_stats scans = { .scans = 2, .other_user = 9, .last_other_user = 3 };
         struct plan_input in = { 0 };
         struct daemon_view v;
         struct strbuf sb;
@@ -271,12 +271,14 @@ static void test_view_stats(void **state)
         assert_close(sample(sb.data, "vmmpower_libvirt_connects_total"), 5);
         assert_close(sample(sb.data, "vmmpower_libvirt_events_total"), 17);
         assert_close(sample(sb.data, "vmmpower_procscan_scans_total"), 2);
+        assert_close(sample(sb.data, "vmmpower_procscan_other_user_total"), 9);
         assert_close(sample(sb.data, "vmmpower_periods_total"), 3);
 
         strbuf_reset(&sb);
         render_status(&v, true, &sb);
         assert_false(sb.oom);
         assert_json(sb.data, "uptime_s", "4.0");
+        assert_json(sb.data, "other_user", "9");
         assert_json(sb.data, "apply\":{\"enabled", "true");
         assert_json(sb.data, "passes", "13");
         assert_json(sb.data, "pins", "7");

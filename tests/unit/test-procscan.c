@@ -143,7 +143,8 @@ static int setup_tree(void **state)
         /* 200: renamed binary and process=, TCG, implied name */
         make_proc(200, "vmhost",
                   (const char *[]) { "200=vmhost", "201=CPU 1/TCG", "202=CPU 0/TCG" }, 3,
-                  CMD("/opt/vm/bin/vmhost\0-accel\0tcg\0--name\0db,process=vmhost,debug-threads=on\0"));
+                  CMD("/opt/vm/bin/vmhost\0-accel\0tcg\0--name\0db,process=vmhost,debug-threads=on\0-uuid\0"
+                      "not-a-uuid\0--uuid\0" "6F1B0E3C-2A4D-4E8F-9B1C-0123456789AB\0"));
         /* 300: not QEMU: a thread name close to a vCPU's */
         make_proc(300, "python3", (const char *[]) { "300=python3", "301=worker", "302=CPU 01/KVM", "303=CPU 1/kvm" }, 4,
                   CMD("python3\0-name\0guest=fake\0"));
@@ -205,7 +206,7 @@ static void test_scan_fixture(void **state)
         size_t n = 0;
         const struct vm_info *v;
 
-        assert_int_equal(procscan_scan(root, &vms, &n, &st), 0);
+        assert_int_equal(procscan_scan(root, NULL, &vms, &n, &st), 0);
         assert_int_equal(st.scans, 1);
         assert_int_equal(st.vanished, 2); /* 500 (no task/) and thread 601 */
         assert_int_equal(st.errors, 0);
@@ -232,6 +233,7 @@ static void test_scan_fixture(void **state)
         v = find(vms, n, 200);
         assert_non_null(v);
         assert_string_equal(v->name, "db");
+        assert_string_equal(v->uuid, "6f1b0e3c-2a4d-4e8f-9b1c-0123456789ab"); /* the valid one, lower case */
         assert_int_equal(v->accel, VM_ACCEL_TCG);
         assert_int_equal(v->n_vcpus, 2);
         assert_int_equal(v->vcpus[0].tid, 202);
@@ -272,6 +274,65 @@ static void test_scan_fixture(void **state)
         vm_info_free_array(vms, n);
 }
 
+/*
+ * [QEMU] ProcScanUsers: a QEMU-like process of a user not listed is skipped
+ * and counted (not named, not tracked); listed (by uid or name), or with an
+ * empty list, it is a VM again.  The owner is that of <pid>/task, as procfs
+ * shows a process's effective uid.
+ */
+static void test_scan_users(void **state)
+{
+        struct procscan_stats st = { 0 };
+        struct procscan_users users;
+        struct vm_info *vms = NULL;
+        uid_t uids[4];
+        char path[PATH_MAX], unknown[64];
+        size_t n = 0;
+
+        snprintf(path, sizeof(path), "%s/100/task", root);
+        assert_int_equal(chown(path, 60000, 60000), 0);
+
+        assert_int_equal(procscan_users_resolve("root nosuchuser-vmmpt libvirt-qemu-x", uids, 4, &users, unknown,
+                                                sizeof(unknown)), 0);
+        assert_false(users.any);
+        assert_int_equal(users.n, 1);
+        assert_int_equal(uids[0], 0);
+        assert_string_equal(unknown, "nosuchuser-vmmpt");
+        assert_int_equal(procscan_scan(root, &users, &vms, &n, &st), 0);
+        assert_int_equal(n, 7); /* test_scan_fixture's 8 without 100 */
+        assert_null(find(vms, n, 100));
+        assert_non_null(find(vms, n, 200));
+        assert_int_equal(st.other_user, 1);
+        assert_int_equal(st.last_other_user, 1);
+        assert_int_equal(st.last_other_pid, 100);
+        assert_int_equal(st.last_other_uid, 60000);
+        vm_info_free_array(vms, n);
+
+        /* by uid */
+        assert_int_equal(procscan_users_resolve("root 60000", uids, 4, &users, unknown, sizeof(unknown)), 0);
+        assert_int_equal(users.n, 2);
+        assert_string_equal(unknown, "");
+        assert_int_equal(procscan_scan(root, &users, &vms, &n, &st), 0);
+        assert_int_equal(n, 8);
+        assert_non_null(find(vms, n, 100));
+        assert_int_equal(st.other_user, 1);
+        assert_int_equal(st.last_other_user, 0);
+        vm_info_free_array(vms, n);
+
+        /* empty: any user */
+        assert_int_equal(procscan_users_resolve("", uids, 4, &users, unknown, sizeof(unknown)), 0);
+        assert_true(users.any);
+        assert_int_equal(procscan_scan(root, &users, &vms, &n, &st), 0);
+        assert_int_equal(n, 8);
+        vm_info_free_array(vms, n);
+
+        /* more names than room, a malformed list */
+        assert_int_equal(procscan_users_resolve("0 1 2 3 4", uids, 4, &users, unknown, sizeof(unknown)), -EINVAL);
+        assert_int_equal(procscan_users_resolve("root  0", uids, 4, &users, unknown, sizeof(unknown)), -EINVAL);
+
+        assert_int_equal(chown(path, 0, 0), 0);
+}
+
 static void test_vcpus_of(void **state)
 {
         struct procscan_stats st = { 0 };
@@ -296,7 +357,7 @@ static void test_vcpus_of(void **state)
         vm = (struct vm_info) { .pid = 800 };
         assert_int_equal(procscan_vcpus_of(root, &vm, &st), -EINVAL);
 
-        assert_int_equal(procscan_scan("/nonexistent-procfs", &(struct vm_info *) { NULL }, &(size_t) { 0 }, NULL),
+        assert_int_equal(procscan_scan("/nonexistent-procfs", NULL, &(struct vm_info *) { NULL }, &(size_t) { 0 }, NULL),
                          -ENOENT);
 }
 
@@ -348,7 +409,7 @@ static void test_real_proc(void **state)
                 assert_int_equal(st.st_nlink, 2 + entries);
         }
 
-        assert_int_equal(procscan_scan("/proc", &vms, &n, NULL), 0);
+        assert_int_equal(procscan_scan("/proc", NULL, &vms, &n, NULL), 0);
         v = find(vms, n, getpid());
         assert_non_null(v);
         {
@@ -414,6 +475,7 @@ int main(void)
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_comm_parser),
                 cmocka_unit_test(test_scan_fixture),
+                cmocka_unit_test(test_scan_users),
                 cmocka_unit_test(test_vcpus_of),
                 cmocka_unit_test(test_real_proc),
                 cmocka_unit_test(test_stat_cpu),
