@@ -194,11 +194,22 @@ ssize_t read_small_file_at(int dirfd, const char *path, char *buf, size_t size)
         fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
         if (fd < 0)
                 return -errno;
-        n = read(fd, buf, size);
-        if (n < 0) {
-                n = -errno;
-                close(fd);
-                return n;
+        /* to the end: a sysfs file over a page (a long cpulist) comes in several reads */
+        for (size_t len = 0;;) {
+                ssize_t k = read(fd, buf + len, size - len);
+
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k < 0) {
+                        n = -errno;
+                        close(fd);
+                        return n;
+                }
+                len += (size_t) k;
+                if (k == 0 || len >= size) {
+                        n = (ssize_t) len;
+                        break;
+                }
         }
         close(fd);
         if ((size_t) n >= size)

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "util.h"
@@ -172,6 +173,36 @@ static void test_files(void **state)
 }
 
 /*
+ * read_small_file() reads to the end, not one read(): a sysfs cpulist over a
+ * page comes in several (here a FIFO whose writer sends two parts, 100 ms
+ * apart; one read() returned the first part only).
+ */
+static void test_read_in_parts(void **state)
+{
+        char dir[] = "/tmp/vmmpower-test-util-XXXXXX", path[256], buf[64];
+        pid_t pid;
+
+        assert_non_null(mkdtemp(dir));
+        snprintf(path, sizeof(path), "%s/cpulist", dir);
+        assert_int_equal(mkfifo(path, 0600), 0);
+        pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+                int fd = open(path, O_WRONLY | O_CLOEXEC);
+
+                if (fd < 0 || write(fd, "0-3,8-", 6) != 6)
+                        _exit(1);
+                usleep(100 * 1000);
+                _exit(write(fd, "11,64\n", 6) == 6 ? 0 : 1);
+        }
+        assert_int_equal(read_small_file(path, buf, sizeof(buf)), 11);
+        assert_string_equal(buf, "0-3,8-11,64");
+        assert_int_equal(waitpid(pid, NULL, 0), pid);
+        unlink(path);
+        rmdir(dir);
+}
+
+/*
  * write_file_atomic() does not write through a symlink planted in the
  * directory at the temp name it would use (PATH.tmp.PID before it created its
  * temp file exclusively under a fresh name): the victim keeps its content and
@@ -209,7 +240,7 @@ int main(void)
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_array_grow),
                 cmocka_unit_test(test_parse_u64),      cmocka_unit_test(test_parse_signed),
-                cmocka_unit_test(test_parse_duration), cmocka_unit_test(test_atomic_no_symlink), cmocka_unit_test(test_escape),
+                cmocka_unit_test(test_parse_duration), cmocka_unit_test(test_atomic_no_symlink), cmocka_unit_test(test_read_in_parts), cmocka_unit_test(test_escape),
                 cmocka_unit_test(test_strbuf),         cmocka_unit_test(test_files),
                 cmocka_unit_test(test_sanitize_name),
         };
