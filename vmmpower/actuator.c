@@ -4,8 +4,15 @@
  *
  * Pinning sequence, for both backends: read the current mask, skip if it
  * is already what we want, journal (original, current, wanted) durably,
- * apply, read back.  A read-back that differs is recorded in the journal
- * (so restore still recognises the mask as ours) and returned as -ERANGE.
+ * apply, read back and journal what was read (journal_note_actual()).  A
+ * read-back that differs is so recorded as ours and returned as -ERANGE; one
+ * that cannot be journaled is undone (the mask read first is applied again)
+ * and the journal error returned.
+ *
+ * Journal entries end with the thread or the run of the domain they were
+ * made for: a pin whose thread is found gone (or its tid reused), or whose
+ * domain is found stopped or running again under another id, is forgotten
+ * (journal_forget()); a pin put back to its original is forgotten too.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -125,6 +132,20 @@ static int check_thread(pid_t pid, pid_t tid, uint64_t starttime)
         return st == starttime ? 0 : -ESRCH;
 }
 
+/* A pin's thread or domain run is gone (r): its journal entry, if any, goes with it.  Returns r. */
+static int forget_gone(struct journal *j, enum journal_kind kind, const char *key, int r)
+{
+        int k;
+
+        if (r != -ESRCH && r != -ENOENT)
+                return r;
+        k = journal_forget(j, kind, key);
+        if (k < 0)
+                log_debug_errno(k, "Cannot forget %s %s (restore will find it gone): %m",
+                                journal_kind_to_string(kind), key);
+        return r;
+}
+
 int actuator_pin_thread(struct journal *j, pid_t pid, pid_t tid, uint64_t starttime, const cpuset_t *cpus)
 {
         char key[96], cur_s[JOURNAL_VALUE_MAX], want_s[JOURNAL_VALUE_MAX], act_s[JOURNAL_VALUE_MAX];
@@ -139,33 +160,68 @@ int actuator_pin_thread(struct journal *j, pid_t pid, pid_t tid, uint64_t startt
                         return r;
         } else {
                 r = check_thread(pid, tid, starttime);
-                if (r < 0)
-                        return r;
+                if (r < 0) {
+                        /* the thread of that starttime is gone (or its tid reused) */
+                        actuator_thread_key(pid, tid, starttime, key, sizeof(key));
+                        return forget_gone(j, JOURNAL_KIND_AFFINITY, key, r);
+                }
         }
+        actuator_thread_key(pid, tid, starttime, key, sizeof(key));
         r = get_affinity(tid, &cur);
         if (r < 0)
-                return r;
+                return forget_gone(j, JOURNAL_KIND_AFFINITY, key, r);
         if (cpuset_equal(&cur, cpus))
                 return 0;
         if (cpuset_format_list(&cur, cur_s, sizeof(cur_s)) < 0 ||
             cpuset_format_list(cpus, want_s, sizeof(want_s)) < 0)
                 return -ENOBUFS;
-        actuator_thread_key(pid, tid, starttime, key, sizeof(key));
         r = journal_before_write(j, JOURNAL_KIND_AFFINITY, key, cur_s, want_s);
         if (r < 0)
                 return r;
         r = set_affinity(tid, cpus);
         if (r < 0)
-                return r;
+                return forget_gone(j, JOURNAL_KIND_AFFINITY, key, r);
         r = get_affinity(tid, &act);
         if (r < 0)
+                return forget_gone(j, JOURNAL_KIND_AFFINITY, key, r);
+        if (cpuset_format_list(&act, act_s, sizeof(act_s)) < 0)
+                r = -ENOBUFS;
+        else
+                r = journal_note_actual(j, JOURNAL_KIND_AFFINITY, key, act_s);
+        if (r < 0) {
+                /* The mask it has may be unknown to the journal: put back the one it had. */
+                int k = set_affinity(tid, &cur);
+
+                if (k < 0)
+                        log_debug_errno(k, "Cannot put back the affinity of %s after a journal error: %m", key);
                 return r;
-        if (!cpuset_equal(&act, cpus)) {
-                cpuset_format_list(&act, act_s, sizeof(act_s));
-                (void) journal_note_actual(j, JOURNAL_KIND_AFFINITY, key, act_s);
-                return -ERANGE;
         }
-        return 0;
+        return cpuset_equal(&act, cpus) ? 0 : -ERANGE;
+}
+
+int actuator_release_thread(struct journal *j, pid_t pid, pid_t tid, uint64_t starttime)
+{
+        char key[96];
+        const char *orig;
+        cpuset_t s;
+        int r;
+
+        if (starttime == 0) {
+                r = actuator_thread_starttime(pid, tid, &starttime);
+                if (r < 0)
+                        return r;
+        }
+        actuator_thread_key(pid, tid, starttime, key, sizeof(key));
+        orig = journal_original(j, JOURNAL_KIND_AFFINITY, key);
+        if (!orig)
+                return 0;
+        if (cpuset_parse_list(orig, &s) < 0 || cpuset_empty(&s))
+                return -EINVAL;
+        r = actuator_pin_thread(j, pid, tid, starttime, &s);
+        if (r < 0)
+                return r;
+        r = journal_forget(j, JOURNAL_KIND_AFFINITY, key);
+        return r < 0 ? r : 1;
 }
 
 static int affinity_read(void *userdata, const char *key, char *buf, size_t size)
@@ -264,17 +320,37 @@ static int virt_errno(void)
 
 struct vdom {
         virDomainPtr dom;
+        int id; /* of this run of the domain */
         int n_host_cpus;
         size_t maplen;
 };
 
-static int vdom_open(virConnectPtr conn, const char *uuid, struct vdom *ret)
+int actuator_vcpu_key(const char *uuid, int dom_id, unsigned vcpu, char *buf, size_t size)
 {
+        int r = vcpu == ACTUATOR_EMULATOR ? path_printf(buf, size, "%s:%d:emulator", uuid, dom_id)
+                                          : path_printf(buf, size, "%s:%d:%u", uuid, dom_id, vcpu);
+        return r < 0 ? r : 0;
+}
+
+/*
+ * The running domain uuid; with dom_id > 0 only the run of that id:
+ * -ENOENT if the domain is gone, not running, or running again since (a new
+ * run has a new id; its live pinning is its own, from its definition).
+ */
+static int vdom_open(virConnectPtr conn, const char *uuid, int dom_id, struct vdom *ret)
+{
+        unsigned id;
         int n;
 
         ret->dom = virDomainLookupByUUIDString(conn, uuid);
         if (!ret->dom)
                 return virt_errno();
+        id = virDomainGetID(ret->dom);
+        if (id == (unsigned) -1 || id > INT_MAX || (dom_id > 0 && (unsigned) dom_id != id)) {
+                virDomainFree(ret->dom);
+                return -ENOENT;
+        }
+        ret->id = (int) id;
         n = virNodeGetCPUMap(conn, NULL, NULL, 0);
         if (n <= 0) {
                 n = virt_errno();
@@ -332,24 +408,35 @@ static int vdom_set_pin(struct vdom *d, unsigned vcpu, const cpuset_t *s)
         return 0;
 }
 
-int actuator_pin_vcpu(struct journal *j, void *conn, const char *uuid, unsigned vcpu, const cpuset_t *cpus)
+int actuator_pin_vcpu(struct journal *j, void *conn, const char *uuid, unsigned vcpu, int *dom_id,
+                      const cpuset_t *cpus)
 {
         char key[96], cur_s[JOURNAL_VALUE_MAX], want_s[JOURNAL_VALUE_MAX], act_s[JOURNAL_VALUE_MAX];
+        int run = dom_id ? *dom_id : 0;
         struct vdom d;
         cpuset_t cur, act;
-        int r;
+        int r, k;
 
         if (!conn || cpuset_empty(cpus))
                 return -EINVAL;
-        r = vcpu == ACTUATOR_EMULATOR ? path_printf(key, sizeof(key), "%s:emulator", uuid)
-                                      : path_printf(key, sizeof(key), "%s:%u", uuid, vcpu);
-        if (r < 0)
+        r = vdom_open(conn, uuid, run, &d);
+        if (r < 0) {
+                /* the run we pinned is over: so is its live pinning */
+                if (run > 0 && r == -ENOENT && actuator_vcpu_key(uuid, run, vcpu, key, sizeof(key)) == 0)
+                        forget_gone(j, JOURNAL_KIND_VCPUPIN, key, r);
                 return r;
-        r = vdom_open(conn, uuid, &d);
+        }
+        if (dom_id)
+                *dom_id = d.id;
+        r = actuator_vcpu_key(uuid, d.id, vcpu, key, sizeof(key));
         if (r < 0)
-                return r;
+                goto out;
         r = vdom_get_pin(&d, vcpu, &cur);
-        if (r < 0 || cpuset_equal(&cur, cpus))
+        if (r < 0) {
+                forget_gone(j, JOURNAL_KIND_VCPUPIN, key, r); /* no such vCPU (any more), or stopped */
+                goto out;
+        }
+        if (cpuset_equal(&cur, cpus))
                 goto out;
         if (cpuset_format_list(&cur, cur_s, sizeof(cur_s)) < 0 ||
             cpuset_format_list(cpus, want_s, sizeof(want_s)) < 0) {
@@ -360,32 +447,93 @@ int actuator_pin_vcpu(struct journal *j, void *conn, const char *uuid, unsigned 
         if (r < 0)
                 goto out;
         r = vdom_set_pin(&d, vcpu, cpus);
-        if (r < 0)
+        if (r < 0) {
+                forget_gone(j, JOURNAL_KIND_VCPUPIN, key, r);
                 goto out;
-        r = vdom_get_pin(&d, vcpu, &act);
-        if (r == 0 && !cpuset_equal(&act, cpus)) {
-                cpuset_format_list(&act, act_s, sizeof(act_s));
-                (void) journal_note_actual(j, JOURNAL_KIND_VCPUPIN, key, act_s);
-                r = -ERANGE;
         }
+        r = vdom_get_pin(&d, vcpu, &act);
+        if (r < 0) {
+                forget_gone(j, JOURNAL_KIND_VCPUPIN, key, r);
+                goto out;
+        }
+        if (cpuset_format_list(&act, act_s, sizeof(act_s)) < 0)
+                r = -ENOBUFS;
+        else
+                r = journal_note_actual(j, JOURNAL_KIND_VCPUPIN, key, act_s);
+        if (r < 0) {
+                /* The pin it has may be unknown to the journal: put back the one it had. */
+                k = vdom_set_pin(&d, vcpu, &cur);
+                if (k < 0)
+                        log_debug_errno(k, "Cannot put back the pin of %s after a journal error: %m", key);
+                goto out;
+        }
+        r = cpuset_equal(&act, cpus) ? 0 : -ERANGE;
 out:
         virDomainFree(d.dom);
         return r;
 }
 
-static int parse_vcpu_key(const char *key, char *uuid, size_t size, unsigned *vcpu)
+int actuator_release_vcpu(struct journal *j, void *conn, const char *uuid, unsigned vcpu, int dom_id)
 {
-        const char *c = strrchr(key, ':');
-        uint32_t v;
+        char key[96];
+        const char *orig;
+        struct vdom d;
+        cpuset_t s;
+        int r;
 
-        if (!c || (size_t) (c - key) >= size)
+        if (!conn)
+                return -EINVAL;
+        if (dom_id <= 0) {
+                r = vdom_open(conn, uuid, 0, &d);
+                if (r < 0)
+                        return r;
+                dom_id = d.id;
+                virDomainFree(d.dom);
+        }
+        r = actuator_vcpu_key(uuid, dom_id, vcpu, key, sizeof(key));
+        if (r < 0)
+                return r;
+        orig = journal_original(j, JOURNAL_KIND_VCPUPIN, key);
+        if (!orig)
+                return 0;
+        if (cpuset_parse_list(orig, &s) < 0 || cpuset_empty(&s))
+                return -EINVAL;
+        r = actuator_pin_vcpu(j, conn, uuid, vcpu, &dom_id, &s);
+        if (r < 0)
+                return r;
+        r = journal_forget(j, JOURNAL_KIND_VCPUPIN, key);
+        return r < 0 ? r : 1;
+}
+
+/*
+ * "uuid:domid:vcpu" (vcpu a number or "emulator"); a journal of an older
+ * vmmpowerd has "uuid:vcpu" (*dom_id 0: whichever run is live).
+ */
+static int parse_vcpu_key(const char *key, char *uuid, size_t size, int *dom_id, unsigned *vcpu)
+{
+        const char *c = strrchr(key, ':'), *u = strchr(key, ':');
+        uint32_t v;
+        int id = 0;
+
+        if (!c || (size_t) (u - key) >= size)
                 return -EINVAL;
         if (strcmp(c + 1, "emulator") == 0)
                 v = ACTUATOR_EMULATOR;
         else if (parse_u32(c + 1, &v) < 0 || v == ACTUATOR_EMULATOR)
                 return -EINVAL;
-        memcpy(uuid, key, (size_t) (c - key));
-        uuid[c - key] = '\0';
+        if (u != c) {
+                char num[16];
+
+                if ((size_t) (c - u - 1) >= sizeof(num))
+                        return -EINVAL;
+                memcpy(num, u + 1, (size_t) (c - u - 1));
+                num[c - u - 1] = '\0';
+                if (parse_int(num, &id) < 0 || id <= 0)
+                        return -EINVAL;
+        }
+        memcpy(uuid, key, (size_t) (u - key));
+        uuid[u - key] = '\0';
+        *dom_id = id;
         *vcpu = v;
         return 0;
 }
@@ -396,11 +544,11 @@ static int vcpupin_read(void *userdata, const char *key, char *buf, size_t size)
         unsigned vcpu;
         struct vdom d;
         cpuset_t s;
-        int r;
+        int r, id;
 
-        if (parse_vcpu_key(key, uuid, sizeof(uuid), &vcpu) < 0)
+        if (parse_vcpu_key(key, uuid, sizeof(uuid), &id, &vcpu) < 0)
                 return -EINVAL;
-        r = vdom_open(userdata, uuid, &d);
+        r = vdom_open(userdata, uuid, id, &d);
         if (r < 0)
                 return r;
         r = vdom_get_pin(&d, vcpu, &s);
@@ -416,11 +564,11 @@ static int vcpupin_write(void *userdata, const char *key, const char *value)
         unsigned vcpu;
         struct vdom d;
         cpuset_t s;
-        int r;
+        int r, id;
 
-        if (parse_vcpu_key(key, uuid, sizeof(uuid), &vcpu) < 0 || cpuset_parse_list(value, &s) < 0)
+        if (parse_vcpu_key(key, uuid, sizeof(uuid), &id, &vcpu) < 0 || cpuset_parse_list(value, &s) < 0)
                 return -EINVAL;
-        r = vdom_open(userdata, uuid, &d);
+        r = vdom_open(userdata, uuid, id, &d);
         if (r < 0)
                 return r;
         r = vdom_set_pin(&d, vcpu, &s);

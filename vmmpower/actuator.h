@@ -21,9 +21,12 @@
  *    libvirt's cgroups are never written directly.
  *
  * Each primitive journals the original pinning before changing it, reads
- * the result back and reports a pin the kernel or libvirt narrowed (cpuset
- * cgroup, offline CPUs) as -ERANGE after recording the actual value.
- * Failures carry the real errno; a vanished thread/domain is -ESRCH/-ENOENT.
+ * the result back and journals it, and reports a pin the kernel or libvirt
+ * narrowed (cpuset cgroup, offline CPUs) as -ERANGE after recording the
+ * actual value; a read-back the journal cannot record is undone (the pinning
+ * read first is applied again) and the journal's -errno returned.
+ * Failures carry the real errno; a vanished thread/domain is -ESRCH/-ENOENT,
+ * and the journal entry of the thread or domain run found gone is forgotten.
  */
 
 /* procfs root for starttime lookups (default "/proc"; NULL resets).  Process-wide. */
@@ -38,19 +41,40 @@ int actuator_thread_key(pid_t pid, pid_t tid, uint64_t starttime, char *buf, siz
 /*
  * Pin thread tid of process pid to cpus.  starttime: the value seen when
  * the thread was discovered (0: read it now).  -ESRCH if the thread is gone
- * or its starttime differs (tid reused); -ERANGE if the kernel applied a
- * different mask (recorded in the journal).  No write when already pinned so.
+ * or its starttime differs (tid reused: the entry of that starttime is
+ * forgotten); -ERANGE if the kernel applied a different mask (recorded in the
+ * journal).  No write when already pinned so.
  */
 int actuator_pin_thread(struct journal *j, pid_t pid, pid_t tid, uint64_t starttime, const cpuset_t *cpus);
+
+/*
+ * Put a thread we pinned back to its journaled original and forget its entry
+ * (starttime as above).  1 if put back, 0 if the journal has no pin of ours
+ * for it; -ERANGE if the original was narrowed (the entry is kept); else as
+ * actuator_pin_thread().
+ */
+int actuator_release_thread(struct journal *j, pid_t pid, pid_t tid, uint64_t starttime);
 
 /*
  * Pin vCPU `vcpu` of the running libvirt domain `uuid` (string form) live.
  * conn is a virConnectPtr.  -ENOENT: no such running domain or vCPU.
  * vcpu == ACTUATOR_EMULATOR pins the domain's emulator threads instead
- * (virDomainPinEmulator, live; journal key "uuid:emulator").
+ * (virDomainPinEmulator, live).  The journal key carries the domain id of
+ * the run (actuator_vcpu_key()): a domain shut down, its definition changed
+ * and started again gets a new id, so the original of the new run is its own
+ * and never the previous run's.  dom_id (may be NULL): in, the run pinned
+ * before (0: whichever is running; another id: -ENOENT, and the entry of that
+ * run is forgotten); out, the run pinned.
  */
 #define ACTUATOR_EMULATOR UINT32_MAX
-int actuator_pin_vcpu(struct journal *j, void *conn, const char *uuid, unsigned vcpu, const cpuset_t *cpus);
+int actuator_pin_vcpu(struct journal *j, void *conn, const char *uuid, unsigned vcpu, int *dom_id,
+                      const cpuset_t *cpus);
+
+/* As actuator_release_thread(), for a libvirt pin of run dom_id (0: the running one). */
+int actuator_release_vcpu(struct journal *j, void *conn, const char *uuid, unsigned vcpu, int dom_id);
+
+/* Journal key for a libvirt pin: "uuid:domid:vcpu", or "uuid:domid:emulator". */
+int actuator_vcpu_key(const char *uuid, int dom_id, unsigned vcpu, char *buf, size_t size);
 
 /* libvirt cpumap <-> cpuset (VIR_CPU_MAPLEN bytes, bit i = CPU i). */
 int actuator_cpumap_to_cpuset(const unsigned char *map, size_t maplen, cpuset_t *ret);

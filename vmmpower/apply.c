@@ -8,7 +8,11 @@
  * previous state: a pin whose target did not change and that was applied is
  * not touched again (no syscall, no libvirt call), so a steady plan costs
  * nothing per period.  Failed pins are retried with BACKOFF_DEFAULT; a thread
- * or domain that is gone is dropped.
+ * or domain that is gone is dropped, and its journal entry forgotten.  A
+ * thread the new request no longer has (its VM shut down, or left the plan)
+ * is let go as a VM in mode exclude is: a pin we made goes back to its
+ * original and its entry is forgotten (a thread already gone: forgotten);
+ * such a release is kept, retried like a pin, until it is done.
  *
  * Knobs (frequency cap, PM QoS limit per pCPU) are "applied" only when the
  * driver applied them (0, or -ERANGE: clamped or rejected, which the driver
@@ -53,6 +57,10 @@ struct pin_state {
         struct apply_pin want;
         int applied_cpu;           /* -1: not applied */
         bool done;                 /* applied, narrowed, or given up until the target changes */
+        bool gone;                 /* thread or domain run found gone (entry forgotten) */
+        bool dropped;              /* not in the request any more: a release, removed once done */
+        uint64_t starttime;        /* plain QEMU: of the thread pinned (its journal key), 0 = not read yet */
+        int dom_id;                /* libvirt: id of the domain run pinned (its journal key), 0 = none yet */
         struct retry_state retry;
 };
 
@@ -159,10 +167,28 @@ static virConnectPtr applier_conn(struct applier *a, nsec_t now)
 
 /* ---- desired state merge (thread only) ---- */
 
+static int pin_state_cmp(const void *a, const void *b)
+{
+        return pin_cmp(&((const struct pin_state *) a)->want, &((const struct pin_state *) b)->want);
+}
+
+/*
+ * A pin of the previous state the new request does not have: let go (a
+ * release, as for a VM in mode exclude), unless there is nothing to let go.
+ */
+static bool pin_to_release(const struct applier *a, const struct pin_state *o)
+{
+        if (a->cfg.simulate || o->gone)
+                return false; /* nothing pinned; or gone, its entry forgotten */
+        if (o->want.cpu == APPLY_RELEASE && o->done)
+                return false; /* released (or given up: the restore at exit puts it back) */
+        return true;
+}
+
 static int merge_request(struct applier *a, struct apply_request *req)
 {
-        struct pin_state *n = calloc(MAX(req->n_pins, (size_t) 1), sizeof(*n));
-        size_t j = 0;
+        struct pin_state *n = calloc(MAX(req->n_pins + a->n_pins, (size_t) 1), sizeof(*n));
+        size_t j = 0, kept = req->n_pins;
 
         if (!n)
                 return -ENOMEM;
@@ -179,15 +205,35 @@ static int merge_request(struct applier *a, struct apply_request *req)
                         const struct pin_state *o = &a->pins[j];
 
                         p->applied_cpu = o->applied_cpu;
-                        if (o->want.cpu == p->want.cpu && cpuset_equal(&o->want.set, &p->want.set)) {
+                        p->starttime = o->starttime;
+                        p->dom_id = o->dom_id;
+                        if (o->want.cpu == p->want.cpu && cpuset_equal(&o->want.set, &p->want.set) && !o->dropped) {
                                 p->done = o->done;
+                                p->gone = o->gone;
                                 p->retry = o->retry;
                         }
                 }
         }
+        /* The threads the request no longer has: their pins are let go. */
+        for (size_t i = 0; i < a->n_pins; i++) {
+                const struct pin_state *o = &a->pins[i];
+                struct pin_state *p;
+
+                if (bsearch(&o->want, req->pins, req->n_pins, sizeof(*req->pins), pin_cmp) || !pin_to_release(a, o))
+                        continue;
+                p = &n[kept++];
+                *p = *o;
+                p->want.cpu = APPLY_RELEASE;
+                p->dropped = true;
+                if (!o->dropped) {
+                        p->done = false;
+                        retry_reset(&p->retry);
+                }
+        }
+        qsort(n, kept, sizeof(*n), pin_state_cmp);
         free(a->pins);
         a->pins = n;
-        a->n_pins = req->n_pins;
+        a->n_pins = kept;
         a->work.pins_current = (unsigned) req->n_pins;
 
         if (req->n_cpus != a->n_cpus) {
@@ -220,35 +266,15 @@ static int merge_request(struct applier *a, struct apply_request *req)
 
 /* ---- one pass (thread only) ---- */
 
-/* The original mask of a pin we made (journal); 1 if found, 0 if we never pinned it, -errno. */
-static int original_pin(struct applier *a, const struct pin_state *p, cpuset_t *ret)
+/* Put a pin we made back to its original (journal) and forget it: 1, 0 if we never pinned it, -errno. */
+static int release_pin(struct applier *a, struct pin_state *p, nsec_t now)
 {
-        char key[128];
-        const char *orig;
-        enum journal_kind kind;
-        int r;
+        virConnectPtr conn;
 
-        if (p->want.uuid[0]) {
-                kind = JOURNAL_KIND_VCPUPIN;
-                r = p->want.vcpu == ACTUATOR_EMULATOR
-                            ? path_printf(key, sizeof(key), "%s:emulator", p->want.uuid)
-                            : path_printf(key, sizeof(key), "%s:%u", p->want.uuid, p->want.vcpu);
-        } else {
-                uint64_t st;
-
-                kind = JOURNAL_KIND_AFFINITY;
-                r = actuator_thread_starttime(p->want.pid, p->want.tid, &st);
-                if (r < 0)
-                        return r;
-                r = actuator_thread_key(p->want.pid, p->want.tid, st, key, sizeof(key));
-        }
-        if (r < 0)
-                return r;
-        orig = journal_original(a->journal, kind, key);
-        if (!orig)
-                return 0;
-        r = cpuset_parse_list(orig, ret);
-        return r < 0 ? r : 1;
+        if (!p->want.uuid[0])
+                return actuator_release_thread(a->journal, p->want.pid, p->want.tid, p->starttime);
+        conn = applier_conn(a, now);
+        return conn ? actuator_release_vcpu(a->journal, conn, p->want.uuid, p->want.vcpu, p->dom_id) : -ENOTCONN;
 }
 
 static void apply_pin_one(struct applier *a, struct pin_state *p, nsec_t now)
@@ -256,61 +282,74 @@ static void apply_pin_one(struct applier *a, struct pin_state *p, nsec_t now)
         cpuset_t want;
         int r;
 
-        cpuset_zero(&want);
-        if (p->want.cpu == APPLY_RELEASE) {
-                r = original_pin(a, p, &want);
-                if (r <= 0) { /* never pinned by us (nothing to put back), or gone */
-                        p->done = true;
-                        return;
-                }
-        } else if (p->want.cpu < 0 || p->want.cpu >= VP_MAX_CPUS) {
-                p->done = true;
-                return;
-        } else if (!cpuset_empty(&p->want.set))
-                want = p->want.set;
-        else
-                cpuset_set(&want, (unsigned) p->want.cpu);
         if (a->cfg.simulate) {
-                /* a dry run pins nothing: it counts what it would pin (nothing to release) */
-                if (p->want.cpu != APPLY_RELEASE) {
+                /* a dry run pins nothing: it counts what it would pin (nothing to release), and has no journal */
+                if (p->want.cpu >= 0 && p->want.cpu < VP_MAX_CPUS) {
                         a->work.pins++;
                         p->applied_cpu = p->want.cpu;
                 }
                 p->done = true;
                 return;
         }
-        if (p->want.uuid[0]) {
-                virConnectPtr conn = applier_conn(a, now);
-
-                r = conn ? actuator_pin_vcpu(a->journal, conn, p->want.uuid, p->want.vcpu, &want) : -ENOTCONN;
-        } else
-                r = actuator_pin_thread(a->journal, p->want.pid, p->want.tid, 0, &want);
-
-        if ((r == 0 || r == -ERANGE) && p->want.cpu == APPLY_RELEASE) {
-                a->work.pin_released++;
-                p->applied_cpu = APPLY_RELEASE;
+        if (p->want.cpu == APPLY_RELEASE) {
+                r = release_pin(a, p, now);
+                if (r == 0) { /* never pinned by us: nothing to put back */
+                        p->done = true;
+                        retry_reset(&p->retry);
+                        return;
+                }
+                if (r > 0 || r == -ERANGE) {
+                        a->work.pin_released++;
+                        p->applied_cpu = APPLY_RELEASE;
+                        p->done = true;
+                        retry_reset(&p->retry);
+                        return;
+                }
+        } else if (p->want.cpu < 0 || p->want.cpu >= VP_MAX_CPUS) {
                 p->done = true;
-                retry_reset(&p->retry);
                 return;
+        } else {
+                cpuset_zero(&want);
+                if (!cpuset_empty(&p->want.set))
+                        want = p->want.set;
+                else
+                        cpuset_set(&want, (unsigned) p->want.cpu);
+                if (p->want.uuid[0]) {
+                        virConnectPtr conn = applier_conn(a, now);
+
+                        r = conn ? actuator_pin_vcpu(a->journal, conn, p->want.uuid, p->want.vcpu, &p->dom_id, &want)
+                                 : -ENOTCONN;
+                } else {
+                        /* the starttime of the thread first pinned: its journal key, and a tid
+                         * reused by another thread is told apart (-ESRCH) */
+                        r = p->starttime ? 0 : actuator_thread_starttime(p->want.pid, p->want.tid, &p->starttime);
+                        if (r == 0)
+                                r = actuator_pin_thread(a->journal, p->want.pid, p->want.tid, p->starttime, &want);
+                }
+                if (r == 0 || r == -ERANGE) {
+                        if (r == -ERANGE) {
+                                a->work.pin_narrowed++;
+                                log_debug("Applier: pin of vCPU %u (pid %d, tid %d) to CPU %d was narrowed.",
+                                          p->want.vcpu, (int) p->want.pid, (int) p->want.tid, p->want.cpu);
+                        } else
+                                a->work.pins++;
+                        p->applied_cpu = p->want.cpu;
+                        p->done = true;
+                        retry_reset(&p->retry);
+                        return;
+                }
         }
-        if (r == 0 || r == -ERANGE) {
-                if (r == -ERANGE) {
-                        a->work.pin_narrowed++;
-                        log_debug("Applier: pin of vCPU %u (pid %d, tid %d) to CPU %d was narrowed.", p->want.vcpu,
-                                  (int) p->want.pid, (int) p->want.tid, p->want.cpu);
-                } else
-                        a->work.pins++;
-                p->applied_cpu = p->want.cpu;
+        if (r == -ESRCH || r == -ENOENT) {
+                a->work.pin_gone++; /* the next inventory drops it; the actuator forgot its entry */
+                if (!p->dropped)
+                        a->work.last_error = r; /* a VM that shut down is no error */
                 p->done = true;
-                retry_reset(&p->retry);
+                p->gone = true;
+                p->starttime = 0;
+                p->dom_id = 0;
                 return;
         }
         a->work.last_error = r;
-        if (r == -ESRCH || r == -ENOENT) {
-                a->work.pin_gone++; /* the next inventory drops it */
-                p->done = true;
-                return;
-        }
         a->work.pin_errors++;
         if (a->work.pin_errors == 1 || (a->work.pin_errors & 1023) == 0)
                 log_warning_errno(r, "Applier: pinning %s %u of %s (pid %d, tid %d) to CPU %d failed: %m "
@@ -457,6 +496,7 @@ static void publish_stats(struct applier *a, nsec_t t0, nsec_t cpu0)
         a->work.driver_foreign = ds->foreign;
         a->work.driver_class_retries = ds->class_retries;
         a->work.driver_pending_retries = power_driver_pending_retries(a->drv);
+        a->work.journal_errors = a->journal ? journal_error_count(a->journal) : 0;
         a->work.driver_classes_disabled = 0;
         for (unsigned c = 0; c < _POWER_KNOB_CLASS_MAX; c++)
                 if (power_driver_class_disabled(a->drv, (enum power_knob_class) c))

@@ -16,7 +16,10 @@ struct restore_stats;
  * journal, a sysfs power driver and, for libvirt domains, a libvirt
  * connection of its own.  The control loop hands it the desired state after
  * every plan (applier_submit(), never blocks on I/O); the thread compares it
- * with what it applied before and makes only the differences:
+ * with what it applied before and makes only the differences (a thread the
+ * new state no longer has is let go as a VM in mode exclude is: a pin we made
+ * goes back to its original; the journal entry of a pin put back, or of a
+ * thread or domain run found gone, is forgotten):
  *
  *   - vCPU pins: libvirt domains live through virDomainPinVcpuFlags (shown by
  *     `virsh vcpupin`, persistent config untouched), plain QEMU through
@@ -88,7 +91,7 @@ struct apply_stats {
         uint64_t pin_gave_up;     /* retries exhausted */
         uint64_t pin_gone;        /* thread or domain gone (ESRCH/ENOENT) */
         uint64_t pin_narrowed;    /* kernel/libvirt applied another mask (-ERANGE) */
-        uint64_t pin_released;    /* pins put back to their original (VM excluded) */
+        uint64_t pin_released;    /* pins put back to their original (VM excluded, or left out of the state) */
         uint64_t libvirt_connects, libvirt_connect_errors;
         uint64_t knob_changes;    /* frequency caps / latency limits the power driver applied (or clamped) */
         uint64_t knob_errors;     /* failed attempts (any errno but the final ones below); retried */
@@ -106,6 +109,8 @@ struct apply_stats {
         unsigned driver_class_retries;  /* writes let through to a class disabled by EACCES/EPERM/EROFS */
         unsigned driver_classes_disabled; /* bit per enum power_knob_class disabled now */
         unsigned driver_pending_retries;  /* knobs with an EBUSY retry pending in the driver */
+        unsigned journal_errors;  /* journal records that could not be written (pins and knobs: the change was
+                                   * not made, or made and undone) */
         bool simulated;           /* apply_config.simulate: pins and knob changes are what would be done */
 };
 

@@ -15,9 +15,18 @@
  *
  * Why every record holds (original, before, after) and not just the
  * original: the record is durable before the knob is written, so after a
- * kill -9 the knob holds either "before" or "after" of its last record.
- * Restore can then tell "ours" (one of those two) from "someone else's"
- * (anything else) without a second, post-write record.
+ * kill -9 the knob holds "before" (write not made), "after", or whatever the
+ * kernel made of "after" (cpufreq clamps, a cpuset narrows a mask).  That
+ * record is "unverified" (U) until the caller has read the knob back and
+ * journal_note_actual() has appended the verified state (K): only then is
+ * "anything else than before/after" someone else's change.  Restore takes any
+ * value of a knob whose last record is unverified as ours.
+ *
+ * The verifying record is written but not fdatasync()ed: a write() that
+ * returned survives kill -9 (page cache), and only a crash of the whole host
+ * can lose it; that also resets every knob, and a lost K only makes restore
+ * take more values as ours, never fewer.  So a knob change still costs one
+ * sync.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -40,6 +49,7 @@
 struct entry {
         enum journal_kind kind;
         bool live;
+        bool verified; /* last record K: the knob read back "after"; U: the write may have made anything */
         char *key;
         char *orig;
         char *before;
@@ -62,6 +72,7 @@ struct journal {
         char corrupt_file[64]; /* name (in dir) of the copy kept of a journal with corrupt records, "" = none */
         struct journal_corrupt_note *notes; /* corrupt records that still name a knob, for the caller to report */
         size_t n_notes;
+        unsigned errors; /* records that could not be written (journal_error_count()) */
 };
 
 static int write_all(int fd, const char *data, size_t len);
@@ -292,7 +303,7 @@ static void build_record(struct strbuf *out, const struct entry *e, bool drop)
         struct strbuf p;
 
         strbuf_init(&p);
-        strbuf_puts(&p, drop ? "D" : "K");
+        strbuf_puts(&p, drop ? "D" : e->verified ? "K" : "U");
         put_field(&p, kind_names[e->kind]);
         put_field(&p, e->key);
         if (!drop) {
@@ -328,11 +339,14 @@ static int apply_payload(struct journal *j, char *payload)
                         return -EINVAL;
         if (kind_from_string(tok[1], &kind) < 0 || !*tok[2])
                 return -EINVAL;
-        if (strcmp(tok[0], "K") == 0 && n == 6) {
+        if ((strcmp(tok[0], "K") == 0 || strcmp(tok[0], "U") == 0) && n == 6) {
                 r = get_entry(j, kind, tok[2], &e);
                 if (r < 0)
                         return r;
-                return entry_set(j, e, tok[3], tok[4], tok[5]);
+                r = entry_set(j, e, tok[3], tok[4], tok[5]);
+                if (r == 0)
+                        e->verified = tok[0][0] == 'K';
+                return r;
         }
         if (strcmp(tok[0], "D") == 0 && n == 3) {
                 e = lookup(j, kind, tok[2]);
@@ -388,8 +402,8 @@ static void salvage_corrupt(struct journal *j, const char *payload)
                 return;
         for (char *t = strtok_r(buf, " ", &save); t && n < ELEMENTSOF(tok); t = strtok_r(NULL, " ", &save))
                 tok[n++] = t;
-        if (n < 3 || strcmp(tok[0], "K") != 0 || kind_from_string(tok[1], &kind) < 0 || get_field(tok[2]) < 0 ||
-            !*tok[2])
+        if (n < 3 || (strcmp(tok[0], "K") != 0 && strcmp(tok[0], "U") != 0) || kind_from_string(tok[1], &kind) < 0 ||
+            get_field(tok[2]) < 0 || !*tok[2])
                 return;
         j->load.corrupt_keys++;
         escape_bytes(tok[2], strlen(tok[2]), key, sizeof(key));
@@ -401,6 +415,8 @@ static void salvage_corrupt(struct journal *j, const char *payload)
                         free(e->before);
                         e->before = e->after;
                         e->after = after;
+                        /* an unverified (U) last write may have left anything that write made */
+                        e->verified = e->verified && tok[0][0] == 'K';
                         log_debug("Journal %s: a corrupt record for %s %s, which has good records: its original "
                                     "is kept, the value the corrupt record wrote is taken as ours", j->path,
                                     kind_names[kind], key);
@@ -760,16 +776,47 @@ static int write_all(int fd, const char *data, size_t len)
         return 0;
 }
 
+/*
+ * The file records go to.  Made (header, fdatasync, fsync of the directory) by
+ * the first record; or, when j->fd was let go because the file at j->path is
+ * no longer the one it points to (a compaction put a new file in place and
+ * could not open it, or the empty journal could not be removed), that file is
+ * opened again: it is ours (the directory is locked) and holds exactly what
+ * the table holds.
+ */
 static int ensure_file(struct journal *j)
 {
+        size_t hl = strlen(JOURNAL_HEADER);
+        struct stat st;
         int fd, r;
 
         if (j->fd >= 0)
                 return 0;
         fd = open(j->path, O_RDWR | O_APPEND | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0 && errno == EEXIST) {
+                fd = open(j->path, O_RDWR | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
+                if (fd < 0)
+                        return log_debug_errno(errno, "Failed to open %s again: %m", j->path);
+                if (fstat(fd, &st) < 0) {
+                        r = -errno;
+                        close(fd);
+                        return r;
+                }
+                if ((size_t) st.st_size >= hl) {
+                        j->fd = fd;
+                        j->size = st.st_size;
+                        return 0;
+                }
+                /* shorter than its header (the empty journal we could not remove): start it again */
+                if (ftruncate(fd, 0) < 0) {
+                        r = -errno;
+                        close(fd);
+                        return r;
+                }
+        }
         if (fd < 0)
                 return log_debug_errno(errno, "Failed to create %s: %m", j->path);
-        r = write_all(fd, JOURNAL_HEADER, strlen(JOURNAL_HEADER));
+        r = write_all(fd, JOURNAL_HEADER, hl);
         if (r == 0 && j->sync && (fdatasync(fd) < 0 || fsync(j->dirfd) < 0))
                 r = -errno;
         if (r < 0) {
@@ -778,9 +825,58 @@ static int ensure_file(struct journal *j)
                 return log_debug_errno(r, "Failed to initialise %s: %m", j->path);
         }
         j->fd = fd;
-        j->size = (off_t) strlen(JOURNAL_HEADER);
+        j->size = (off_t) hl;
         j->n_records = 0;
         return 0;
+}
+
+/*
+ * Free the entries that are no longer live (a key forgotten, restored, or
+ * dropped by a D record): their values are of no use (a key seen again takes
+ * its current value as the original) and a long-running daemon sees a new
+ * key for every thread it pins.  Moves entries: no entry pointer may be held
+ * across it.
+ */
+static void table_compact(struct journal *j)
+{
+        size_t w = 0, ns;
+
+        if (j->n_live == j->n_entries)
+                return;
+        for (size_t i = 0; i < j->n_entries; i++) {
+                if (!j->entries[i].live) {
+                        entry_clear(&j->entries[i]);
+                        continue;
+                }
+                if (w != i)
+                        j->entries[w] = j->entries[i];
+                w++;
+        }
+        j->n_entries = w;
+        /* the smallest index get_entry() would have grown to for w entries */
+        for (ns = 64; w + 1 > ns / 2; ns *= 2)
+                ;
+        if (ns < j->index_size) {
+                uint32_t *ni = calloc(ns, sizeof(*ni));
+
+                if (ni) {
+                        free(j->index);
+                        j->index = ni;
+                        j->index_size = ns;
+                }
+        }
+        memset(j->index, 0, j->index_size * sizeof(*j->index));
+        for (size_t i = 0; i < w; i++)
+                index_insert(j, i);
+        if (j->n_alloc > 64 && j->n_alloc > 4 * w) {
+                size_t na = MAX(2 * w, (size_t) 32);
+                struct entry *ne = realloc(j->entries, na * sizeof(*ne));
+
+                if (ne) {
+                        j->entries = ne;
+                        j->n_alloc = na;
+                }
+        }
 }
 
 static int rewrite(struct journal *j)
@@ -788,11 +884,13 @@ static int rewrite(struct journal *j)
         struct strbuf sb;
         int r, fd;
 
+        table_compact(j);
         if (j->n_live == 0) {
                 if (j->fd >= 0) {
                         close(j->fd);
                         j->fd = -1;
                 }
+                /* If it cannot be removed, ensure_file() appends to it again (every record in it is dropped). */
                 if (unlinkat(j->dirfd, JOURNAL_FILE, 0) < 0 && errno != ENOENT)
                         return -errno;
                 if (j->sync)
@@ -809,52 +907,75 @@ static int rewrite(struct journal *j)
                 return -ENOMEM;
         }
         r = write_file_atomic(j->path, sb.data, sb.len, 0600);
-        if (r == 0 && j->sync && fsync(j->dirfd) < 0)
-                r = -errno;
-        if (r == 0) {
-                fd = open(j->path, O_RDWR | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
-                if (fd < 0)
-                        r = -errno;
-                else {
-                        if (j->fd >= 0)
-                                close(j->fd);
-                        j->fd = fd;
-                        j->size = (off_t) sb.len;
-                        j->n_records = (unsigned) j->n_live;
-                }
+        if (r < 0) {
+                /* not renamed: the old file is still the journal, and j->fd is its */
+                strbuf_free(&sb);
+                return r;
         }
+        /*
+         * The new file is in place: j->fd now points at the old one, unlinked.  A
+         * record appended there would be reported durable and never be read again,
+         * so it is let go whatever happens next; if the new file cannot be opened
+         * now (EMFILE, ENFILE, ENOMEM), the next record opens it (ensure_file()) or
+         * fails, and then its knob is not written.
+         */
+        if (j->fd >= 0) {
+                close(j->fd);
+                j->fd = -1;
+        }
+        j->size = (off_t) sb.len;
+        j->n_records = (unsigned) j->n_live;
         strbuf_free(&sb);
+        if (j->sync && fsync(j->dirfd) < 0)
+                r = -errno;
+        fd = open(j->path, O_RDWR | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0) {
+                int e = -errno;
+
+                log_debug_errno(e, "Failed to open the rewritten %s (the next record opens it again): %m", j->path);
+                return r < 0 ? r : e;
+        }
+        j->fd = fd;
         return r;
 }
 
-static int append(struct journal *j, const struct entry *e, bool drop)
+/* Compaction, best effort (the appended file is valid as it is).  Moves entries (table_compact()). */
+static void maybe_compact(struct journal *j)
+{
+        if (j->n_records > 2 * j->n_live + 256)
+                (void) rewrite(j);
+}
+
+static int append(struct journal *j, const struct entry *e, bool drop, bool sync)
 {
         struct strbuf sb;
         int r;
 
         r = ensure_file(j);
-        if (r < 0)
+        if (r < 0) {
+                j->errors++;
                 return r;
+        }
         strbuf_init(&sb);
         build_record(&sb, e, drop);
         if (sb.oom) {
                 strbuf_free(&sb);
+                j->errors++;
                 return -ENOMEM;
         }
         r = write_all(j->fd, sb.data, sb.len);
-        if (r == 0 && j->sync && fdatasync(j->fd) < 0)
+        if (r == 0 && sync && j->sync && fdatasync(j->fd) < 0)
                 r = -errno;
         if (r < 0) {
                 /* Never leave a half record in the middle of the file. */
                 (void) ftruncate(j->fd, j->size);
                 strbuf_free(&sb);
+                j->errors++;
                 return log_debug_errno(r, "Failed to append to %s: %m", j->path);
         }
         j->size += (off_t) sb.len;
         j->n_records++;
         strbuf_free(&sb);
-        if (j->n_records > 2 * j->n_live + 256)
-                (void) rewrite(j); /* best effort: the appended file is valid as it is */
         return 0;
 }
 
@@ -863,23 +984,25 @@ static int check_value(const char *s)
         return strlen(s) < JOURNAL_VALUE_MAX ? 0 : -E2BIG;
 }
 
-int journal_before_write(struct journal *j, enum journal_kind kind, const char *key,
-                         const char *current, const char *after)
+/*
+ * Append the state of a knob (orig NULL: the live entry's original, else
+ * `before`) and make it the table's; on failure the table is left as it was.
+ */
+static int put_state(struct journal *j, enum journal_kind kind, const char *key, const char *orig,
+                     const char *before, const char *after, bool verified, bool sync)
 {
         struct entry *e, saved;
         int r;
 
-        if (kind >= _JOURNAL_KIND_MAX || !*key || strlen(key) >= JOURNAL_KEY_MAX ||
-            check_value(current) < 0 || check_value(after) < 0)
-                return -EINVAL;
         r = get_entry(j, kind, key, &e);
         if (r < 0)
                 return r;
         saved = *e;
         e->orig = e->before = e->after = NULL;
-        r = entry_set(j, e, saved.live ? saved.orig : current, current, after);
+        r = entry_set(j, e, orig ? orig : saved.live ? saved.orig : before, before, after);
+        e->verified = verified;
         if (r == 0)
-                r = append(j, e, false);
+                r = append(j, e, false, sync);
         if (r < 0) {
                 /* Keep the table equal to the file. */
                 bool live_now = e->live;
@@ -889,6 +1012,7 @@ int journal_before_write(struct journal *j, enum journal_kind kind, const char *
                 e->orig = saved.orig;
                 e->before = saved.before;
                 e->after = saved.after;
+                e->verified = saved.verified;
                 if (live_now && !saved.live)
                         entry_drop(j, e);
                 return r;
@@ -899,20 +1023,44 @@ int journal_before_write(struct journal *j, enum journal_kind kind, const char *
         return 0;
 }
 
+int journal_before_write(struct journal *j, enum journal_kind kind, const char *key,
+                         const char *current, const char *after)
+{
+        int r;
+
+        if (kind >= _JOURNAL_KIND_MAX || !*key || strlen(key) >= JOURNAL_KEY_MAX ||
+            check_value(current) < 0 || check_value(after) < 0)
+                return -EINVAL;
+        /* unverified until the caller has read the knob back (journal_note_actual()) */
+        r = put_state(j, kind, key, NULL, current, after, false, true);
+        maybe_compact(j);
+        return r;
+}
+
 int journal_note_actual(struct journal *j, enum journal_kind kind, const char *key, const char *actual)
 {
         struct entry *e = lookup(j, kind, key);
-        _cleanup_free_ char *after = NULL;
+        _cleanup_free_ char *orig = NULL, *before = NULL, *after = NULL;
+        bool same;
+        int r;
 
         if (!e || !e->live)
                 return -ENOENT;
-        if (value_eq(e->after, actual))
+        if (check_value(actual) < 0)
+                return -EINVAL;
+        same = value_eq(e->after, actual);
+        if (same && e->verified)
                 return 0;
-        after = strdup(e->after);
-        if (!after)
+        /* Read back as written: the same state, verified.  Else the knob holds "actual",
+         * produced by our write of "after". */
+        orig = strdup(e->orig);
+        before = strdup(same ? e->before : e->after);
+        after = strdup(same ? e->after : actual);
+        if (!orig || !before || !after)
                 return -ENOMEM;
-        /* The knob now holds "actual", produced by our write of "after". */
-        return journal_before_write(j, kind, key, after, actual);
+        r = put_state(j, kind, key, orig, before, after, true, false);
+        maybe_compact(j);
+        return r;
 }
 
 int journal_forget(struct journal *j, enum journal_kind kind, const char *key)
@@ -922,11 +1070,29 @@ int journal_forget(struct journal *j, enum journal_kind kind, const char *key)
 
         if (!e || !e->live)
                 return 0;
-        r = append(j, e, true);
+        r = append(j, e, true, true);
         if (r < 0)
                 return r;
         entry_drop(j, e);
+        maybe_compact(j);
         return 0;
+}
+
+bool journal_unverified(const struct journal *j, enum journal_kind kind, const char *key)
+{
+        const struct entry *e = lookup(j, kind, key);
+
+        return e && e->live && !e->verified;
+}
+
+unsigned journal_error_count(const struct journal *j)
+{
+        return j->errors;
+}
+
+size_t journal_table_entries(const struct journal *j)
+{
+        return j->n_entries;
 }
 
 static bool is_gone(int r)
@@ -955,9 +1121,14 @@ static enum restore_result restore_one(struct entry *e, const struct journal_kno
         if (!value_eq(cur, e->after) && !value_eq(cur, e->before)) {
                 escape_bytes(cur, strlen(cur), esc, sizeof(esc));
                 escape_bytes(e->after, strlen(e->after), esc2, sizeof(esc2));
-                log_debug("Restore %s %s: holds \"%s\", we wrote \"%s\"; changed by someone else, leaving it",
-                           kind_names[e->kind], e->key, esc, esc2);
-                return R_FOREIGN;
+                if (e->verified) {
+                        log_debug("Restore %s %s: holds \"%s\", we wrote \"%s\"; changed by someone else, leaving it",
+                                  kind_names[e->kind], e->key, esc, esc2);
+                        return R_FOREIGN;
+                }
+                /* Killed between the write and its read-back: the kernel may have clamped it. */
+                log_debug("Restore %s %s: holds \"%s\", our last write (\"%s\") was never read back: "
+                          "taken as what it made", kind_names[e->kind], e->key, esc, esc2);
         }
         r = io->write(io->userdata, e->key, e->orig);
         if (is_gone(r))

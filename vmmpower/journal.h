@@ -14,16 +14,20 @@
  * state of one knob: kind, key, original value, the value the knob held
  * just before our write ("before") and the value we are writing ("after").
  * The record is fdatasync()ed before journal_before_write() returns, so when
- * the caller then writes the knob, the journal already knows both values the
- * knob can hold if we are killed at any instruction: "before" (write not
- * done) or "after" (write done).  The last record for a key wins.  A torn
- * last record (kill -9 / power loss mid-append) fails its length or CRC
- * check and is ignored and cut off.  Format and rationale: docs/power-driver.md.
+ * the caller then writes the knob, the journal already knows the knob may
+ * hold "before" (write not done), "after", or whatever the kernel made of
+ * "after" (cpufreq clamps a limit, a cpuset narrows a mask): the record is
+ * "unverified" until the caller reads the knob back and journal_note_actual()
+ * records what it holds.  The last record for a key wins.  A torn last record
+ * (kill -9 / power loss mid-append) fails its length or CRC check and is
+ * ignored and cut off.  Format and rationale: docs/power-driver.md.
  *
  * Restore, per knob: current value == after or before -> write back the
  * original (read back to verify); == original -> nothing to do; anything else
- * -> someone else changed it: left alone, counted; gone (-ENOENT,
- * -ESRCH: CPU offline, thread exited, tid reused) -> counted and dropped.
+ * -> someone else changed it: left alone, counted, unless the last record is
+ * unverified (killed between the write and its read-back): then it is taken
+ * as ours and the original written back; gone (-ENOENT, -ESRCH: CPU offline,
+ * thread exited, tid reused, domain stopped) -> counted and dropped.
  * When every knob is handled the journal file is removed; otherwise it is
  * rewritten atomically with just the knobs that still need restoring.
  */
@@ -31,7 +35,7 @@
 enum journal_kind {
         JOURNAL_KIND_SYSFS,    /* key: path relative to the sysfs root */
         JOURNAL_KIND_AFFINITY, /* key: "pid:tid:starttime"; value: cpulist */
-        JOURNAL_KIND_VCPUPIN,  /* key: "uuid:vcpu"; value: cpulist */
+        JOURNAL_KIND_VCPUPIN,  /* key: "uuid:domid:vcpu" (vcpu "emulator": the emulator pin); value: cpulist */
         _JOURNAL_KIND_MAX,
 };
 
@@ -63,27 +67,39 @@ void journal_set_sync(struct journal *j, bool sync);
  * `current` now (raw bytes as read, trailing newline included).  The first
  * time a key is seen, `current` becomes its original.  Returns 0 once the
  * record is durable; -errno otherwise, and then the caller must NOT write.
+ * The record is unverified until journal_note_actual().
  */
 int journal_before_write(struct journal *j, enum journal_kind kind, const char *key,
                          const char *current, const char *after);
 
 /*
- * The write was made but the knob reads back a different value (cpufreq
- * clamped it): record `actual` as a value we produced, so restore still
- * recognises the knob as ours.
+ * The write was made and the knob reads back `actual`: the record becomes
+ * verified; a value other than `after` (cpufreq clamped it) is recorded as a
+ * value we produced, so restore still recognises the knob as ours.  Written
+ * (not fdatasync()ed: see journal.c).  -errno if it cannot be written: the
+ * knob then holds a value the journal may not know, and the caller must put
+ * back the `current` it journaled (the record stays unverified, so restore
+ * takes whatever the knob holds as ours).
  */
 int journal_note_actual(struct journal *j, enum journal_kind kind, const char *key,
                         const char *actual);
 
-/* The knob is gone for good (thread exited): forget it (appends a drop record). */
+/* The knob is gone for good (thread exited, domain stopped, pin put back): forget it (appends a drop record). */
 int journal_forget(struct journal *j, enum journal_kind kind, const char *key);
+
+/* true if the key has a live record whose write was never read back (journal_note_actual()). */
+bool journal_unverified(const struct journal *j, enum journal_kind kind, const char *key);
+
+/* Records that could not be written (journal_before_write(), journal_note_actual(), journal_forget()). */
+unsigned journal_error_count(const struct journal *j);
 
 /* The original recorded for a key, or NULL. */
 const char *journal_original(const struct journal *j, enum journal_kind kind, const char *key);
 /*
  * The two values the last record for a key says the knob may hold: "before"
  * (our write was not made or failed) and "after" (what we wrote, or what the
- * kernel made of it).  1 and both set if the key has a live record, 0 if not.
+ * kernel made of it; until the read-back is recorded, journal_unverified(),
+ * possibly something else).  1 and both set if the key has a live record, 0 if not.
  */
 int journal_last_values(const struct journal *j, enum journal_kind kind, const char *key,
                         const char **ret_before, const char **ret_after);
@@ -163,3 +179,5 @@ int journal_restore(struct journal *j, const struct journal_knob_io io[_JOURNAL_
 
 /* Exposed for tests. */
 unsigned journal_crc32(const void *data, size_t len);
+/* Entries held in memory, live or not (those no longer live are freed when the file is compacted). */
+size_t journal_table_entries(const struct journal *j);

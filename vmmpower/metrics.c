@@ -376,6 +376,9 @@ static void render_apply_metrics(const struct daemon_view *d, struct strbuf *out
                 a.knob_changes);
         counter(out, "vmmpower_apply_knob_errors_total", "Frequency cap / idle limit changes that failed.",
                 a.knob_errors);
+        counter(out, "vmmpower_apply_journal_errors_total",
+                "Journal records that could not be written: the pin or knob change was not made, or was undone.",
+                a.journal_errors);
         gauge(out, "vmmpower_apply_pins", "vCPUs placed by the current plan.", a.pins_current);
         /* Knob ownership and write failures (docs/power-driver.md). */
         counter(out, "vmmpower_apply_knobs_foreign_total",

@@ -197,7 +197,8 @@ void power_event_format(const struct power_event *ev, char *buf, size_t size)
                 snprintf(buf, size, "%s: write of %s failed: %s", path, ev->value ? ev->value : "?", err);
                 break;
         case POWER_EVENT_JOURNAL_FAILED:
-                snprintf(buf, size, "%s: not written, the journal cannot record it: %s", path, err);
+                snprintf(buf, size, "%s: not changed (not written, or written and put back), the journal cannot "
+                         "record it: %s", path, err);
                 break;
         case POWER_EVENT_POLICY_UNREADABLE:
                 snprintf(buf, size, "%s: cpufreq policy unreadable, ignoring: %s", path, err);

@@ -25,9 +25,11 @@
  *    cpufreq limits per policy (scaling_min_freq / scaling_max_freq,
  *    energy_performance_preference where present), cpuidle per-state
  *    `disable` per CPU, per-CPU PM QoS resume latency.
- *    Every write: journal first, then one checked write(), then read back:
- *    a read-back that differs (cpufreq clamps silently) is -ERANGE with the
- *    actual value in power_driver_last_write(), never success.  Errors are
+ *    Every write: journal first, then one checked write(), then read back
+ *    and journal what was read (journal_note_actual(); if that cannot be
+ *    recorded, the previous value is written back and the journal error
+ *    returned): a read-back that differs (cpufreq clamps silently) is -ERANGE
+ *    with the actual value in power_driver_last_write(), never success.  Errors are
  *    the real errno, each with a documented action (docs/power-driver.md):
  *      EINVAL/ERANGE/EOVERFLOW  value rejected: remembered for that knob,
  *                               the same value is not written again
@@ -40,8 +42,9 @@
  *    value is compared with the value vmmpower last wrote to it (in memory,
  *    else the journal's before/after).  A knob that holds anything else was
  *    changed by someone else and belongs to them from then on: not written
- *    again (-ESTALE, POWER_KNOB_FOREIGN), its journal record is closed so
- *    restore leaves it, counted (`foreign`), reported once through
+ *    again (-ESTALE, POWER_KNOB_FOREIGN; in memory: its journal record is
+ *    kept, so restore leaves their value but puts the original back if the
+ *    knob holds ours again), counted (`foreign`), reported once through
  *    power_driver_config.on_foreign.  A knob vmmpower never wrote is free,
  *    unless the start-up coexistence check (coexist.h) found it set by
  *    someone else or written by a running tuner: such a knob is foreign
@@ -146,10 +149,10 @@ struct power_driver_stats {
         unsigned class_disabled;  /* writes refused because their class is disabled */
         unsigned class_retries;   /* writes let through to a disabled class after its backoff */
         unsigned class_reenabled; /* classes enabled again by such a write succeeding */
-        unsigned foreign;         /* knobs found changed by someone else: let go (journal record closed) */
+        unsigned foreign;         /* knobs found changed by someone else: let go (journal record kept) */
         unsigned foreign_refused; /* writes not made because the knob is someone else's */
         unsigned gone;            /* ENOENT/ENODEV/ENXIO */
-        unsigned journal_errors;  /* journal failed: write not made */
+        unsigned journal_errors;  /* journal failed: write not made, or made and put back (read-back not recorded) */
         unsigned other_errors;
 };
 

@@ -7,12 +7,17 @@
  *      is disabled (until the class's backoff lets one write through), or
  *      this exact value was rejected before (EINVAL is not going to change);
  *   2. read the current value; not what we last wrote -> someone else
- *      changed it: the knob is theirs from then on (journal record closed,
- *      -ESTALE); equal to the wanted one -> done, no record;
+ *      changed it: the knob is theirs from then on (never written again,
+ *      -ESTALE; its journal record is kept, so restore puts the original back
+ *      only if the knob holds our value again); equal to the wanted one ->
+ *      done, no record;
  *   3. journal (original, current, wanted) durably; journal error -> no write;
  *   4. one write() of "value\n", checked;
- *   5. read back: different -> clamped: the journal learns the actual value
- *      (restore must still recognise it as ours), -ERANGE is returned.
+ *   5. read back, journaled (journal_note_actual(): the record is verified);
+ *      different -> clamped: the journal learns the actual value (restore must
+ *      still recognise it as ours), -ERANGE is returned.  If the read-back
+ *      cannot be journaled, the value read in 2 is written back and the
+ *      journal error returned.
  * Errno actions are in power_driver.h and docs/power-driver.md.
  *
  * Perf level arithmetic: level m (permille) is cpuinfo_min + m * (cpuinfo_max -
@@ -384,12 +389,16 @@ static bool knob_is_ours(struct power_driver *drv, const struct knob *k, const c
         return value_eq(cur, after) || value_eq(cur, before);
 }
 
-/* Someone else changed the knob: let it go for good (see power_driver.h). */
+/*
+ * Someone else changed the knob: let it go for good (see power_driver.h).  Its
+ * journal record stays: restore leaves a value other than the record's, and
+ * puts the original back if the other party later restores what it found
+ * (our value).  Closing the record would lose the original for good.
+ */
 static int knob_foreign(struct power_driver *drv, struct knob *k, const char *cur)
 {
         const char *before = NULL, *after = NULL;
         char ours[VALUE_MAX], found[VALUE_MAX];
-        int r;
 
         snprintf(found, sizeof(found), "%.*s", (int) strcspn(cur, "\n"), cur);
         if (k->ours_valid)
@@ -403,22 +412,49 @@ static int knob_foreign(struct power_driver *drv, struct knob *k, const char *cu
         knob_clear_pending(drv, k);
         drv->stats.foreign++;
         snprintf(drv->last.actual, sizeof(drv->last.actual), "%s", found);
-        /* Close the record: restore must not put our original over their value. */
-        r = journal_forget(drv->cfg.journal, JOURNAL_KIND_SYSFS, k->path);
-        if (r < 0)
-                log_debug_errno(r, "%s: cannot close the journal record (restore will see a foreign value): %m",
-                                k->path);
         log_debug("%s: holds %s, we last wrote %s: changed by someone else, letting it go", k->path, found, ours);
         if (drv->cfg.on_foreign)
                 drv->cfg.on_foreign(drv->cfg.foreign_userdata, k->path, ours, found);
         return drv->last.error = -POWER_KNOB_FOREIGN;
 }
 
+/*
+ * Our write was made but its read-back could not be journaled (ENOSPC, EIO):
+ * the knob may hold a value the journal does not know.  Put back what it held
+ * (prev, the record's "before") and return the journal error, as for a record
+ * that could not be made before the write.  If that fails too, the record is
+ * still unverified, and restore takes whatever the knob holds as ours.
+ */
+static int knob_undo(struct power_driver *drv, struct knob *k, const char *prev, const char *value, int error)
+{
+        struct sysfs *s = drv->priv;
+        char cur[VALUE_MAX + 2];
+        int r;
+
+        drv->stats.journal_errors++;
+        r = power_driver_sysfs_knob_write(s->root, k->path, prev);
+        if (r >= 0)
+                r = power_driver_sysfs_knob_read(s->root, k->path, cur, sizeof(cur));
+        if (r < 0)
+                log_debug_errno(r, "%s: the journal cannot record the value read back, and %.*s cannot be put back "
+                                "either: %m", k->path, (int) strcspn(prev, "\n"), prev);
+        else {
+                snprintf(drv->last.actual, sizeof(drv->last.actual), "%.*s", (int) strcspn(cur, "\n"), cur);
+                snprintf(k->ours, sizeof(k->ours), "%s", drv->last.actual);
+                k->ours_valid = true;
+                log_debug("%s: the journal cannot record the value read back, %.*s put back (reads %s)", k->path,
+                          (int) strcspn(prev, "\n"), prev, drv->last.actual);
+        }
+        emit_event(drv, &(struct power_event) { .type = POWER_EVENT_JOURNAL_FAILED, .path = k->path,
+                                                .value = value, .cls = k->cls, .error = error });
+        return drv->last.error = error;
+}
+
 static int knob_write(struct power_driver *drv, struct knob *k, const char *value)
 {
         struct sysfs *s = drv->priv;
         struct power_driver_stats *st = &drv->stats;
-        char cur[VALUE_MAX + 2], data[VALUE_MAX + 2];
+        char cur[VALUE_MAX + 2], prev[VALUE_MAX + 2], data[VALUE_MAX + 2];
         bool probe = false;
         int r;
 
@@ -466,8 +502,10 @@ static int knob_write(struct power_driver *drv, struct knob *k, const char *valu
                                                         .value = value, .cls = k->cls, .error = r });
                 return drv->last.error = r;
         }
-        /* Until the read-back: the knob holds the record's before or after. */
+        /* Until the read-back is journaled: the knob holds the record's before, after, or what
+         * the kernel made of after. */
         k->ours_valid = false;
+        snprintf(prev, sizeof(prev), "%s", cur);
         snprintf(data, sizeof(data), "%s\n", value);
         r = power_driver_sysfs_knob_write(s->root, k->path, data);
         if (r < 0)
@@ -483,12 +521,14 @@ static int knob_write(struct power_driver *drv, struct knob *k, const char *valu
         if (r < 0)
                 return knob_error(drv, k, value, r);
         knob_clear_pending(drv, k);
+        r = journal_note_actual(drv->cfg.journal, JOURNAL_KIND_SYSFS, k->path, cur);
+        if (r < 0)
+                return knob_undo(drv, k, prev, value, r);
         snprintf(drv->last.actual, sizeof(drv->last.actual), "%.*s", (int) strcspn(cur, "\n"), cur);
         snprintf(k->ours, sizeof(k->ours), "%s", drv->last.actual);
         k->ours_valid = true;
         if (!value_eq(cur, value)) {
                 st->clamped++;
-                (void) journal_note_actual(drv->cfg.journal, JOURNAL_KIND_SYSFS, k->path, cur);
                 log_debug("%s: wrote %s, kernel holds %s (clamped)", k->path, value, drv->last.actual);
                 return drv->last.error = -ERANGE;
         }

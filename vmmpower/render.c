@@ -127,12 +127,12 @@ static void render_apply_json(const struct daemon_view *d, struct strbuf *out)
                       ",\"knob_changes\":%" PRIu64 ",\"knob_errors\":%" PRIu64 ",\"last_error\":%d"
                       ",\"last_pass_ns\":%" PRId64 ",\"last_pass_cpu_ns\":%" PRId64
                       ",\"cpufreq_policies\":%u,\"pm_qos_knobs\":%u,\"sysfs_writes\":%u,\"sysfs_clamped\":%u"
-                      ",\"sysfs_denied\":%u,\"sysfs_busy\":%u}",
+                      ",\"sysfs_denied\":%u,\"sysfs_busy\":%u,\"journal_errors\":%u}",
                       a->requests, a->superseded, a->passes, a->pins, a->pins_current, a->pin_errors, a->pin_retries,
                       a->pin_gave_up, a->pin_gone, a->pin_narrowed, a->pin_released, a->libvirt_connects,
                       a->libvirt_connect_errors, a->knob_changes, a->knob_errors, a->last_error, a->last_pass_ns,
                       a->last_pass_cpu_ns, a->driver_policies, a->driver_pm_qos, a->driver_writes, a->driver_clamped,
-                      a->driver_denied, a->driver_busy);
+                      a->driver_denied, a->driver_busy, a->journal_errors);
 }
 
 /* Knob classes the power driver has disabled now (EACCES/EPERM/EROFS, retried with backoff), comma-separated. */

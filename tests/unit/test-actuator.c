@@ -3,8 +3,10 @@
  * Actuator: backoff arithmetic, starttime parsing (comm with spaces and
  * parentheses), a real thread of this process pinned and restored through
  * the journal, tid-reuse detection via starttime, a mask the kernel narrows
- * (-ERANGE), a thread that exited, someone else's change left alone, and
- * libvirt live vCPU pinning of a real (TCG, diskless) domain with restore.
+ * (-ERANGE), a thread that exited, someone else's change left alone, a
+ * read-back the journal cannot record (undone), the journal key of a libvirt
+ * pin telling runs of a domain apart (libvirt's test driver), and libvirt live
+ * vCPU pinning of a real (TCG, diskless) domain with restore.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -13,7 +15,10 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -320,6 +325,159 @@ static void test_narrowed_and_foreign(void **state)
         worker_stop(&w);
 }
 
+/*
+ * The mask read back cannot be journaled (the journal's file system is full:
+ * here RLIMIT_FSIZE lets the record before the write in, not the one after):
+ * the thread is put back to the mask it had, and the journal's error returned;
+ * it used to keep a narrowed mask the journal never recorded.
+ */
+static void test_readback_not_journaled(void **state)
+{
+        char key[96], payload[256], buf[64];
+        struct restore_stats st;
+        struct rlimit saved, rl;
+        struct journal *j;
+        struct worker w;
+        struct stat sb;
+        cpuset_t want;
+        uint64_t stt;
+        size_t len;
+        char jp[400];
+
+        worker_start(&w);
+        set_affinity_list(w.tid, "0-1");
+        assert_int_equal(actuator_thread_starttime(getpid(), w.tid, &stt), 0);
+        assert_int_equal(journal_open(statedir, &j), 0);
+        /* the journal file exists (its header and one record) */
+        assert_int_equal(journal_before_write(j, JOURNAL_KIND_SYSFS, "x", "1", "2"), 0);
+        snprintf(jp, sizeof(jp), "%s/journal", statedir);
+        assert_int_equal(stat(jp, &sb), 0);
+        /* room for exactly the record made before the write */
+        actuator_thread_key(getpid(), w.tid, stt, key, sizeof(key));
+        snprintf(payload, sizeof(payload), "U affinity %s 0-1 0-1 1,1000", key);
+        len = (size_t) snprintf(buf, sizeof(buf), "%zu", strlen(payload)) + 1 + 8 + 1 + strlen(payload) + 1;
+        assert_int_equal(getrlimit(RLIMIT_FSIZE, &saved), 0);
+        rl = saved;
+        rl.rlim_cur = (rlim_t) sb.st_size + len;
+        signal(SIGXFSZ, SIG_IGN);
+        assert_int_equal(setrlimit(RLIMIT_FSIZE, &rl), 0);
+        cpuset_parse_list("1,1000", &want); /* narrowed to 1 by the kernel */
+        int r = actuator_pin_thread(j, getpid(), w.tid, stt, &want);
+        assert_int_equal(setrlimit(RLIMIT_FSIZE, &saved), 0);
+        signal(SIGXFSZ, SIG_DFL);
+        assert_int_equal(r, -EFBIG);
+        affinity_of(w.tid, buf, sizeof(buf));
+        assert_string_equal(buf, "0-1");
+        assert_true(journal_unverified(j, JOURNAL_KIND_AFFINITY, key));
+        assert_int_equal(journal_error_count(j), 1);
+        assert_int_equal(journal_forget(j, JOURNAL_KIND_SYSFS, "x"), 0);
+        journal_free(j);
+        assert_int_equal(journal_restore_all(statedir, NULL, NULL, &st), 0);
+        assert_int_equal(st.unchanged, 1);
+        affinity_of(w.tid, buf, sizeof(buf));
+        assert_string_equal(buf, "0-1");
+        worker_stop(&w);
+}
+
+/* ---- libvirt pins: the run of a domain (libvirt's test driver, in this process, no VM) ---- */
+
+static void emulator_pin(virDomainPtr dom, char *buf, size_t size)
+{
+        int n = virNodeGetCPUMap(virDomainGetConnect(dom), NULL, NULL, 0);
+        size_t maplen = (size_t) VIR_CPU_MAPLEN(n);
+        unsigned char map[64] = { 0 };
+        cpuset_t s;
+
+        assert_true(n > 0 && maplen <= sizeof(map));
+        assert_int_equal(virDomainGetEmulatorPinInfo(dom, map, (int) maplen, VIR_DOMAIN_AFFECT_LIVE), 1);
+        assert_int_equal(actuator_cpumap_to_cpuset(map, maplen, &s), 0);
+        assert_true(cpuset_format_list(&s, buf, size) >= 0);
+}
+
+static void set_emulator_pin(virDomainPtr dom, const char *list)
+{
+        int n = virNodeGetCPUMap(virDomainGetConnect(dom), NULL, NULL, 0);
+        size_t maplen = (size_t) VIR_CPU_MAPLEN(n);
+        unsigned char map[64] = { 0 };
+        cpuset_t s;
+
+        assert_int_equal(cpuset_parse_list(list, &s), 0);
+        assert_int_equal(actuator_cpuset_to_cpumap(&s, (unsigned) n, map, maplen), 0);
+        assert_int_equal(virDomainPinEmulator(dom, map, (int) maplen, VIR_DOMAIN_AFFECT_LIVE), 0);
+}
+
+/*
+ * A domain pinned, shut down, its definition changed (pinning 0-7 -> 0-3) and
+ * started again, pinned again: the journal key carries the domain id of the
+ * run, so the new run's entry has its own original (0-3) and restore puts that
+ * back, not the previous run's 0-7 over the new definition.  A pin of the
+ * previous run is found gone: by the actuator (its entry forgotten) and by
+ * restore (dropped).
+ */
+static void test_vcpupin_run_identity(void **state)
+{
+        char uuid[VIR_UUID_STRING_BUFLEN], key1[96], key2[96], buf[64];
+        struct restore_stats st;
+        virConnectPtr conn;
+        virDomainPtr dom;
+        struct journal *j;
+        int id1 = 0, id2 = 0;
+        cpuset_t one, two;
+
+        conn = virConnectOpen("test:///default");
+        assert_non_null(conn);
+        dom = virDomainLookupByName(conn, "test");
+        assert_non_null(dom);
+        assert_int_equal(virDomainGetUUIDString(dom, uuid), 0);
+        set_emulator_pin(dom, "0-7");
+        cpuset_parse_list("1", &one);
+        cpuset_parse_list("2", &two);
+
+        assert_int_equal(journal_open(statedir, &j), 0);
+        assert_int_equal(actuator_pin_vcpu(j, conn, uuid, ACTUATOR_EMULATOR, &id1, &one), 0);
+        assert_int_equal(id1, (int) virDomainGetID(dom));
+        emulator_pin(dom, buf, sizeof(buf));
+        assert_string_equal(buf, "1");
+
+        /* shut down, definition changed, started again: libvirt applies the new pinning */
+        assert_int_equal(virDomainDestroy(dom), 0);
+        assert_int_equal(virDomainCreate(dom), 0);
+        set_emulator_pin(dom, "0-3");
+        assert_int_equal(actuator_pin_vcpu(j, conn, uuid, ACTUATOR_EMULATOR, &id2, &two), 0);
+        assert_int_not_equal(id2, id1);
+        assert_int_equal(actuator_vcpu_key(uuid, id1, ACTUATOR_EMULATOR, key1, sizeof(key1)), 0);
+        assert_int_equal(actuator_vcpu_key(uuid, id2, ACTUATOR_EMULATOR, key2, sizeof(key2)), 0);
+        assert_string_equal(journal_original(j, JOURNAL_KIND_VCPUPIN, key2), "0-3");
+        /* the previous run, asked for again: gone, its entry with it */
+        assert_non_null(journal_original(j, JOURNAL_KIND_VCPUPIN, key1));
+        assert_int_equal(actuator_pin_vcpu(j, conn, uuid, ACTUATOR_EMULATOR, &id1, &one), -ENOENT);
+        assert_null(journal_original(j, JOURNAL_KIND_VCPUPIN, key1));
+        emulator_pin(dom, buf, sizeof(buf));
+        assert_string_equal(buf, "2");
+        /* an entry of a previous run left by a crash */
+        assert_int_equal(journal_before_write(j, JOURNAL_KIND_VCPUPIN, key1, "0-7", "1"), 0);
+        journal_free(j);
+
+        assert_int_equal(journal_restore_all(statedir, NULL, conn, &st), 0);
+        assert_int_equal(st.restored, 1);
+        assert_int_equal(st.gone, 1);
+        emulator_pin(dom, buf, sizeof(buf));
+        assert_string_equal(buf, "0-3");
+
+        /* released: put back and forgotten */
+        assert_int_equal(journal_open(statedir, &j), 0);
+        id2 = 0;
+        assert_int_equal(actuator_pin_vcpu(j, conn, uuid, ACTUATOR_EMULATOR, &id2, &one), 0);
+        assert_int_equal(actuator_release_vcpu(j, conn, uuid, ACTUATOR_EMULATOR, id2), 1);
+        emulator_pin(dom, buf, sizeof(buf));
+        assert_string_equal(buf, "0-3");
+        assert_int_equal(journal_n_entries(j), 0);
+        assert_int_equal(actuator_release_vcpu(j, conn, uuid, ACTUATOR_EMULATOR, id2), 0);
+        journal_free(j);
+        virDomainFree(dom);
+        virConnectClose(conn);
+}
+
 /* ---- libvirt live pinning of a real domain ---- */
 
 static const char domain_xml[] =
@@ -354,6 +512,7 @@ static void test_libvirt_live_pin(void **state)
         virDomainPtr dom;
         struct journal *j;
         struct restore_stats st;
+        int dom_id = 0;
         cpuset_t one;
 
         conn = virConnectOpen("qemu:///system");
@@ -371,16 +530,17 @@ static void test_libvirt_live_pin(void **state)
         snprintf(orig, sizeof(orig), "%s", buf);
         assert_int_equal(journal_open(statedir, &j), 0);
         cpuset_parse_list("1", &one);
-        assert_int_equal(actuator_pin_vcpu(j, conn, uuid, 1, &one), 0);
+        assert_int_equal(actuator_pin_vcpu(j, conn, uuid, 1, &dom_id, &one), 0);
         pin_info(dom, 1, VIR_DOMAIN_AFFECT_LIVE, buf, sizeof(buf));
         assert_string_equal(buf, "1");
         /* the persistent definition is untouched */
         pin_info(dom, 1, VIR_DOMAIN_AFFECT_CONFIG, buf, sizeof(buf));
         assert_string_equal(buf, orig);
-        snprintf(key, sizeof(key), "%s:1", uuid);
+        assert_int_equal(dom_id, virDomainGetID(dom));
+        assert_int_equal(actuator_vcpu_key(uuid, dom_id, 1, key, sizeof(key)), 0);
         assert_string_equal(journal_original(j, JOURNAL_KIND_VCPUPIN, key), orig);
         /* a vCPU the domain does not have */
-        assert_int_equal(actuator_pin_vcpu(j, conn, uuid, 5, &one), -ENOENT);
+        assert_int_equal(actuator_pin_vcpu(j, conn, uuid, 5, NULL, &one), -ENOENT);
         journal_free(j);
 
         /* Without a connection the entry is kept ... */
@@ -396,7 +556,7 @@ static void test_libvirt_live_pin(void **state)
 
         /* Pinned, then the domain stops: its live pinning is gone with it. */
         assert_int_equal(journal_open(statedir, &j), 0);
-        assert_int_equal(actuator_pin_vcpu(j, conn, uuid, 0, &one), 0);
+        assert_int_equal(actuator_pin_vcpu(j, conn, uuid, 0, NULL, &one), 0);
         journal_free(j);
         assert_int_equal(virDomainDestroy(dom), 0);
         assert_int_equal(journal_restore_all(statedir, NULL, conn, &st), 0);
@@ -416,6 +576,8 @@ int main(void)
                 cmocka_unit_test(test_pin_and_restore),
                 cmocka_unit_test(test_tid_reuse_and_exit),
                 cmocka_unit_test(test_narrowed_and_foreign),
+                cmocka_unit_test(test_readback_not_journaled),
+                cmocka_unit_test(test_vcpupin_run_identity),
                 cmocka_unit_test(test_libvirt_live_pin),
         };
         return cmocka_run_group_tests(tests, setup, teardown);

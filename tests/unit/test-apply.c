@@ -3,7 +3,8 @@
  * The applier (apply.c): desired states in, host changes out, on its own
  * thread.  Against a copy of a fixture sysfs tree (cpufreq + PM QoS) and
  * real threads of this process (affinity pins); restore through the journal
- * leaves the tree byte-identical and every affinity as it was.
+ * leaves the tree byte-identical and every affinity as it was.  Pins let go
+ * (released, left out, thread gone) leave the journal.
  */
 
 #include <errno.h>
@@ -246,6 +247,7 @@ static void test_simulate(void **state)
         struct fixture *f = *state;
         struct apply_config cfg = { .state_dir = f->state, .sysfs_root = f->root, .simulate = true, .n_cpus = 2,
                                     .sim_max_khz = 3800000 };
+        struct apply_request *rq;
         struct applier *a = NULL;
         struct restore_stats rs = { 0 };
         struct apply_stats st;
@@ -265,6 +267,13 @@ static void test_simulate(void **state)
         applier_get_stats(a, &st);
         assert_int_equal(st.pins, 2);
         assert_int_equal(st.knob_changes, 3);
+        /* a VM let go, another left out: nothing to put back (and no journal to look in) */
+        rq = request(f, APPLY_RELEASE, 0, 2000000, 20);
+        rq->n_pins = 1;
+        submit_wait(a, rq);
+        applier_get_stats(a, &st);
+        assert_int_equal(st.pins, 2);
+        assert_int_equal(st.pin_released, 0);
         sh("diff -r '%s' '%s'", f->pristine, f->root);
         for (int i = 0; i < 2; i++) {
                 assert_int_equal(sched_getaffinity(f->tid[i], sizeof(now), &now), 0);
@@ -283,8 +292,24 @@ static void test_simulate(void **state)
         assert_int_equal(applier_new(&cfg, &a), -EINVAL);
 }
 
-/* A VM let go (mode exclude): the pins we made go back to the original mask;
- * a thread we never pinned is left as it is. */
+/* Live entries of the journal the applier left in the state directory (it must be freed). */
+static size_t journal_live(struct fixture *f)
+{
+        struct journal *j;
+        size_t n;
+
+        assert_int_equal(journal_open(f->state, &j), 0);
+        n = journal_n_entries(j);
+        journal_free(j);
+        return n;
+}
+
+/*
+ * A VM let go (mode exclude): the pins we made go back to the original mask
+ * and leave the journal; a thread we never pinned is left as it is.  A thread
+ * the request leaves out (its VM left the plan) is let go the same way: it
+ * used to stay pinned, its entry live, until the daemon exited.
+ */
 static void test_release(void **state)
 {
         struct fixture *f = *state;
@@ -295,21 +320,110 @@ static void test_release(void **state)
 
         submit_wait(a, request(f, 1, 0, 0, -1));
         assert_int_equal(affinity_of(f->tid[0]), 1);
-        r = request(f, APPLY_RELEASE, APPLY_RELEASE, 0, -1);
-        r->n_pins = 1; /* tid[1]: never pinned in this request, released below */
-        submit_wait(a, r);
-        assert_int_equal(sched_getaffinity(f->tid[0], sizeof(now), &now), 0);
-        assert_true(CPU_EQUAL(&now, &f->orig));
-        applier_get_stats(a, &st);
-        assert_int_equal(st.pin_released, 1);
-        /* tid[1] was pinned to 0 by the first request, then left out: still ours until released */
         assert_int_equal(affinity_of(f->tid[1]), 0);
-        submit_wait(a, request(f, APPLY_RELEASE, APPLY_RELEASE, 0, -1));
-        assert_int_equal(sched_getaffinity(f->tid[1], sizeof(now), &now), 0);
-        assert_true(CPU_EQUAL(&now, &f->orig));
+        r = request(f, APPLY_RELEASE, APPLY_RELEASE, 0, -1);
+        r->n_pins = 1; /* tid[1] left out */
+        submit_wait(a, r);
+        for (int i = 0; i < 2; i++) {
+                assert_int_equal(sched_getaffinity(f->tid[i], sizeof(now), &now), 0);
+                assert_true(CPU_EQUAL(&now, &f->orig));
+        }
         applier_get_stats(a, &st);
-        assert_int_equal(st.pin_released, 2); /* tid[0] already released: not again */
+        assert_int_equal(st.pin_released, 2);
+        assert_int_equal(st.pins_current, 1);
+        /* Both asked released again: nothing of ours left to put back. */
+        submit_wait(a, request(f, APPLY_RELEASE, APPLY_RELEASE, 0, -1));
+        applier_get_stats(a, &st);
+        assert_int_equal(st.pin_released, 2);
         applier_free(a);
+        assert_int_equal(journal_live(f), 0);
+        restore_and_check(f);
+}
+
+/* A thread that exits between two requests. */
+struct worker {
+        pthread_t th;
+        pid_t tid;
+        volatile int stop;
+};
+
+static void *worker_main(void *arg)
+{
+        struct worker *w = arg;
+
+        w->tid = (pid_t) syscall(SYS_gettid);
+        while (!w->stop)
+                usleep(1000);
+        return NULL;
+}
+
+static void worker_start(struct worker *w)
+{
+        memset(w, 0, sizeof(*w));
+        assert_int_equal(pthread_create(&w->th, NULL, worker_main, w), 0);
+        while (!__atomic_load_n(&w->tid, __ATOMIC_SEQ_CST))
+                usleep(1000);
+}
+
+static void worker_exit(struct worker *w)
+{
+        char path[64];
+
+        w->stop = 1;
+        assert_int_equal(pthread_join(w->th, NULL), 0);
+        /* gone from /proc a little after pthread_join() (see test-actuator.c) */
+        snprintf(path, sizeof(path), "/proc/self/task/%d", (int) w->tid);
+        for (int i = 0; i < 5000 && access(path, F_OK) == 0; i++)
+                usleep(1000);
+        assert_int_equal(access(path, F_OK), -1);
+}
+
+/*
+ * The journal entries of pins whose thread is gone are forgotten, not kept
+ * live until the daemon exits: a thread that exited and that the request
+ * leaves out (its VM shut down), and one that exited and that the request
+ * moves.  The pin of a thread still there stays.
+ */
+static void test_gone_pins_forgotten(void **state)
+{
+        struct fixture *f = *state;
+        struct applier *a = start(f);
+        struct apply_request *r;
+        struct apply_stats st;
+        struct worker w[2];
+
+        for (int i = 0; i < 2; i++)
+                worker_start(&w[i]);
+        r = request(f, 1, 0, 0, -1);
+        r->pins[1].tid = w[0].tid;
+        submit_wait(a, r);
+        r = apply_request_new(3, 2);
+        assert_non_null(r);
+        for (int i = 0; i < 3; i++) {
+                r->pins[i].pid = getpid();
+                r->pins[i].tid = i == 0 ? f->tid[0] : w[i - 1].tid;
+                r->pins[i].vcpu = (unsigned) i;
+                r->pins[i].cpu = 1;
+        }
+        submit_wait(a, r);
+        assert_int_equal(affinity_of(w[0].tid), 1);
+        assert_int_equal(affinity_of(w[1].tid), 1);
+        applier_get_stats(a, &st);
+        assert_int_equal(st.pins, 4); /* tid[0] and w[0], then w[0] again and w[1] */
+        for (int i = 0; i < 2; i++)
+                worker_exit(&w[i]);
+
+        /* w[0] left out, w[1] moved */
+        r = request(f, 1, 0, 0, -1);
+        r->pins[1].tid = w[1].tid;
+        r->pins[1].vcpu = 2;
+        submit_wait(a, r);
+        applier_get_stats(a, &st);
+        assert_int_equal(st.pin_gone, 2);
+        assert_int_equal(st.pin_errors, 0);
+        assert_int_equal(st.journal_errors, 0);
+        applier_free(a);
+        assert_int_equal(journal_live(f), 1); /* tid[0]'s */
         restore_and_check(f);
 }
 
@@ -560,6 +674,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_simulate, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_release, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_gone_thread, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_gone_pins_forgotten, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_libvirt_unreachable, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_latest_wins, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_failed_knob_retried, setup, teardown),

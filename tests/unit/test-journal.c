@@ -2,8 +2,10 @@
 /*
  * Journal: record/restore round trip (byte-identical), knobs changed by
  * someone else are left alone, vanished knobs are dropped, partial restore
- * keeps exactly the unrestored entries, torn and corrupt records, field
- * escaping, compaction, and the kill -9 test: a child journals and writes
+ * keeps exactly the unrestored entries, a write never read back (unverified)
+ * is restored whatever the knob holds, torn and corrupt records, field
+ * escaping, compaction (entries no longer live freed; a failed open of the
+ * compacted file), and the kill -9 test: a child journals and writes
  * many knobs through the sysfs power driver and is SIGKILLed at random
  * points (fixed seed); the parent restores and compares every file byte for
  * byte with the pristine copy.  Also prints the cost of a durable record
@@ -19,6 +21,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -31,6 +34,53 @@
 #include "util.h"
 
 static char tmpdir[256];
+
+/*
+ * open() of one path failing on demand (EMFILE), to make a compaction's open
+ * of the file it has just renamed into place fail.  The library is linked
+ * statically into this test, so its calls come here (open64: the name open
+ * has with 64-bit offsets); everything else goes to the system call.  Only
+ * opens without O_CREAT count: after fail_open_skip of them, the next
+ * fail_open_count fail.
+ */
+static char fail_open_path[512];
+static int fail_open_skip, fail_open_count;
+
+static int fault_open(const char *path, int flags, mode_t mode)
+{
+        if (fail_open_count > 0 && !(flags & O_CREAT) && strcmp(path, fail_open_path) == 0) {
+                if (fail_open_skip > 0)
+                        fail_open_skip--;
+                else {
+                        fail_open_count--;
+                        errno = EMFILE;
+                        return -1;
+                }
+        }
+#ifdef O_LARGEFILE
+        flags |= O_LARGEFILE;
+#endif
+        return (int) syscall(SYS_openat, AT_FDCWD, path, flags, mode);
+}
+
+#define FAULT_OPEN_ENTRY(fn, sym)                                               \
+        int fn(const char *path, int flags, ...) __asm__(sym);                  \
+        int fn(const char *path, int flags, ...)                                \
+        {                                                                       \
+                mode_t mode = 0;                                                \
+                                                                                \
+                if (flags & (O_CREAT | O_TMPFILE)) {                            \
+                        va_list ap;                                             \
+                                                                                \
+                        va_start(ap, flags);                                    \
+                        mode = (mode_t) va_arg(ap, int);                        \
+                        va_end(ap);                                             \
+                }                                                               \
+                return fault_open(path, flags, mode);                           \
+        }
+/* both names: which one the library calls depends on the C library's large-file headers */
+FAULT_OPEN_ENTRY(fault_open64_entry, "open64")
+FAULT_OPEN_ENTRY(fault_open_entry, "open")
 
 static void sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void sh(const char *fmt, ...)
@@ -93,8 +143,8 @@ static void get(const char *dir, const char *rel, char *buf, size_t size)
         close(fd);
 }
 
-/* Journal + write one plain-file knob, the way the driver does it. */
-static void jwrite(struct journal *j, const char *root, const char *rel, const char *value)
+/* Journal + write one plain-file knob, as a process killed before its read-back leaves it: one U record. */
+static void jwrite_unread(struct journal *j, const char *root, const char *rel, const char *value)
 {
         char cur[256], data[256];
 
@@ -102,6 +152,16 @@ static void jwrite(struct journal *j, const char *root, const char *rel, const c
         assert_int_equal(journal_before_write(j, JOURNAL_KIND_SYSFS, rel, cur, value), 0);
         snprintf(data, sizeof(data), "%s\n", value);
         assert_int_equal(power_driver_sysfs_knob_write(root, rel, data), 0);
+}
+
+/* Journal + write + read back one plain-file knob, the way the driver does it: U, then K. */
+static void jwrite(struct journal *j, const char *root, const char *rel, const char *value)
+{
+        char cur[256];
+
+        jwrite_unread(j, root, rel, value);
+        assert_true(power_driver_sysfs_knob_read(root, rel, cur, sizeof(cur)) >= 0);
+        assert_int_equal(journal_note_actual(j, JOURNAL_KIND_SYSFS, rel, cur), 0);
 }
 
 static bool exists(const char *p)
@@ -270,6 +330,57 @@ static void test_foreign_gone_partial(void **state)
         assert_string_equal(buf, "1\n");
 }
 
+/*
+ * Killed between a write and the record of its read-back: the knob may hold
+ * what the kernel made of the write (a clamped cpufreq limit, a narrowed
+ * mask), a value neither before nor after.  Its last record is unverified (U),
+ * so restore takes the value as ours and writes the original back; a knob
+ * whose read-back was recorded (K) and that holds another value was changed
+ * by someone else and is left.  The same for a thread's affinity.
+ */
+static void test_unverified_taken_as_ours(void **state)
+{
+        struct journal_knob_io io[_JOURNAL_KIND_MAX];
+        char root[300], sd[300], jp[400], buf[64];
+        struct restore_stats st;
+        struct journal *j;
+
+        path_of(root, sizeof(root), "uv-root");
+        path_of(sd, sizeof(sd), "uv-state");
+        snprintf(jp, sizeof(jp), "%s/journal", sd);
+        mkdir(root, 0755);
+        put(root, "clamped", "3800000\n");
+        put(root, "theirs", "3800000\n");
+        put(root, "narrowed", "0-3\n");
+        assert_int_equal(journal_open(sd, &j), 0);
+        jwrite_unread(j, root, "clamped", "3000000");
+        put(root, "clamped", "2400000\n"); /* what the kernel made of it; then kill -9 */
+        jwrite(j, root, "theirs", "3000000");
+        jwrite_unread(j, root, "narrowed", "1,64");
+        put(root, "narrowed", "1\n");
+        assert_true(journal_unverified(j, JOURNAL_KIND_SYSFS, "clamped"));
+        assert_false(journal_unverified(j, JOURNAL_KIND_SYSFS, "theirs"));
+        journal_free(j);
+        sh("grep -q ' U sysfs clamped ' '%s' && grep -q ' K sysfs theirs ' '%s'", jp, jp);
+        put(root, "theirs", "2400000\n"); /* someone else, after our verified write */
+
+        memcpy(io, sysfs_io(root), sizeof(io));
+        assert_int_equal(journal_open(sd, &j), 0);
+        assert_true(journal_unverified(j, JOURNAL_KIND_SYSFS, "narrowed"));
+        assert_int_equal(journal_restore(j, io, &st), 0);
+        assert_int_equal(st.restored, 2);
+        assert_int_equal(st.foreign, 1);
+        assert_int_equal(st.failed, 0);
+        journal_free(j);
+        get(root, "clamped", buf, sizeof(buf));
+        assert_string_equal(buf, "3800000\n");
+        get(root, "narrowed", buf, sizeof(buf));
+        assert_string_equal(buf, "0-3\n");
+        get(root, "theirs", buf, sizeof(buf));
+        assert_string_equal(buf, "2400000\n");
+        assert_false(exists(jp));
+}
+
 static void test_torn_and_corrupt(void **state)
 {
         char root[300], sd[300], jp[400];
@@ -288,8 +399,8 @@ static void test_torn_and_corrupt(void **state)
         put(root, "k3", "c\n");
 
         assert_int_equal(journal_open(sd, &j), 0);
-        jwrite(j, root, "k1", "A");
-        jwrite(j, root, "k2", "B");
+        jwrite_unread(j, root, "k1", "A");
+        jwrite_unread(j, root, "k2", "B");
         journal_free(j);
         assert_int_equal(stat(jp, &s1), 0);
 
@@ -307,7 +418,7 @@ static void test_torn_and_corrupt(void **state)
         /* cut off on open, so the next append is clean */
         assert_int_equal(stat(jp, &s2), 0);
         assert_int_equal(s2.st_size, s1.st_size);
-        jwrite(j, root, "k3", "C");
+        jwrite_unread(j, root, "k3", "C");
         journal_free(j);
         assert_int_equal(journal_open(sd, &j), 0);
         journal_get_load_stats(j, &ls);
@@ -375,12 +486,12 @@ static void test_corrupt_kept_aside(void **state)
         put(root, "k3", "c\n");
         put(root, "k4", "d\n");
         assert_int_equal(journal_open(sd, &j), 0);
-        jwrite(j, root, "k1", "A");
-        jwrite(j, root, "k2", "B");
-        jwrite(j, root, "k4", "D");
-        jwrite(j, root, "k4", "E"); /* k4's last write: its record gets a bad CRC below */
-        jwrite(j, root, "k3", "C");
-        jwrite(j, root, "k1", "AA");
+        jwrite_unread(j, root, "k1", "A");
+        jwrite_unread(j, root, "k2", "B");
+        jwrite_unread(j, root, "k4", "D");
+        jwrite_unread(j, root, "k4", "E"); /* k4's last write: its record gets a bad CRC below */
+        jwrite_unread(j, root, "k3", "C");
+        jwrite_unread(j, root, "k1", "AA");
         journal_free(j);
 
         /* Bit flip in the value of k2's record: CRC wrong, line complete, good records after it. */
@@ -392,7 +503,7 @@ static void test_corrupt_kept_aside(void **state)
         assert_non_null(k2);
         k2[strlen(" k2 b%0A b%0A ")] = 'X';
         /* k4's second record: payload intact, CRC digit changed */
-        char *k4 = strstr(data, " K sysfs k4 d%0A D%0A E");
+        char *k4 = strstr(data, " U sysfs k4 d%0A D%0A E");
         assert_non_null(k4);
         k4[-1] = k4[-1] == '0' ? '1' : '0';
         assert_int_equal(pwrite(fd, data, (size_t) n, 0), n);
@@ -435,8 +546,8 @@ static void test_corrupt_kept_aside(void **state)
 
         /* A journal with a corrupt record that is rewritten (not restored): clean on the next open. */
         assert_int_equal(journal_open(sd, &j), 0);
-        jwrite(j, root, "k1", "A");
-        jwrite(j, root, "k3", "C");
+        jwrite_unread(j, root, "k1", "A");
+        jwrite_unread(j, root, "k3", "C");
         journal_free(j);
         fd = open(jp, O_RDWR);
         n = read(fd, data, sizeof(data) - 1);
@@ -485,10 +596,10 @@ static void test_corrupt_notes(void **state)
         put(root, "k1", "a\n");
         put(root, "k2", "b\n");
         assert_int_equal(journal_open(sd, &j), 0);
-        jwrite(j, root, "k1", "A");
-        jwrite(j, root, "k2", "B");
-        jwrite(j, root, "k1", "AA");
-        jwrite(j, root, "k2", "BB");
+        jwrite_unread(j, root, "k1", "A");
+        jwrite_unread(j, root, "k2", "B");
+        jwrite_unread(j, root, "k1", "AA");
+        jwrite_unread(j, root, "k2", "BB");
         assert_int_equal(journal_corrupt_notes(j, &notes), 0);
         journal_free(j);
 
@@ -499,7 +610,7 @@ static void test_corrupt_notes(void **state)
         char *k2 = strstr(data, " k2 b%0A b%0A B"); /* k2's only original: a bit flip in its first record */
         assert_non_null(k2);
         k2[strlen(" k2 b%0A b%0A ")] = 'X';
-        char *k1 = strstr(data, " K sysfs k1 a%0A A%0A AA"); /* k1's last record: CRC digit changed */
+        char *k1 = strstr(data, " U sysfs k1 a%0A A%0A AA"); /* k1's last record: CRC digit changed */
         assert_non_null(k1);
         k1[-1] = k1[-1] == '0' ? '1' : '0';
         assert_int_equal(pwrite(fd, data, (size_t) n, 0), n);
@@ -680,6 +791,115 @@ static void test_compaction(void **state)
         journal_free(j);
         get(root, "k", v, sizeof(v));
         assert_string_equal(v, "orig\n");
+}
+
+/*
+ * A compaction renames its new file into place and then cannot open it
+ * (EMFILE): the descriptor it had points at the old file, unlinked, and a
+ * record appended there would be reported durable and never read again.  The
+ * next record must reach the file in place instead (it opens it again).  The
+ * same for the rewrite journal_open() makes of a journal with a corrupt record.
+ */
+static void test_rewrite_reopen_fails(void **state)
+{
+        char root[300], sd[300], v[32], data[4096];
+        const char *before, *after;
+        struct journal *j;
+        ssize_t n;
+        int fd, i;
+
+        path_of(root, sizeof(root), "rf-root");
+        path_of(sd, sizeof(sd), "rf-state");
+        mkdir(root, 0755);
+        put(root, "k", "orig\n");
+        put(root, "l", "orig-l\n");
+        snprintf(fail_open_path, sizeof(fail_open_path), "%s/journal", sd);
+
+        assert_int_equal(journal_open(sd, &j), 0);
+        journal_set_sync(j, false);
+        jwrite(j, root, "l", "L");
+        fail_open_skip = 0;
+        fail_open_count = 1;
+        for (i = 0; i < 1000 && fail_open_count > 0; i++) {
+                snprintf(v, sizeof(v), "%d", i);
+                jwrite(j, root, "k", v);
+        }
+        assert_int_equal(fail_open_count, 0); /* a compaction ran, and its open failed */
+        jwrite(j, root, "k", "last");
+        jwrite(j, root, "l", "LL");
+        journal_free(j);
+        assert_int_equal(journal_open(sd, &j), 0);
+        assert_int_equal(journal_last_values(j, JOURNAL_KIND_SYSFS, "k", &before, &after), 1);
+        assert_string_equal(after, "last");
+        assert_int_equal(journal_last_values(j, JOURNAL_KIND_SYSFS, "l", &before, &after), 1);
+        assert_string_equal(after, "LL");
+        assert_string_equal(journal_original(j, JOURNAL_KIND_SYSFS, "k"), "orig\n");
+        journal_free(j);
+
+        /* A corrupt record in the middle: journal_open() rewrites the file; its open of the new one fails. */
+        fd = open(fail_open_path, O_RDWR | O_CLOEXEC);
+        assert_true(fd >= 0);
+        n = read(fd, data, sizeof(data) - 1);
+        assert_true(n > 0);
+        data[n] = '\0';
+        char *l = strstr(data, " l orig-l%0A ");
+        assert_non_null(l);
+        l[1] = 'm'; /* "m": length unchanged, CRC wrong */
+        assert_int_equal(pwrite(fd, data, (size_t) n, 0), n);
+        close(fd);
+        fail_open_skip = 1; /* journal_open()'s own open of the file */
+        fail_open_count = 1;
+        assert_int_equal(journal_open(sd, &j), 0);
+        assert_int_equal(fail_open_count, 0);
+        assert_non_null(journal_corrupt_file(j));
+        jwrite(j, root, "k", "after-open");
+        journal_free(j);
+        assert_int_equal(journal_open(sd, &j), 0);
+        assert_null(journal_corrupt_file(j)); /* the rewritten file is the journal */
+        assert_int_equal(journal_last_values(j, JOURNAL_KIND_SYSFS, "k", &before, &after), 1);
+        assert_string_equal(after, "after-open");
+        journal_free(j);
+        fail_open_count = 0;
+        fail_open_path[0] = '\0';
+        sh("rm -rf '%s'", sd);
+}
+
+/*
+ * Entries that are no longer live (a thread pinned and gone, forgotten) are
+ * freed when the file is compacted, not kept for the life of the daemon; a
+ * live one keeps its original across it.
+ */
+static void test_compaction_frees_entries(void **state)
+{
+        char sd[300], key[64];
+        const char *before, *after;
+        struct journal *j;
+
+        path_of(sd, sizeof(sd), "cf-state");
+        assert_int_equal(journal_open(sd, &j), 0);
+        journal_set_sync(j, false);
+        assert_int_equal(journal_before_write(j, JOURNAL_KIND_AFFINITY, "1:1:1", "0-3", "0"), 0);
+        assert_int_equal(journal_note_actual(j, JOURNAL_KIND_AFFINITY, "1:1:1", "0"), 0);
+        for (unsigned i = 0; i < 3000; i++) {
+                snprintf(key, sizeof(key), "100:%u:%u", 1000 + i, 5000 + i);
+                assert_int_equal(journal_before_write(j, JOURNAL_KIND_AFFINITY, key, "0-3", "2"), 0);
+                assert_int_equal(journal_note_actual(j, JOURNAL_KIND_AFFINITY, key, "2"), 0);
+                assert_int_equal(journal_forget(j, JOURNAL_KIND_AFFINITY, key), 0);
+        }
+        assert_int_equal(journal_n_entries(j), 1);
+        print_message("3001 keys seen, 1 live: %zu entries in memory\n", journal_table_entries(j));
+        assert_true(journal_table_entries(j) < 200); /* one compaction every ~85 keys */
+        assert_string_equal(journal_original(j, JOURNAL_KIND_AFFINITY, "1:1:1"), "0-3");
+        /* a key seen again after being freed starts anew */
+        assert_int_equal(journal_before_write(j, JOURNAL_KIND_AFFINITY, "100:1000:5000", "1", "2"), 0);
+        assert_string_equal(journal_original(j, JOURNAL_KIND_AFFINITY, "100:1000:5000"), "1");
+        journal_free(j);
+        assert_int_equal(journal_open(sd, &j), 0);
+        assert_int_equal(journal_n_entries(j), 2);
+        assert_int_equal(journal_last_values(j, JOURNAL_KIND_AFFINITY, "1:1:1", &before, &after), 1);
+        assert_string_equal(after, "0");
+        journal_free(j);
+        sh("rm -rf '%s'", sd);
 }
 
 /* ---- kill -9 ---- */
@@ -906,12 +1126,15 @@ int main(void)
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_roundtrip),
                 cmocka_unit_test(test_foreign_gone_partial),
+                cmocka_unit_test(test_unverified_taken_as_ours),
                 cmocka_unit_test(test_torn_and_corrupt),
                 cmocka_unit_test(test_corrupt_kept_aside),
                 cmocka_unit_test(test_corrupt_notes),
                 cmocka_unit_test(test_restore_order_clamp),
                 cmocka_unit_test(test_escaping_and_kinds),
                 cmocka_unit_test(test_compaction),
+                cmocka_unit_test(test_rewrite_reopen_fails),
+                cmocka_unit_test(test_compaction_frees_entries),
                 cmocka_unit_test(test_kill9),
                 cmocka_unit_test(test_bench),
         };

@@ -256,7 +256,7 @@ static void test_view_stats(void **state)
                 .now = 5 * NSEC_PER_SEC, .start_ns = NSEC_PER_SEC, .config_path = "/nonexistent/vmmpower.conf",
                 .cfg = &cfg, .topo = t, .tracker = tr, .model_source = "", .plan_in = &in, .counters = &counters,
                 .coexist = &coexist, .procscan_stats = &scans, .qmp_failing = 1,
-                .applier = true, .apply = { .passes = 13, .pins = 7, .pin_errors = 2, .knob_changes = 11 },
+                .applier = true, .apply = { .passes = 13, .pins = 7, .pin_errors = 2, .knob_changes = 11, .journal_errors = 4 },
                 .libvirt = true, .libvirt_stats = { .connected = true, .connects = 5, .events = 17 },
         };
 
@@ -267,6 +267,7 @@ static void test_view_stats(void **state)
         assert_close(sample(sb.data, "vmmpower_apply_pins_total"), 7);
         assert_close(sample(sb.data, "vmmpower_apply_pin_errors_total"), 2);
         assert_close(sample(sb.data, "vmmpower_apply_knob_changes_total"), 11);
+        assert_close(sample(sb.data, "vmmpower_apply_journal_errors_total"), 4);
         assert_close(sample(sb.data, "vmmpower_libvirt_connected"), 1);
         assert_close(sample(sb.data, "vmmpower_libvirt_connects_total"), 5);
         assert_close(sample(sb.data, "vmmpower_libvirt_events_total"), 17);
@@ -281,6 +282,7 @@ static void test_view_stats(void **state)
         assert_json(sb.data, "other_user", "9");
         assert_json(sb.data, "apply\":{\"enabled", "true");
         assert_json(sb.data, "passes", "13");
+        assert_json(sb.data, "journal_errors", "4");
         assert_json(sb.data, "pins", "7");
         assert_json(sb.data, "libvirt\":{\"enabled", "true");
         assert_json(sb.data, "connected", "true");

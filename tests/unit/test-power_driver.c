@@ -4,8 +4,9 @@
  * copied into a temp dir (xeon-spr-2s: intel_pstate + EPP; epyc-genoa-1s:
  * acpi-cpufreq with available frequencies; small-2cpu: PM QoS, and the
  * halt_poll_ns an older vmmpowerd wrote), each errno's documented action
- * through the I/O seam, read-back clamping, restore of everything the driver
- * wrote, and the sim backend.
+ * through the I/O seam, read-back clamping (also killed before the read-back
+ * is journaled, and a read-back the journal cannot record), knobs someone
+ * else changed, restore of everything the driver wrote, and the sim backend.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -15,8 +16,13 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -331,6 +337,9 @@ struct faults {
         int write_errno;   /* fail writes with this */
         const char *readback; /* after a write, reads return this */
         bool armed_readback;
+        unsigned clamp_above;  /* a value written above it is stored as it (a platform limit), 0 = none */
+        bool exit_after_write; /* _exit(9) once a matching write is made: kill -9 before the read-back */
+        const char *full_journal; /* after a matching write, this file can grow no more (RLIMIT_FSIZE) */
         unsigned writes, reads, writes_matched;
 };
 
@@ -356,6 +365,12 @@ static int f_write(void *ud, const char *path, const char *data, size_t len)
                 fl->writes_matched++;
                 if (fl->write_errno)
                         return -fl->write_errno;
+                if (fl->clamp_above && strtoul(data, NULL, 10) > fl->clamp_above) {
+                        char buf[32];
+                        snprintf(buf, sizeof(buf), "%u\n", fl->clamp_above);
+                        r = power_sysfs_default_write(NULL, path, buf, strlen(buf));
+                        goto written;
+                }
         }
         r = power_sysfs_default_write(NULL, path, data, len);
         if (r == 0 && fl->match && strstr(path, fl->match) && fl->readback) {
@@ -363,6 +378,21 @@ static int f_write(void *ud, const char *path, const char *data, size_t len)
                 char buf[128];
                 snprintf(buf, sizeof(buf), "%s\n", fl->readback);
                 r = power_sysfs_default_write(NULL, path, buf, strlen(buf));
+        }
+written:
+        if (r == 0 && fl->match && strstr(path, fl->match)) {
+                if (fl->exit_after_write)
+                        _exit(9);
+                if (fl->full_journal) {
+                        struct rlimit rl;
+                        struct stat st;
+
+                        assert_int_equal(stat(fl->full_journal, &st), 0);
+                        assert_int_equal(getrlimit(RLIMIT_FSIZE, &rl), 0);
+                        rl.rlim_cur = (rlim_t) st.st_size;
+                        assert_int_equal(setrlimit(RLIMIT_FSIZE, &rl), 0);
+                        fl->full_journal = NULL;
+                }
         }
         return r;
 }
@@ -523,6 +553,86 @@ static void test_clamped(void **state)
         fixture_teardown(&f);
 }
 
+/*
+ * kill -9 between a clamped write and the journal record of its read-back: the
+ * platform holds scaling_max_freq at 2400000, we ask 3000000 (journaled:
+ * before 3800000, after 3000000), the knob reads 2400000, a value the journal
+ * never saw.  Its last record is unverified, so restore takes it as ours and
+ * puts 3800000 back (it used to leave it as "changed by someone else").
+ */
+static void test_clamp_killed_before_readback(void **state)
+{
+        struct faults fl = { .match = "policy0/scaling_max_freq", .clamp_above = 2400000, .exit_after_write = true };
+        struct power_perf_request req = { .flags = POWER_PERF_MAX_KHZ, .max_khz = 3000000 };
+        struct fixture f;
+        int status;
+        pid_t pid;
+
+        fixture_setup(&f, "sysfs-cpufreq/small-2cpu/sys");
+        install(&fl);
+        pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+                /* the fixture's journal and driver (the same open file, lock and all) */
+                (void) power_driver_set_perf(f.drv, 0, &req);
+                _exit(1); /* the hook did not end it: no write was made */
+        }
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        assert_true(WIFEXITED(status));
+        assert_int_equal(WEXITSTATUS(status), 9);
+        assert_knob(&f, POL0 "/scaling_max_freq", "2400000");
+        /* this process's journal never saw the child's record: restore from the file */
+        assert_restores_pristine(&f);
+        fixture_teardown(&f);
+}
+
+/*
+ * The read-back of a clamped write cannot be journaled (the journal's file
+ * system is full: here RLIMIT_FSIZE, EFBIG): the value read before the write
+ * is written back, the journal error returned and counted, and restore still
+ * finds a value it knows.
+ */
+static void test_readback_not_journaled(void **state)
+{
+        struct faults fl = { .match = "policy0/scaling_max_freq", .clamp_above = 2400000 };
+        struct power_perf_request req = { .flags = POWER_PERF_MAX_KHZ, .max_khz = 2000000 };
+        struct events ev = { 0 };
+        struct power_driver_stats *st;
+        struct rlimit saved;
+        char jpath[512];
+        struct fixture f;
+        int r;
+
+        fixture_events = &ev;
+        fixture_setup(&f, "sysfs-cpufreq/small-2cpu/sys");
+        fixture_events = NULL;
+        st = power_driver_stats(f.drv);
+        install(&fl);
+        assert_int_equal(power_driver_set_perf(f.drv, 0, &req), 0);
+        assert_knob(&f, POL0 "/scaling_max_freq", "2000000");
+
+        snprintf(jpath, sizeof(jpath), "%s/journal", f.state);
+        assert_int_equal(getrlimit(RLIMIT_FSIZE, &saved), 0);
+        signal(SIGXFSZ, SIG_IGN);
+        fl.full_journal = jpath; /* from the write on: the journal cannot grow */
+        req.max_khz = 3000000;
+        r = power_driver_set_perf(f.drv, 0, &req);
+        assert_int_equal(setrlimit(RLIMIT_FSIZE, &saved), 0);
+        signal(SIGXFSZ, SIG_DFL);
+        assert_int_equal(r, -EFBIG);
+        assert_int_equal(st->journal_errors, 1);
+        assert_int_equal(st->clamped, 0);
+        assert_knob(&f, POL0 "/scaling_max_freq", "2000000"); /* put back */
+        assert_int_equal(ev.n, 1);
+        assert_int_equal(ev.type[0], POWER_EVENT_JOURNAL_FAILED);
+        /* still ours: the next write goes through */
+        req.max_khz = 1900000;
+        assert_int_equal(power_driver_set_perf(f.drv, 0, &req), 0);
+        assert_int_equal(st->foreign, 0);
+        assert_restores_pristine(&f);
+        fixture_teardown(&f);
+}
+
 static void test_other_errno(void **state)
 {
         struct fixture f;
@@ -591,10 +701,15 @@ static void admin_writes(struct fixture *f, const char *rel, const char *value)
 }
 
 /*
- * The daemon writes 2000000, an administrator writes 3000000: the next write
- * (1500000) is refused, the administrator's value stays, and restore leaves
- * it (its journal record is closed).  The same for a release of a PM QoS
- * limit.  Other knobs are still ours and restored.
+ * The daemon writes 2000000, an administrator (or thermald, tuned) writes
+ * 3000000: the next write (1500000) is refused and the administrator's value
+ * stays.  The same for a release of a PM QoS limit.  Other knobs are still ours
+ * and restored.  The foreign knobs' journal records are kept (the knob is
+ * theirs in memory only): restore leaves a value that is not ours (PM QoS,
+ * 50), but the tool that changed scaling_max_freq later puts back what it
+ * found there, our 2000000, and restore then puts the original 3800000 back.
+ * With the record closed at the foreign write, as before, nothing would
+ * restore it: the host would stay capped at 2000000.
  */
 static void test_foreign_change(void **state)
 {
@@ -621,7 +736,7 @@ static void test_foreign_change(void **state)
         assert_string_equal(fs.path, POL0 "/scaling_max_freq");
         assert_string_equal(fs.ours, "2000000");
         assert_string_equal(fs.found, "3000000");
-        assert_null(journal_original(f.j, JOURNAL_KIND_SYSFS, POL0 "/scaling_max_freq"));
+        assert_string_equal(journal_original(f.j, JOURNAL_KIND_SYSFS, POL0 "/scaling_max_freq"), "3800000\n");
         /* From then on: theirs, refused without I/O, reported once. */
         req.max_khz = 1600000;
         assert_int_equal(power_driver_set_perf(f.drv, 0, &req), -POWER_KNOB_FOREIGN);
@@ -642,13 +757,20 @@ static void test_foreign_change(void **state)
         assert_int_equal(st->foreign, 2);
         assert_int_equal(fs.calls, 2);
 
-        /* Restore: both of theirs are left, policy1 is ours and goes back. */
+        /* The other tool puts back the value it found: ours.  Still theirs for this daemon. */
+        admin_writes(&f, POL0 "/scaling_max_freq", "2000000");
+        assert_int_equal(power_driver_set_perf(f.drv, 0, &req), -POWER_KNOB_FOREIGN);
+        assert_knob(&f, POL0 "/scaling_max_freq", "2000000");
+
+        /* Restore: the PM QoS value is theirs and left; scaling_max_freq holds ours again and
+         * goes back to the original, as does policy1. */
         journal_free(f.j);
         f.j = NULL;
         assert_int_equal(journal_restore_all(f.state, f.root, NULL, &rs), 0);
-        assert_int_equal(rs.restored, 1);
+        assert_int_equal(rs.restored, 2);
+        assert_int_equal(rs.foreign, 1);
         assert_int_equal(rs.failed, 0);
-        assert_knob(&f, POL0 "/scaling_max_freq", "3000000");
+        assert_knob(&f, POL0 "/scaling_max_freq", "3800000");
         assert_knob(&f, CPU_REL "/cpu1/power/pm_qos_resume_latency_us", "50");
         assert_knob(&f, CPU_REL "/cpufreq/policy1/scaling_max_freq", "3800000");
         fixture_teardown(&f);
@@ -1096,6 +1218,8 @@ int main(void)
                 cmocka_unit_test(test_errno_eacces),
                 cmocka_unit_test(test_errno_enoent),
                 cmocka_unit_test(test_clamped),
+                cmocka_unit_test(test_clamp_killed_before_readback),
+                cmocka_unit_test(test_readback_not_journaled),
                 cmocka_unit_test(test_other_errno),
                 cmocka_unit_test(test_journal_failure_blocks_write),
                 cmocka_unit_test(test_foreign_change),
