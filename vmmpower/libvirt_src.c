@@ -26,12 +26,20 @@
  * that snapshot.  Lifecycle and metadata-change events only schedule a
  * reconcile (coalesced through the kick timer), they are not interpreted;
  * metadata changes in other namespaces (and title/description) are ignored.
+ * vCPU hot(un)plug (setvcpus --live) raises no event to listen for: no
+ * lifecycle event, no DEVICE_ADDED/DEVICE_REMOVED (those are for <devices>
+ * entries), no TUNABLE (live vcpupin/emulatorpin/schedinfo raise it, our own
+ * pins included: a reconcile per pin).  So a snapshot's vCPU list can be out
+ * of date until the next event; the tracker copes (vcpu_track.c: vCPUs merged
+ * by index with the /proc scan's, a tid seen gone never reopened, a tid whose
+ * thread is not named as the vCPU not opened).
  *
  * Per-VM policy (vm_policy.h): each reconcile reads every domain's live
- * metadata element in our namespace.  The thread remembers, per domain UUID,
- * a hash of the last metadata it saw and the policy it gave, so that a
- * change is logged once (not at every lifecycle event of any domain), and a
- * failed read keeps the last known policy instead of flapping to defaults.
+ * metadata element in our namespace.  The thread remembers, per domain (UUID
+ * and id: a domain started again is another run, whatever its UUID), a hash
+ * of the last metadata it saw and the policy it gave, so that a change is
+ * logged once (not at every lifecycle event of any domain), and a failed read
+ * keeps the last known policy instead of flapping to defaults.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -64,9 +72,16 @@
  * VM_MAX_VCPUS up are counted in vm_info.n_vcpus_untracked, not tracked. */
 #define LV_VCPU_ID_MAX 16777215
 
-/* What the last reconcile found in one domain's policy metadata (loop thread only). */
+/*
+ * What the last reconcile found in one domain's policy metadata (loop thread
+ * only).  Keyed by UUID and domain id: the id changes at every start, so a
+ * transient domain destroyed and created again with the same UUID between two
+ * reconciles (events are lost while disconnected) is a new domain, whose
+ * definition is read again.
+ */
 struct policy_seen {
         char uuid[VIR_UUID_STRING_BUFLEN];
+        int id;                  /* virDomainGetID() of that run */
         uint64_t hash;           /* FNV-1a of the metadata, 0: none */
         struct vm_policy policy;
         bool domain_known;       /* domain below was read (persistent XML) */
@@ -501,10 +516,10 @@ static uint64_t fnv1a(const char *s)
         return h ? h : 1;
 }
 
-static const struct policy_seen *policy_seen_find(const struct libvirt_src *ls, const char *uuid)
+static const struct policy_seen *policy_seen_find(const struct libvirt_src *ls, const struct vm_info *vm)
 {
         for (size_t i = 0; i < ls->n_policy_seen; i++)
-                if (strcmp(ls->policy_seen[i].uuid, uuid) == 0)
+                if (strcmp(ls->policy_seen[i].uuid, vm->uuid) == 0 && ls->policy_seen[i].id == vm->libvirt_id)
                         return &ls->policy_seen[i];
         return NULL;
 }
@@ -524,13 +539,13 @@ struct policy_tally {
 static void domain_policy(struct libvirt_src *ls, virDomainPtr dom, struct vm_info *vm, struct policy_seen *seen,
                           struct policy_tally *t)
 {
-        const struct policy_seen *prev = policy_seen_find(ls, vm->uuid);
+        const struct policy_seen *prev = policy_seen_find(ls, vm);
         char name[VM_NAME_MAX * 4], what[256], err[VM_POLICY_ERROR_MAX];
         char *xml;
         int r;
 
         vm_policy_init(&vm->policy);
-        *seen = (struct policy_seen) { .hash = 0 };
+        *seen = (struct policy_seen) { .hash = 0, .id = vm->libvirt_id };
         snprintf(seen->uuid, sizeof(seen->uuid), "%s", vm->uuid);
         escape_bytes(vm->name, strnlen(vm->name, sizeof(vm->name)), name, sizeof(name));
 
@@ -584,14 +599,14 @@ static void domain_policy(struct libvirt_src *ls, virDomainPtr dom, struct vm_in
 /*
  * The operator's pins (vm_policy.h): from the persistent definition, which
  * does not show vmmpower's own live pins.  A transient domain has none: its
- * definition is read once, at first sight (before vmmpower pins it; a
- * previous run's pins were restored at start), and that answer is kept.  A
- * failed read keeps the last answer.  Logs changes only.
+ * definition is read once, at the first sight of that run (domain id; before
+ * vmmpower pins it; a previous run's pins were restored at start), and that
+ * answer is kept.  A failed read keeps the last answer.  Logs changes only.
  */
 static void domain_operator_pins(struct libvirt_src *ls, virDomainPtr dom, struct vm_info *vm,
                                  struct policy_seen *seen)
 {
-        const struct policy_seen *prev = policy_seen_find(ls, vm->uuid);
+        const struct policy_seen *prev = policy_seen_find(ls, vm);
         char name[VM_NAME_MAX * 4], what[64];
         int persistent = virDomainIsPersistent(dom);
         char *xml = NULL;

@@ -448,6 +448,9 @@ static void render_source_metrics(const struct daemon_view *d, struct strbuf *ou
                 ls.policy_errors);
         counter(out, "vmmpower_vcpu_samples_total", "vCPU schedstat samples read.", ts->samples);
         counter(out, "vmmpower_vcpu_threads_gone_total", "vCPU threads seen exiting (ESRCH).", ts->threads_gone);
+        counter(out, "vmmpower_vcpu_threads_misnamed_total",
+                "Thread ids a source listed as vCPUs, not opened: the thread is not named as that vCPU (a stale id).",
+                ts->threads_misnamed);
         counter(out, "vmmpower_vcpu_read_errors_total", "Failed vCPU schedstat reads other than ESRCH.",
                 ts->read_errors);
         gauge(out, "vmmpower_vcpus_untracked", "vCPUs with an index >= 1024 (VM_MAX_VCPUS): not tracked, never pinned.",

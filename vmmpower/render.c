@@ -245,10 +245,10 @@ void render_status(const struct daemon_view *d, bool json, struct strbuf *out)
                 strbuf_printf(out,
                               ",\"tracker\":{\"sampler\":\"%s\",\"bpf_errors\":%" PRIu64
                               ",\"threads\":%zu,\"samples\":%" PRIu64 ",\"threads_gone\":%" PRIu64
-                              ",\"read_errors\":%" PRIu64 ",\"open_errors\":%" PRIu64 ",\"vms_added\":%" PRIu64
+                              ",\"threads_misnamed\":%" PRIu64 ",\"read_errors\":%" PRIu64 ",\"open_errors\":%" PRIu64 ",\"vms_added\":%" PRIu64
                               ",\"vms_removed\":%" PRIu64 ",\"last_sample_cpu_ns\":%" PRId64 "}",
                               tracker_sampler_name(d->tracker), ts->bpf_errors, tracker_n_threads(d->tracker),
-                              ts->samples, ts->threads_gone, ts->read_errors,
+                              ts->samples, ts->threads_gone, ts->threads_misnamed, ts->read_errors,
                               ts->open_errors, ts->vms_added, ts->vms_removed, ts->last_sample_cpu_ns);
                 strbuf_printf(out,
                               ",\"procscan\":{\"scans\":%llu,\"vanished\":%llu,\"errors\":%llu,\"other_user\":%llu}"

@@ -8,8 +8,10 @@
  * /proc/<pid>/task/<tid>/schedstat prints (fs/proc/base.c,
  * proc_pid_schedstat(): se.sum_exec_runtime, sched_info.run_delay,
  * sched_info.pcount), read from the same fields, so both sampling paths give
- * identical numbers.  CO-RE: field offsets are relocated at load time from
- * the running kernel's BTF.
+ * identical numbers.  It also writes the task's start_time (CLOCK_MONOTONIC
+ * ns at fork): a record matches a vCPU on (tid, tgid), and another thread of
+ * the same process may have taken an exited vCPU thread's tid.  CO-RE: field
+ * offsets are relocated at load time from the running kernel's BTF.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -30,6 +32,7 @@ struct rec {
         __u64 run_ns;
         __u64 wait_ns;
         __u64 timeslices;
+        __u64 start_ns;
 };
 
 SEC("iter/task")
@@ -49,6 +52,7 @@ int dump_schedstat(struct bpf_iter__task *ctx)
         r.run_ns = task->se.sum_exec_runtime;
         r.wait_ns = task->sched_info.run_delay;
         r.timeslices = task->sched_info.pcount;
+        r.start_ns = task->start_time;
         bpf_seq_write(ctx->meta->seq, &r, sizeof(r));
         return 0;
 }

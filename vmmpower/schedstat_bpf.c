@@ -6,7 +6,7 @@
  * only when the inventory changes.  Each sample creates an iterator fd from
  * the link (bpf_iter_create), read()s it in 64 KiB chunks into a buffer
  * allocated at load time (the kernel hands out at most its seq buffer, 8
- * pages, per read()) and passes each 32-byte record to a callback.  A record
+ * pages, per read()) and passes each 40-byte record to a callback.  A record
  * split across two reads is carried over, though the kernel only emits whole
  * records per read.  The walk visits every task of the host, tracked or not:
  * the per-sample cost is one syscall per 1,000 records plus a few tens of ns
@@ -35,7 +35,7 @@
 
 #include "schedstat.skel.h"
 
-_Static_assert(sizeof(struct schedstat_bpf_rec) == 32, "record layout shared with schedstat.bpf.c");
+_Static_assert(sizeof(struct schedstat_bpf_rec) == 40, "record layout shared with schedstat.bpf.c");
 
 struct schedstat_bpf {
         struct schedstat_iter *skel;

@@ -21,6 +21,7 @@ struct schedstat_bpf_rec {
         uint64_t run_ns;        /* se.sum_exec_runtime */
         uint64_t wait_ns;       /* sched_info.run_delay */
         uint64_t timeslices;    /* sched_info.pcount */
+        uint64_t start_ns;      /* start_time: CLOCK_MONOTONIC ns at fork (tells a reused tid) */
 };
 
 struct schedstat_bpf;

@@ -9,8 +9,18 @@
  * threads).  For one pid:
  *   - name, UUID, libvirt id: libvirt wins, then QMP, then the /proc scan;
  *   - sources: the union of the bits of every source that reports the pid;
- *   - the vCPU list: from the source with the most information, libvirt >
- *     QMP > proc, skipping a source that reports no vCPUs.
+ *   - the vCPU list: merged by vCPU index, each from the first source in
+ *     libvirt > QMP > proc order whose (index, tid) is usable, one vCPU per
+ *     thread (a tid a better source lists under another index is not taken
+ *     again).  A source's list may be out of date (libvirt raises no event
+ *     for setvcpus --live; the QMP source keeps a VM's last good answer): so
+ *     a vCPU hot-plugged after libvirt's last snapshot comes from the /proc
+ *     scan, and libvirt's stale entry for an unplugged one is ignored.
+ * Thread identity.  A tid not carried over is opened only when its comm is
+ * "CPU <index>/KVM" or "CPU <index>/TCG" (open_vcpu()), and a (index, tid)
+ * seen gone or refused is never opened again while a source lists it
+ * (vm_entry.refused): a stale tid may belong to another thread of the QEMU
+ * by now (pid wrap), which must not be sampled and pinned as the vCPU.
  * tracker_set_source() builds the whole new state aside (new arrays, new
  * fds) and swaps it in only when everything succeeded; on -ENOMEM the old
  * state is untouched and the fds opened meanwhile are closed.
@@ -22,12 +32,12 @@
  * an inventory update when the vCPU keeps its index and tid; a changed tid
  * gets a new fd.  ESRCH (and ENOENT) on read means the thread exited: the
  * vCPU is marked gone and counted, and dropped from the VM at the next
- * inventory update (not reopened); a VM with vCPUs that are all gone is
+ * inventory update (never reopened); a VM with vCPUs that are all gone is
  * dropped in the same tracker_sample() call, so a destroyed VM disappears
  * within one period even before libvirt's lifecycle event arrives.  A tid
- * reused by another thread within one period is not detected (the next
- * inventory update fixes it).  The hot path allocates nothing and logs
- * nothing: it updates counters in struct tracker_stats.
+ * reused by another thread is no problem here: the kept fd refers to the
+ * thread it was opened on and returns ESRCH.  The hot path allocates nothing
+ * and logs nothing: it updates counters in struct tracker_stats.
  *
  * BPF sampling (schedstat_bpf.c).  When the procfs root is the real /proc
  * and the BPF task iterator loads (root, kernel BTF, libbpf at build time),
@@ -38,10 +48,15 @@
  * open-addressing hash tid -> vCPU (capacity a power of two >= 2x the
  * threads, allocated at inventory updates, rebuilt in place after a drop), so
  * matching a record is O(1).  A tracked thread absent from the pass has
- * exited: the same "gone" as ESRCH on its fd.  The kept fds stay open in
- * BPF mode: they are the fallback when a pass fails (logged once, pread()
- * from then on) and the alive marker.  If the iterator cannot load, the
- * tracker logs that once and uses pread().
+ * exited: the same "gone" as ESRCH on its fd.  A record matches on (tid,
+ * tgid), which another thread of the same QEMU may have taken: the record
+ * carries the task's start time, stored at the first sight (when one pread()
+ * on the kept fd vouches that the thread it was opened on still lives) and
+ * compared at every pass; another start time is "gone" too
+ * (bpf_same_thread()).  The kept fds stay open in BPF mode: they are the
+ * fallback when a pass fails (logged once, pread() from then on) and that
+ * first-sight check.  If the iterator cannot load, the tracker logs that
+ * once and uses pread().
  *
  * Per period, for one vCPU thread, with dt the wall time between samples:
  *   util            = (d run_ns - d halt_poll_ns) / dt x scale / 1024
@@ -78,6 +93,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "procscan.h"
 #include "schedstat_bpf.h"
 #include "vcpu_track.h"
 
@@ -85,10 +101,19 @@ struct vcpu_priv {
         int fd;               /* -1 once gone or when opening failed */
         bool have_prev;       /* one sample taken (the next one gives a rate) */
         bool carried;         /* scratch for tracker_set_source() */
+        bool start_known;     /* start_ns is this thread's (BPF) */
+        bool retry;           /* fd < 0: the open failed, not for a gone thread (tried again) */
         nsec_t last_ns;       /* time of the previous sample */
         uint64_t prev_halt_poll_ns;
         uint64_t seen_gen;    /* BPF pass that last reported this thread */
+        uint64_t start_ns;    /* task->start_time at the first BPF sight */
         uint16_t scale;       /* capacity for the next sample, 1..1024; 0 = not set (1024) */
+};
+
+/* A (vCPU index, tid) pair; sorted by index, then tid. */
+struct vcpu_id {
+        int index;
+        pid_t tid;
 };
 
 /* Slot of the tid hash (BPF sampling); empty when v == NULL. */
@@ -102,6 +127,10 @@ struct tid_slot {
 struct vm_entry {
         struct vm_load load;  /* first: tracker_vm() returns &entry->load */
         struct vcpu_priv *priv; /* load.n_vcpus entries */
+        /* (index, tid) pairs seen gone or refused for their name, never opened again; kept while a
+         * source still lists them (a stale list), so at most the number of pairs the sources list */
+        struct vcpu_id *refused;
+        unsigned n_refused;
 };
 
 struct source_state {
@@ -128,6 +157,7 @@ struct tracker {
         bool tids_dirty;      /* a VM was dropped: rebuild before the next pass */
         uint64_t gen;
         nsec_t pass_now;
+        bool misnamed_logged;  /* the first refused vCPU name was logged at warning */
 };
 
 int schedstat_parse(const char *s, struct schedstat *ret)
@@ -313,6 +343,7 @@ static void vm_entry_done(struct vm_entry *e, bool close_fds)
                         if (e->priv[i].fd >= 0)
                                 close(e->priv[i].fd);
         free(e->priv);
+        free(e->refused);
         free(e->load.vcpus);
         vm_info_done(&e->load.info);
 }
@@ -485,27 +516,208 @@ static int cmp_order(const void *a, const void *b, void *userdata)
         return (x->pid > y->pid) - (x->pid < y->pid);
 }
 
-static int open_schedstat(const struct tracker *tr, pid_t pid, pid_t tid)
+/* Is comm the name of pid's main thread? */
+static bool same_as_main_comm(const struct tracker *tr, pid_t pid, const char *comm)
 {
-        char path[PATH_MAX];
-        int fd, r;
+        char path[PATH_MAX], main_comm[32];
 
-        r = path_printf(path, sizeof(path), "%s/%d/task/%d/schedstat", tr->procfs_root, (int) pid, (int) tid);
+        return path_printf(path, sizeof(path), "%s/%d/comm", tr->procfs_root, (int) pid) >= 0 &&
+               read_small_file(path, main_comm, sizeof(main_comm)) >= 0 && strcmp(main_comm, comm) == 0;
+}
+
+/*
+ * Open <procfs>/<pid>/task/<tid>/schedstat for vCPU index, through the
+ * task's directory so that the fd and the name check are about one thread
+ * (a directory fd of a task that exited never reaches a new owner of its
+ * tid).  The comm must be "CPU <index>/KVM" or "CPU <index>/TCG" (the names
+ * procscan.c matches), or, for a QEMU run without -name debug-threads=on
+ * (plain QEMU over QMP), the name of its main thread, which then every thread
+ * has (the check cannot tell its threads apart, as before it): else
+ * *misnamed, and -EPERM.  A tree without comm files
+ * (test fixtures) is not checked; neither is a thread that exits in between
+ * (ENOENT): its fd says so at the next sample.  Returns the fd or -errno.
+ */
+static int open_vcpu(const struct tracker *tr, pid_t pid, int index, pid_t tid, bool *misnamed)
+{
+        char path[PATH_MAX], comm[32];
+        _cleanup_close_ int dfd = -1;
+        enum vm_accel accel;
+        ssize_t n;
+        int fd, r, ci;
+
+        *misnamed = false;
+        r = path_printf(path, sizeof(path), "%s/%d/task/%d", tr->procfs_root, (int) pid, (int) tid);
         if (r < 0)
                 return r;
-        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        dfd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (dfd < 0)
+                return -errno;
+        fd = openat(dfd, "schedstat", O_RDONLY | O_CLOEXEC | O_NOCTTY);
         if (fd < 0)
                 return -errno;
-        return fd;
+        n = read_small_file_at(dfd, "comm", comm, sizeof(comm));
+        if (n == -ENOENT || n == -ESRCH)
+                return fd;
+        if (n >= 0 && procscan_parse_vcpu_comm(comm, &ci, &accel) == 0 && ci == index)
+                return fd;
+        if (n >= 0 && tid != pid && same_as_main_comm(tr, pid, comm))
+                return fd; /* QEMU without -name debug-threads=on: every thread has the main thread's name */
+        close(fd);
+        if (n < 0 && n != -EFBIG)
+                return (int) n;
+        *misnamed = true;
+        log_debug("Thread %d of pid %d is not named \"CPU %d/KVM\" or \"CPU %d/TCG\": not taken for vCPU %d.",
+                  (int) tid, (int) pid, index, index, index);
+        return -EPERM;
+}
+
+static int cmp_vcpu_id(const void *a, const void *b)
+{
+        const struct vcpu_id *x = a, *y = b;
+
+        if (x->index != y->index)
+                return (x->index > y->index) - (x->index < y->index);
+        return (x->tid > y->tid) - (x->tid < y->tid);
+}
+
+/*
+ * Did the tracker see (index, tid) of this VM gone, or refuse it for its
+ * name?  Then it is never opened again: the tid may belong to another thread
+ * by now.  A failed open for another reason (EMFILE, ...) is retried.
+ */
+static bool vcpu_refused(const struct vm_entry *old, int index, pid_t tid)
+{
+        const struct vcpu_id key = { .index = index, .tid = tid };
+        ssize_t k;
+
+        if (!old)
+                return false;
+        if (old->n_refused > 0 && bsearch(&key, old->refused, old->n_refused, sizeof(key), cmp_vcpu_id))
+                return true;
+        k = vcpu_find(&old->load, index);
+        return k >= 0 && old->load.vcpus[k].tid == tid && old->priv[k].fd < 0 && !old->priv[k].retry;
+}
+
+/* One source's (index, tid) for a vCPU of the VM being merged. */
+struct vcpu_cand {
+        struct vcpu_info vi;
+        int prio;      /* source slot: 0 libvirt, 1 QMP, 2 proc */
+        bool refused;  /* vcpu_refused() */
+        bool shadowed; /* a higher-priority source has its tid (under another index) */
+};
+
+static int cmp_cand_index(const void *a, const void *b)
+{
+        const struct vcpu_cand *x = a, *y = b;
+
+        if (x->vi.index != y->vi.index)
+                return (x->vi.index > y->vi.index) - (x->vi.index < y->vi.index);
+        return (x->prio > y->prio) - (x->prio < y->prio);
+}
+
+static int cmp_cand_tid(const void *a, const void *b)
+{
+        const struct vcpu_cand *x = a, *y = b;
+
+        if (x->vi.tid != y->vi.tid)
+                return (x->vi.tid > y->vi.tid) - (x->vi.tid < y->vi.tid);
+        return (x->prio > y->prio) - (x->prio < y->prio);
+}
+
+static bool same_vcpus(const struct vm_info *a, const struct vm_info *b)
+{
+        return a->n_vcpus == b->n_vcpus && memcmp(a->vcpus, b->vcpus, a->n_vcpus * sizeof(*a->vcpus)) == 0;
+}
+
+struct merge_counts {
+        unsigned gone_opens, open_errs, misnamed;
+        pid_t misnamed_pid, misnamed_tid; /* the first misnamed thread, for the log */
+        int misnamed_index;
+        char misnamed_vm[VM_NAME_MAX];
+};
+
+/*
+ * The vCPU candidates of pid: every (index, tid) the sources list, one
+ * source's list when the others list the same, sorted by index then
+ * priority.  Returns the count, or -ENOMEM.
+ */
+static ssize_t vcpu_candidates(const struct vm_info *const per[VM_N_SOURCES], const struct vm_entry *old,
+                               struct vcpu_cand **ret)
+{
+        struct vcpu_cand *cand;
+        size_t n = 0, m = 0;
+        int top = -1;
+        bool multi = false;
+
+        for (int s = 0; s < VM_N_SOURCES; s++)
+                if (per[s] && per[s]->n_vcpus > 0) {
+                        if (top < 0)
+                                top = s;
+                        n += per[s]->n_vcpus;
+                }
+        *ret = NULL;
+        if (n == 0)
+                return 0;
+        cand = malloc(n * sizeof(*cand));
+        if (!cand)
+                return -ENOMEM;
+        for (int s = top; s < VM_N_SOURCES; s++) {
+                if (!per[s] || per[s]->n_vcpus == 0 || (s != top && same_vcpus(per[top], per[s])))
+                        continue; /* the usual case: libvirt and the /proc scan agree */
+                multi |= s != top;
+                for (unsigned i = 0; i < per[s]->n_vcpus; i++) {
+                        const struct vcpu_info *vi = &per[s]->vcpus[i];
+
+                        cand[m++] = (struct vcpu_cand) { .vi = *vi, .prio = s,
+                                                         .refused = vcpu_refused(old, vi->index, vi->tid) };
+                }
+        }
+        if (multi) {
+                /* One thread, one vCPU: a tid the best source with a usable pair for it lists is not
+                 * taken from a lower source under another index (the sources may number differently). */
+                qsort(cand, m, sizeof(*cand), cmp_cand_tid);
+                for (size_t i = 0, j; i < m; i = j) {
+                        int best = VM_N_SOURCES;
+
+                        for (j = i; j < m && cand[j].vi.tid == cand[i].vi.tid; j++)
+                                if (!cand[j].refused && cand[j].prio < best)
+                                        best = cand[j].prio;
+                        for (size_t k = i; k < j; k++)
+                                cand[k].shadowed = cand[k].prio > best;
+                }
+                qsort(cand, m, sizeof(*cand), cmp_cand_index);
+        }
+        *ret = cand;
+        return (ssize_t) m;
 }
 
 /* Merge what the sources (with `slot` replaced by `repl`) say about pid into *e. */
-static int merge_one(const struct tracker *tr, const struct source_state *srcs, pid_t pid,
-                     const struct vm_entry *old, nsec_t now, struct vm_entry *e, unsigned *gone_opens,
-                     unsigned *open_errs)
+/* e->refused[0..nr): sorted, without duplicates, for vcpu_refused()'s bsearch; freed if empty. */
+static void refused_finish(struct vm_entry *e, unsigned nr)
 {
-        const struct vm_info *per[VM_N_SOURCES], *vsrc = NULL, *nsrc = NULL;
+        if (nr > 1) {
+                unsigned u = 1;
+
+                qsort(e->refused, nr, sizeof(*e->refused), cmp_vcpu_id);
+                for (unsigned i = 1; i < nr; i++)
+                        if (cmp_vcpu_id(&e->refused[i], &e->refused[u - 1]) != 0)
+                                e->refused[u++] = e->refused[i];
+                nr = u;
+        }
+        e->n_refused = nr;
+        if (nr == 0) {
+                free(e->refused);
+                e->refused = NULL;
+        }
+}
+
+static int merge_one(const struct tracker *tr, const struct source_state *srcs, pid_t pid,
+                     const struct vm_entry *old, nsec_t now, struct vm_entry *e, struct merge_counts *mc)
+{
+        const struct vm_info *per[VM_N_SOURCES], *nsrc = NULL;
         struct vm_info info = { .pid = pid, .libvirt_id = -1 };
+        _cleanup_free_ struct vcpu_cand *cand = NULL;
+        ssize_t m;
         unsigned n_ok = 0;
 
         for (int s = 0; s < VM_N_SOURCES; s++) {
@@ -515,8 +727,6 @@ static int merge_one(const struct tracker *tr, const struct source_state *srcs, 
                 info.sources |= slot_source[s]; /* who reports it, not what it claims */
                 if (!nsrc)
                         nsrc = per[s];
-                if (!vsrc && per[s]->n_vcpus > 0)
-                        vsrc = per[s];
                 if (per[s]->n_vcpus_untracked > info.n_vcpus_untracked)
                         info.n_vcpus_untracked = per[s]->n_vcpus_untracked;
                 if (info.accel == VM_ACCEL_UNKNOWN)
@@ -545,62 +755,93 @@ static int merge_one(const struct tracker *tr, const struct source_state *srcs, 
 
         *e = (struct vm_entry) { 0 };
         e->load.first_seen_ns = old ? old->load.first_seen_ns : now;
-        if (vsrc) {
-                unsigned n = vsrc->n_vcpus;
+        m = vcpu_candidates(per, old, &cand);
+        if (m < 0)
+                return (int) m;
+        if (m > 0) {
+                unsigned w = 0, nr = 0;
 
-                info.n_vcpus = n;
-                info.vcpus = malloc(n * sizeof(*info.vcpus));
-                e->load.vcpus = calloc(n, sizeof(*e->load.vcpus));
-                e->priv = calloc(n, sizeof(*e->priv));
-                if (!info.vcpus || !e->load.vcpus || !e->priv) {
+                info.vcpus = malloc((size_t) m * sizeof(*info.vcpus));
+                e->load.vcpus = calloc((size_t) m, sizeof(*e->load.vcpus));
+                e->priv = calloc((size_t) m, sizeof(*e->priv));
+                e->refused = malloc((size_t) m * sizeof(*e->refused));
+                if (!info.vcpus || !e->load.vcpus || !e->priv || !e->refused) {
                         free(info.vcpus);
                         free(e->load.vcpus);
                         free(e->priv);
+                        free(e->refused);
                         *e = (struct vm_entry) { 0 };
                         return -ENOMEM;
                 }
-                memcpy(info.vcpus, vsrc->vcpus, n * sizeof(*info.vcpus));
-                unsigned w = 0;
-                for (unsigned i = 0; i < n; i++) {
-                        struct vcpu_info vi = info.vcpus[i];
-                        ssize_t k = old ? vcpu_find(&old->load, vi.index) : -1;
-                        /* (a source listing one tid twice must not share an fd) */
-                        bool same = k >= 0 && old->load.vcpus[k].tid == vi.tid && !old->priv[k].carried;
-                        struct vcpu_load *v = &e->load.vcpus[w];
-                        struct vcpu_priv *p = &e->priv[w];
+                /* per index, the first candidate (by source priority) that is neither refused nor shadowed */
+                for (ssize_t i = 0, j; i < m; i = j) {
+                        bool done = false;
 
-                        if (same && old->priv[k].fd < 0)
-                                continue; /* gone since the last update: dropped now */
-                        info.vcpus[w++] = vi;
-                        if (same) {
-                                *v = old->load.vcpus[k];
-                                *p = old->priv[k];
-                                p->carried = false;
-                                old->priv[k].carried = true;
+                        for (j = i; j < m && cand[j].vi.index == cand[i].vi.index; j++) {
+                                const struct vcpu_cand *c = &cand[j];
+                                ssize_t k = old ? vcpu_find(&old->load, c->vi.index) : -1;
+                                struct vcpu_load *v = &e->load.vcpus[w];
+                                struct vcpu_priv *p = &e->priv[w];
+                                bool misnamed;
+                                int fd;
+
+                                if (c->refused) {
+                                        /* remembered while a source still lists it */
+                                        e->refused[nr++] = (struct vcpu_id) { .index = c->vi.index, .tid = c->vi.tid };
+                                        continue;
+                                }
+                                if (done || c->shadowed)
+                                        continue;
+                                /* (a source listing one tid twice must not share an fd) */
+                                if (k >= 0 && old->load.vcpus[k].tid == c->vi.tid && old->priv[k].fd >= 0 &&
+                                    !old->priv[k].carried) {
+                                        info.vcpus[w++] = c->vi;
+                                        *v = old->load.vcpus[k];
+                                        *p = old->priv[k];
+                                        p->carried = false;
+                                        old->priv[k].carried = true;
+                                        n_ok++;
+                                        done = true;
+                                        continue;
+                                }
+                                fd = open_vcpu(tr, pid, c->vi.index, c->vi.tid, &misnamed);
+                                if (misnamed) {
+                                        /* another thread has that tid now: never this pair again */
+                                        e->refused[nr++] = (struct vcpu_id) { .index = c->vi.index, .tid = c->vi.tid };
+                                        if (mc->misnamed++ == 0) {
+                                                mc->misnamed_pid = pid;
+                                                mc->misnamed_tid = c->vi.tid;
+                                                mc->misnamed_index = c->vi.index;
+                                                memcpy(mc->misnamed_vm, info.name, sizeof(mc->misnamed_vm));
+                                        }
+                                        continue; /* a lower source may know the right thread */
+                                }
+                                info.vcpus[w++] = c->vi;
+                                *v = (struct vcpu_load) { .index = c->vi.index, .tid = c->vi.tid };
+                                done = true;
+                                if (fd < 0) {
+                                        /* vanished before we could open it (or unreadable): gone */
+                                        v->gone = true;
+                                        p->fd = -1;
+                                        if (fd == -ENOENT || fd == -ESRCH)
+                                                mc->gone_opens++;
+                                        else {
+                                                mc->open_errs++;
+                                                p->retry = true; /* EMFILE and the like: tried again */
+                                        }
+                                        continue;
+                                }
+                                p->fd = fd;
+                                p->carried = true; /* opened here: close on failure */
                                 n_ok++;
-                                continue;
                         }
-                        *v = (struct vcpu_load) { .index = vi.index, .tid = vi.tid };
-                        int fd = open_schedstat(tr, pid, vi.tid);
-                        if (fd < 0) {
-                                /* vanished before we could open it (or unreadable): gone */
-                                v->gone = true;
-                                p->fd = -1;
-                                if (fd == -ENOENT || fd == -ESRCH)
-                                        (*gone_opens)++;
-                                else
-                                        (*open_errs)++;
-                                continue;
-                        }
-                        p->fd = fd;
-                        p->carried = true; /* opened here: close on failure */
-                        n_ok++;
                 }
                 info.n_vcpus = w;
+                refused_finish(e, nr);
         }
         e->load.info = info;
         e->load.n_vcpus = info.n_vcpus;
-        if (vsrc && n_ok == 0) {
+        if (m > 0 && n_ok == 0) {
                 /*
                  * A reported VM none of whose threads can be read: a stale
                  * report of a destroyed VM, or threads all gone.  Not added.
@@ -662,7 +903,7 @@ int tracker_set_source(struct tracker *tr, enum vm_source source, const struct v
         struct vm_entry *nv = NULL;
         struct tid_slot *ntids = NULL;
         size_t *order = NULL, nn = 0, cap, n_threads = 0, ntids_cap = 0;
-        unsigned gone_opens = 0, open_errs = 0;
+        struct merge_counts mc = { 0 };
         int slot, r;
 
         slot = source_slot(source);
@@ -707,7 +948,7 @@ int tracker_set_source(struct tracker *tr, enum vm_source source, const struct v
                                         pos[s]++;
 
                         const struct vm_entry *old = entries_find(tr->vms, tr->n_vms, pid);
-                        r = merge_one(tr, srcs, pid, old, now, &nv[nn], &gone_opens, &open_errs);
+                        r = merge_one(tr, srcs, pid, old, now, &nv[nn], &mc);
                         if (r < 0)
                                 goto fail;
                         if (r > 0) {
@@ -774,8 +1015,17 @@ int tracker_set_source(struct tracker *tr, enum vm_source source, const struct v
         tr->order = order;
         tr->n_vms = nn;
         tr->n_threads = n_threads;
-        tr->stats.threads_gone += gone_opens;
-        tr->stats.open_errors += open_errs;
+        tr->stats.threads_gone += mc.gone_opens;
+        tr->stats.open_errors += mc.open_errs;
+        tr->stats.threads_misnamed += mc.misnamed;
+        if (mc.misnamed > 0 && !tr->misnamed_logged) {
+                log_warning("VM \"%s\" (pid %d): thread %d, listed as vCPU %d, is not named \"CPU %d/KVM\" or "
+                            "\"CPU %d/TCG\": not tracked (a stale thread id now used by another thread, or QEMU "
+                            "runs without -name debug-threads=on).  Further cases are only counted "
+                            "(threads_misnamed).", mc.misnamed_vm, (int) mc.misnamed_pid,
+                            (int) mc.misnamed_tid, mc.misnamed_index, mc.misnamed_index, mc.misnamed_index);
+                tr->misnamed_logged = true;
+        }
         if (ntids && tr->bpf) {
                 free(tr->tids);
                 tr->tids = ntids;
@@ -897,6 +1147,29 @@ static void sample_vcpu(struct tracker *tr, struct vcpu_load *v, struct vcpu_pri
         update_vcpu(tr, v, p, st, now);
 }
 
+/*
+ * Is the thread of this record the one the vCPU's fd was opened on?  A
+ * record matches on (tid, tgid) only, and a thread of the same process may
+ * have taken the tid of an exited vCPU thread.  At the first sight the kept
+ * fd vouches for it (pread() fails with ESRCH once its thread exited, and a
+ * live thread's tid is unique) and the record's start time is stored; from
+ * then on a record with another start time is another thread.
+ */
+static bool bpf_same_thread(struct vcpu_priv *p, const struct schedstat_bpf_rec *rec)
+{
+        char buf[96];
+        ssize_t n;
+
+        if (p->start_known)
+                return rec->start_ns == p->start_ns;
+        n = pread_all0(p->fd, buf, sizeof(buf));
+        if (n == -ESRCH || n == -ENOENT)
+                return false;
+        p->start_ns = rec->start_ns;
+        p->start_known = true;
+        return true;
+}
+
 static void bpf_record(const struct schedstat_bpf_rec *rec, void *userdata)
 {
         struct tracker *tr = userdata;
@@ -908,6 +1181,8 @@ static void bpf_record(const struct schedstat_bpf_rec *rec, void *userdata)
 
                 if (s->tid != (pid_t) rec->tid || s->pid != (pid_t) rec->tgid || s->p->seen_gen == tr->gen)
                         continue;
+                if (!bpf_same_thread(s->p, rec))
+                        continue; /* not seen: marked gone after the pass */
                 s->p->seen_gen = tr->gen;
                 update_vcpu(tr, s->v, s->p,
                             (struct schedstat) { .run_ns = rec->run_ns, .wait_ns = rec->wait_ns,

@@ -20,6 +20,11 @@
  * and exponentially decayed averages of both (half-life in the config; the
  * constant and its reasoning are in vcpu_track.c).  ESRCH (or ENOENT) on a
  * kept fd means the thread is gone: normal, counted, not an error.
+ *
+ * Thread identity: a tid is opened only when its comm names that vCPU
+ * ("CPU <index>/KVM" or "/TCG", QEMU's names under -name debug-threads=on)
+ * and never again once the tracker saw it gone, so a source's out-of-date
+ * list cannot make another thread of the process (or of another one) a vCPU.
  */
 
 /* Default half-life of the decayed averages (config LoadHalfLife); reasoning in vcpu_track.c. */
@@ -57,7 +62,10 @@ struct vm_load {
 
 struct tracker_stats {
         uint64_t samples;        /* vCPU samples read successfully */
-        uint64_t threads_gone;   /* kept fds that returned ESRCH/ENOENT */
+        uint64_t threads_gone;   /* vCPU threads seen exiting: ESRCH/ENOENT on the kept fd or at open,
+                                  * or (BPF) their tid now names a thread with another start time */
+        uint64_t threads_misnamed; /* tids not opened: the thread's comm is not "CPU <index>/KVM|TCG"
+                                    * (a source's stale tid now used by another thread) */
         uint64_t read_errors;    /* other read or parse errors */
         uint64_t open_errors;
         uint64_t vms_added, vms_removed;
@@ -91,9 +99,11 @@ const char *tracker_sampler_name(const struct tracker *tr); /* "bpf-iter" or "pr
 
 /*
  * Replace what one source knows (a full snapshot of that source; vms may be
- * NULL when n == 0).  The tracker merges all sources by pid; VMs that no
- * source reports any more are dropped, new vCPU threads get fds opened.
- * Returns 0 or -errno (-ENOMEM); on error the previous state is kept.
+ * NULL when n == 0).  The tracker merges all sources by pid, and a VM's vCPUs
+ * by index (the first source in libvirt > QMP > proc order whose (index, tid)
+ * is usable); VMs that no source reports any more are dropped, new vCPU
+ * threads get fds opened.  Returns 0 or -errno (-ENOMEM); on error the
+ * previous state is kept.
  */
 int tracker_set_source(struct tracker *tr, enum vm_source source, const struct vm_info *vms, size_t n,
                        nsec_t now);

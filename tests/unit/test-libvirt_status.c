@@ -3,7 +3,8 @@
  * libvirt source: the status XML parser on fixtures (tests/data/libvirt) and
  * hostile input, and the whole source thread against libvirt's built-in test
  * driver (test:///default, no libvirtd needed): connect, reconcile, lifecycle
- * events, the status-XML path and the pid-file + thread-name fallback.
+ * events, the status-XML path and the pid-file + thread-name fallback, a
+ * transient domain re-created with the same UUID behind the source's back.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -361,6 +362,106 @@ static void test_source_test_driver(void **state)
         rmdir(dir);
 }
 
+/* Wait for a snapshot listing domain `name` with id `id`; its policy to *ret. */
+static bool wait_domain(struct libvirt_src *ls, const char *name, int id, struct vm_policy *ret)
+{
+        nsec_t end = now_ns() + 10 * NSEC_PER_SEC;
+
+        while (now_ns() < end) {
+                struct vm_info *vms = NULL;
+                const struct vm_info *v;
+                size_t n = 0;
+                bool found = false;
+
+                if (take_wait(ls, &vms, &n, (int) ((end - now_ns()) / NSEC_PER_MSEC) + 1) != 1)
+                        continue;
+                v = find(vms, n, name);
+                if (v && v->libvirt_id == id) {
+                        *ret = v->policy;
+                        found = true;
+                }
+                vm_info_free_array(vms, n);
+                if (found)
+                        return true;
+        }
+        return false;
+}
+
+/*
+ * A transient domain destroyed and created again with the same UUID while
+ * the source does not look (events are lost while it is disconnected from
+ * libvirtd; here its thread is held in a reconcile, reading a FIFO): the new
+ * run's definition counts, not the pins the old run's had.
+ */
+static void test_source_transient_recreated(void **state)
+{
+        static const char uuid[] = "5b9f0f3e-2d6a-4f1c-9a57-7d8e3c2b1a04";
+        char dir[] = "/tmp/vmmpower-test-lvsrc-XXXXXX", test_xml[512], dom_xml[512], def[1024];
+        size_t len;
+        _cleanup_free_ char *x = load("synth-9.0-tcg-2vcpu.xml", &len);
+        struct libvirt_src *ls = NULL;
+        struct vm_policy pol;
+        virConnectPtr c;
+        virDomainPtr d;
+        int old_id, new_id, wfd;
+
+        assert_non_null(mkdtemp(dir));
+        assert_true(path_printf(test_xml, sizeof(test_xml), "%s/test.xml", dir) > 0);
+        assert_true(path_printf(dom_xml, sizeof(dom_xml), "%s/vmmp-transient.xml", dir) > 0);
+        assert_int_equal(write_file_atomic(test_xml, x, len, 0600), 0);
+        assert_int_equal(write_file_atomic(dom_xml, x, len, 0600), 0);
+        assert_int_equal(libvirt_src_start("test:///default", dir, "/proc", &ls), 0);
+        c = virConnectOpen("test:///default");
+        assert_non_null(c);
+
+        /* the first run: the operator pinned vCPU 0 */
+        snprintf(def, sizeof(def),
+                 "<domain type='test'><name>vmmp-transient</name><uuid>%s</uuid><memory>65536</memory>"
+                 "<vcpu>2</vcpu><cputune><vcpupin vcpu='0' cpuset='0'/></cputune><os><type>hvm</type></os>"
+                 "</domain>", uuid);
+        d = virDomainCreateXML(c, def, 0);
+        assert_non_null(d);
+        old_id = virDomainGetID(d);
+        assert_true(wait_domain(ls, "vmmp-transient", old_id, &pol));
+        assert_int_equal(pol.operator_pins, VM_PIN_VCPUPIN);
+        assert_true(pol.pins_left_alone);
+
+        /* hold the source's thread in its next reconcile: test.xml is a FIFO it opens */
+        assert_int_equal(unlink(test_xml), 0);
+        assert_int_equal(mkfifo(test_xml, 0600), 0);
+        libvirt_src_request_reconcile(ls);
+        wfd = open(test_xml, O_WRONLY | O_CLOEXEC); /* returns once the reader is there */
+        assert_true(wfd >= 0);
+
+        /* meanwhile: destroyed, and created again with the same UUID, without pins */
+        assert_int_equal(virDomainDestroy(d), 0);
+        virDomainFree(d);
+        snprintf(def, sizeof(def),
+                 "<domain type='test'><name>vmmp-transient</name><uuid>%s</uuid><memory>65536</memory>"
+                 "<vcpu>2</vcpu><os><type>hvm</type></os></domain>", uuid);
+        d = virDomainCreateXML(c, def, 0);
+        assert_non_null(d);
+        new_id = virDomainGetID(d);
+        assert_true(new_id != old_id);
+
+        /* let it go on (a plain file for the reconciles after this one) */
+        assert_int_equal(write_file_atomic(test_xml, x, len, 0600), 0);
+        assert_int_equal(write(wfd, x, len), (ssize_t) len);
+        assert_int_equal(close(wfd), 0);
+
+        assert_true(wait_domain(ls, "vmmp-transient", new_id, &pol));
+        assert_int_equal(pol.operator_pins, 0);
+        assert_false(pol.pins_left_alone);
+
+        virDomainDestroy(d);
+        virDomainFree(d);
+        virConnectClose(c);
+        libvirt_src_stop(ls);
+        unlink(test_xml);
+        unlink(dom_xml);
+        rmdir(dir);
+}
+
 static void test_source_unreachable(void **state)
 {
         struct libvirt_src *ls = NULL;
@@ -398,6 +499,7 @@ int main(void)
                 cmocka_unit_test(test_variants),
                 cmocka_unit_test(test_bad),
                 cmocka_unit_test(test_source_test_driver),
+                cmocka_unit_test(test_source_transient_recreated),
                 cmocka_unit_test(test_source_unreachable),
         };
 

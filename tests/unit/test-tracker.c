@@ -6,7 +6,9 @@
  * test for ESRCH (a thread that exits) and for busy/idle utilisation, with
  * both samplers (pread() on kept fds, BPF task iterator: the BPF one must
  * load on the CI machine, so these fail rather than skip without it), and
- * the two samplers reading identical counters of stopped threads.
+ * the two samplers reading identical counters of stopped threads; thread
+ * identity: stale source lists, vCPU thread names, a tid taken by another
+ * thread of the process (clone3() set_tid, root), merging by vCPU index.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -22,6 +24,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <linux/futex.h>
+#include <linux/sched.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -79,6 +82,25 @@ static void make_thread(int pid, int tid)
         snprintf(p, sizeof(p), "%s/%d/task/%d", root, pid, tid);
         assert_int_equal(mkdir(p, 0755), 0);
         write_schedstat(pid, tid, 0, 0, 0);
+}
+
+/* The thread's name, as <procfs>/<pid>/task/<tid>/comm shows it (a fixture without one is not checked). */
+static void write_comm(int pid, int tid, const char *comm)
+{
+        char p[PATH_MAX];
+        FILE *f;
+
+        snprintf(p, sizeof(p), "%s/%d/task/%d/comm", root, pid, tid);
+        f = fopen(p, "we");
+        assert_non_null(f);
+        fprintf(f, "%s\n", comm);
+        assert_int_equal(fclose(f), 0);
+}
+
+static void make_named_thread(int pid, int tid, const char *comm)
+{
+        make_thread(pid, tid);
+        write_comm(pid, tid, comm);
 }
 
 static int setup(void **state)
@@ -350,6 +372,192 @@ static void test_merge(void **state)
         tracker_free(NULL);
 }
 
+/* ---- thread identity: stale lists, names, several sources ---- */
+
+/*
+ * A (vCPU index, tid) the tracker saw gone is never opened again while a
+ * stale source keeps listing it, even once a thread with the vCPU's very
+ * name holds that tid (pid wrap); it is forgotten when no source lists it.
+ */
+static void test_gone_not_reopened(void **state)
+{
+        static const struct vcpu_info lv[] = { { 0, 601 }, { 1, 602 } };
+        static const struct vcpu_info fresh[] = { { 0, 601 } };
+        struct vm_info lib = mkvm(600, "stale", lv, 2);
+        struct tracker *tr;
+        const struct vm_load *l;
+
+        make_named_thread(600, 601, "CPU 0/KVM"); /* 602: vCPU 1 unplugged, its thread gone */
+        assert_int_equal(tracker_new(root, HALF_LIFE, &tr), 0);
+        assert_int_equal(tracker_set_source(tr, VM_SOURCE_LIBVIRT, &lib, 1, S), 0);
+        l = tracker_find_vm(tr, 600);
+        assert_non_null(l);
+        assert_int_equal(l->n_vcpus, 2);
+        assert_true(l->vcpus[1].gone);
+        assert_int_equal(tracker_stats(tr)->threads_gone, 1);
+
+        for (int i = 0; i < 5; i++) {
+                if (i == 2)
+                        make_named_thread(600, 602, "CPU 1/KVM"); /* the tid is taken again */
+                assert_int_equal(tracker_set_source(tr, VM_SOURCE_LIBVIRT, &lib, 1, (2 + i) * S), 0);
+                assert_int_equal(tracker_sample(tr, (2 + i) * S), 1);
+                l = tracker_find_vm(tr, 600);
+                assert_non_null(l);
+                assert_int_equal(l->n_vcpus, 1);
+                assert_int_equal(l->vcpus[0].tid, 601);
+                assert_int_equal(tracker_n_threads(tr), 1);
+                assert_int_equal(tracker_stats(tr)->threads_gone, 1); /* counted once */
+        }
+        assert_int_equal(tracker_stats(tr)->open_errors, 0);
+
+        /* an up-to-date list forgets the pair; a later report of it is a new thread */
+        lib.vcpus = (struct vcpu_info *) fresh;
+        lib.n_vcpus = 1;
+        assert_int_equal(tracker_set_source(tr, VM_SOURCE_LIBVIRT, &lib, 1, 8 * S), 0);
+        lib.vcpus = (struct vcpu_info *) lv;
+        lib.n_vcpus = 2;
+        assert_int_equal(tracker_set_source(tr, VM_SOURCE_LIBVIRT, &lib, 1, 9 * S), 0);
+        l = tracker_find_vm(tr, 600);
+        assert_int_equal(l->n_vcpus, 2);
+        assert_int_equal(l->vcpus[1].tid, 602);
+        assert_false(l->vcpus[1].gone);
+        tracker_free(tr);
+}
+
+/* A tid is opened as vCPU n only when its thread is named "CPU n/KVM" or "CPU n/TCG". */
+static void test_vcpu_name_checked(void **state)
+{
+        static const struct vcpu_info lv[] = { { 0, 701 }, { 1, 702 }, { 2, 703 }, { 3, 704 } };
+        static const struct vcpu_info pv[] = { { 0, 701 }, { 1, 706 }, { 3, 704 } };
+        struct vm_info lib = mkvm(700, "named", lv, 4), proc = mkvm(700, "qemu-700", pv, 3);
+        struct tracker *tr;
+        const struct vm_load *l;
+
+        make_named_thread(700, 701, "CPU 0/KVM");
+        make_named_thread(700, 702, "qemu-system-x86"); /* a worker thread got vCPU 1's tid */
+        make_named_thread(700, 703, "CPU 5/KVM");       /* another vCPU's thread */
+        make_named_thread(700, 704, "CPU 3/TCG");
+        make_named_thread(700, 706, "CPU 1/KVM");
+        assert_int_equal(tracker_new(root, HALF_LIFE, &tr), 0);
+        assert_int_equal(tracker_set_source(tr, VM_SOURCE_LIBVIRT, &lib, 1, S), 0);
+        l = tracker_find_vm(tr, 700);
+        assert_non_null(l);
+        assert_int_equal(l->n_vcpus, 2);
+        assert_int_equal(l->vcpus[0].tid, 701);
+        assert_int_equal(l->vcpus[1].index, 3);
+        assert_int_equal(l->vcpus[1].tid, 704);
+        assert_int_equal(tracker_n_threads(tr), 2);
+        assert_int_equal(tracker_stats(tr)->threads_misnamed, 2);
+        assert_int_equal(tracker_stats(tr)->threads_gone, 0);
+        assert_int_equal(tracker_stats(tr)->open_errors, 0);
+
+        /* the same stale list again: refused once, not read and counted at every update */
+        assert_int_equal(tracker_set_source(tr, VM_SOURCE_LIBVIRT, &lib, 1, 2 * S), 0);
+        assert_int_equal(tracker_find_vm(tr, 700)->n_vcpus, 2);
+        assert_int_equal(tracker_stats(tr)->threads_misnamed, 2);
+
+        /* the /proc scan knows vCPU 1's real thread: taken from it */
+        assert_int_equal(tracker_set_source(tr, VM_SOURCE_PROC, &proc, 1, 3 * S), 0);
+        l = tracker_find_vm(tr, 700);
+        assert_int_equal(l->n_vcpus, 3);
+        assert_int_equal(l->vcpus[1].index, 1);
+        assert_int_equal(l->vcpus[1].tid, 706);
+        assert_int_equal(tracker_stats(tr)->threads_misnamed, 2);
+
+        /* only new opens are checked: a kept vCPU stays */
+        write_comm(700, 701, "renamed");
+        assert_int_equal(tracker_set_source(tr, VM_SOURCE_LIBVIRT, &lib, 1, 4 * S), 0);
+        assert_int_equal(tracker_find_vm(tr, 700)->n_vcpus, 3);
+        assert_int_equal(tracker_find_vm(tr, 700)->vcpus[0].tid, 701);
+
+        /* a VM whose listed threads are all someone else's is not added */
+        static const struct vcpu_info wv[] = { { 0, 702 } };
+        struct vm_info worker = mkvm(700, "w", wv, 1);
+        tracker_free(tr);
+        assert_int_equal(tracker_new(root, HALF_LIFE, &tr), 0);
+        assert_int_equal(tracker_set_source(tr, VM_SOURCE_QMP, &worker, 1, S), 0);
+        assert_null(tracker_find_vm(tr, 700));
+        assert_int_equal(tracker_stats(tr)->threads_misnamed, 1);
+        tracker_free(tr);
+
+        /* a plain QEMU without -name debug-threads=on (QMP): every thread has the main
+         * thread's name, which is taken, as there is nothing to tell them apart by; with
+         * debug-threads=on its other threads have names of their own and are refused */
+        {
+                static const struct vcpu_info qv[] = { { 0, 751 }, { 1, 752 }, { 2, 753 } };
+                struct vm_info q = mkvm(750, "plain", qv, 3);
+                char p[PATH_MAX];
+                FILE *f;
+
+                make_named_thread(750, 751, "qemu-system-x86");
+                make_named_thread(750, 752, "qemu-system-x86");
+                make_named_thread(750, 753, "worker");
+                snprintf(p, sizeof(p), "%s/750/comm", root);
+                f = fopen(p, "we");
+                assert_non_null(f);
+                fprintf(f, "qemu-system-x86\n");
+                assert_int_equal(fclose(f), 0);
+                assert_int_equal(tracker_new(root, HALF_LIFE, &tr), 0);
+                assert_int_equal(tracker_set_source(tr, VM_SOURCE_QMP, &q, 1, S), 0);
+                l = tracker_find_vm(tr, 750);
+                assert_non_null(l);
+                assert_int_equal(l->n_vcpus, 2);
+                assert_int_equal(l->vcpus[0].tid, 751);
+                assert_int_equal(l->vcpus[1].tid, 752);
+                assert_int_equal(tracker_stats(tr)->threads_misnamed, 1);
+                tracker_free(tr);
+        }
+}
+
+/*
+ * vCPUs are merged by index: a vCPU hot-plugged after libvirt's last
+ * snapshot is taken from the /proc scan; a thread is one vCPU, under the
+ * best source's index.
+ */
+static void test_vcpus_merged_by_index(void **state)
+{
+        static const struct vcpu_info lv[] = { { 0, 801 }, { 1, 802 } };
+        static const struct vcpu_info pv[] = { { 0, 801 }, { 1, 802 }, { 2, 803 } };
+        static const struct vcpu_info pv2[] = { { 0, 801 }, { 1, 802 }, { 2, 803 }, { 3, 802 } };
+        struct vm_info lib = mkvm(800, "web", lv, 2), proc = mkvm(800, "qemu-800", pv, 3);
+        struct tracker *tr;
+        const struct vm_load *l;
+
+        make_named_thread(800, 801, "CPU 0/KVM");
+        make_named_thread(800, 802, "CPU 1/KVM");
+        make_named_thread(800, 803, "CPU 2/KVM");
+        assert_int_equal(tracker_new(root, HALF_LIFE, &tr), 0);
+        assert_int_equal(tracker_set_source(tr, VM_SOURCE_LIBVIRT, &lib, 1, S), 0);
+        assert_int_equal(tracker_find_vm(tr, 800)->n_vcpus, 2);
+        assert_int_equal(tracker_sample(tr, S), 2);
+        assert_int_equal(tracker_set_source(tr, VM_SOURCE_PROC, &proc, 1, 2 * S), 0);
+        l = tracker_find_vm(tr, 800);
+        assert_string_equal(l->info.name, "web");
+        assert_int_equal(l->n_vcpus, 3);
+        assert_int_equal(l->info.n_vcpus, 3);
+        assert_int_equal(l->vcpus[2].index, 2);
+        assert_int_equal(l->vcpus[2].tid, 803);
+        assert_int_equal(tracker_n_threads(tr), 3);
+        assert_int_equal(tracker_sample(tr, 2 * S), 3);
+        assert_true(l->vcpus[0].valid); /* carried */
+
+        /* one thread, one vCPU: a tid libvirt lists is not taken again under another index */
+        proc.vcpus = (struct vcpu_info *) pv2;
+        proc.n_vcpus = 4;
+        assert_int_equal(tracker_set_source(tr, VM_SOURCE_PROC, &proc, 1, 3 * S), 0);
+        assert_int_equal(tracker_find_vm(tr, 800)->n_vcpus, 3);
+        assert_int_equal(tracker_n_threads(tr), 3);
+        assert_int_equal(tracker_stats(tr)->threads_misnamed, 0); /* not even tried */
+
+        /* libvirt catches up: nothing changes, nothing reopened */
+        lib.vcpus = (struct vcpu_info *) pv;
+        lib.n_vcpus = 3;
+        assert_int_equal(tracker_set_source(tr, VM_SOURCE_LIBVIRT, &lib, 1, 4 * S), 0);
+        assert_int_equal(tracker_sample(tr, 4 * S), 3);
+        assert_true(tracker_find_vm(tr, 800)->vcpus[2].valid);
+        tracker_free(tr);
+}
+
 /* ---- vCPUs over VM_MAX_VCPUS: counted per VM, summed in the stats ---- */
 
 static void test_untracked_vcpus(void **state)
@@ -487,10 +695,15 @@ static bool stop_idle, exit_now;
 struct thr {
         pthread_t t;
         pid_t tid;
+        int index; /* named "CPU <index>/KVM" like a QEMU vCPU thread: the tracker checks */
 };
 
 static void publish_tid(struct thr *t)
 {
+        char name[16];
+
+        snprintf(name, sizeof(name), "CPU %d/KVM", t->index);
+        assert_int_equal(pthread_setname_np(pthread_self(), name), 0);
         pthread_mutex_lock(&mu);
         t->tid = (pid_t) syscall(SYS_gettid);
         pthread_cond_broadcast(&cv);
@@ -549,7 +762,7 @@ static void use_sampler(struct tracker *tr, bool bpf)
 
 static void real_gone(bool bpf)
 {
-        struct thr a = { 0 }, b = { 0 };
+        struct thr a = { .index = 0 }, b = { .index = 1 };
         struct tracker *tr;
         nsec_t deadline;
 
@@ -630,6 +843,244 @@ static void test_real_gone_bpf(void **state)
         real_gone(true);
 }
 
+/*
+ * libvirt's list is older than a vCPU hot-unplug (vCPU 1's thread exited)
+ * and a hot-plug (vCPU 2), the /proc scan is current: the tracker follows
+ * the threads, without flapping (audit h1).
+ */
+static void real_stale_list(bool bpf)
+{
+        struct thr a = { .index = 0 }, b = { .index = 1 }, c = { .index = 2 };
+        struct tracker *tr;
+
+        stop_idle = exit_now = false;
+        assert_int_equal(pthread_create(&a.t, NULL, idle_main, &a), 0);
+        wait_tid(&a);
+        assert_int_equal(pthread_create(&b.t, NULL, exit_main, &b), 0);
+        wait_tid(&b);
+        assert_int_equal(pthread_create(&c.t, NULL, idle_main, &c), 0);
+        wait_tid(&c);
+        pthread_mutex_lock(&mu);
+        exit_now = true;
+        pthread_cond_broadcast(&cv);
+        pthread_mutex_unlock(&mu);
+        assert_int_equal(pthread_join(b.t, NULL), 0);
+        /* until the kernel released it */
+        for (nsec_t deadline = now_ns() + 5 * S; now_ns() < deadline; usleep(1000)) {
+                char p[64];
+
+                snprintf(p, sizeof(p), "/proc/self/task/%d", (int) b.tid);
+                if (access(p, F_OK) < 0)
+                        break;
+        }
+
+        struct vcpu_info lv[] = { { 0, a.tid }, { 1, b.tid } };
+        struct vcpu_info pv[] = { { 0, a.tid }, { 2, c.tid } };
+        struct vm_info lib = mkvm(getpid(), "dom", lv, 2), proc = mkvm(getpid(), "qemu", pv, 2);
+
+        assert_int_equal(tracker_new("/proc", HALF_LIFE, &tr), 0);
+        use_sampler(tr, bpf);
+        assert_int_equal(tracker_set_source(tr, VM_SOURCE_LIBVIRT, &lib, 1, now_ns()), 0);
+        assert_int_equal(tracker_stats(tr)->threads_gone, 1);
+        for (int i = 0; i < 6; i++) {
+                const struct vm_load *l;
+
+                assert_int_equal(tracker_set_source(tr, VM_SOURCE_PROC, &proc, 1, now_ns()), 0);
+                assert_int_equal(tracker_sample(tr, now_ns()), 2);
+                l = tracker_find_vm(tr, getpid());
+                assert_non_null(l);
+                assert_string_equal(l->info.name, "dom");
+                assert_int_equal(l->n_vcpus, 2);
+                assert_int_equal(l->vcpus[0].tid, a.tid);
+                assert_int_equal(l->vcpus[1].index, 2);
+                assert_int_equal(l->vcpus[1].tid, c.tid);
+                assert_false(l->vcpus[1].gone);
+                assert_int_equal(tracker_stats(tr)->threads_gone, 1);
+        }
+        assert_int_equal(tracker_uses_bpf(tr), bpf);
+        tracker_free(tr);
+
+        pthread_mutex_lock(&mu);
+        stop_idle = true;
+        pthread_cond_broadcast(&cv);
+        pthread_mutex_unlock(&mu);
+        assert_int_equal(pthread_join(a.t, NULL), 0);
+        assert_int_equal(pthread_join(c.t, NULL), 0);
+}
+
+static void test_real_stale_list(void **state)
+{
+        real_stale_list(false);
+}
+
+static void test_real_stale_list_bpf(void **state)
+{
+        real_stale_list(true);
+}
+
+/*
+ * Another thread of the same process takes an exited vCPU thread's tid
+ * (clone3() with set_tid stands for a pid wrap): the vCPU is gone for both
+ * samplers, whether the tid changed hands after the first sample or before
+ * it (audit h2, h4).
+ */
+#if defined(__x86_64__)
+static uint32_t reuse_exit;  /* futex word: the clone3() thread exits once it is 1 */
+static int32_t reuse_ctid;   /* its tid, cleared by the kernel when it has exited */
+static char reuse_stack[16384] __attribute__((aligned(16)));
+
+/*
+ * A thread of this process with tid `tid`, or -errno.  It runs on
+ * reuse_stack with our TLS, so it is all raw system calls: wait on
+ * reuse_exit, then exit.
+ */
+static long reuse_tid(pid_t tid)
+{
+        pid_t want = tid;
+        struct clone_args ca = {
+                .flags = CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD | CLONE_SYSVSEM |
+                         CLONE_CHILD_CLEARTID,
+                .child_tid = (uintptr_t) &reuse_ctid,
+                .stack = (uintptr_t) reuse_stack, .stack_size = sizeof(reuse_stack),
+                .set_tid = (uintptr_t) &want, .set_tid_size = 1,
+        };
+        register uint32_t *word asm("r12") = &reuse_exit;
+        long ret;
+
+        reuse_exit = 0;
+        reuse_ctid = tid;
+        asm volatile("syscall\n\t"
+                     "test %%rax, %%rax\n\t"
+                     "jnz 2f\n\t"
+                     "1:\n\t"
+                     "cmpl $0, (%%r12)\n\t"
+                     "jne 3f\n\t"
+                     "mov $202, %%eax\n\t"      /* futex(word, FUTEX_WAIT, 0, NULL) */
+                     "mov %%r12, %%rdi\n\t"
+                     "xor %%esi, %%esi\n\t"
+                     "xor %%edx, %%edx\n\t"
+                     "xor %%r10d, %%r10d\n\t"
+                     "syscall\n\t"
+                     "jmp 1b\n\t"
+                     "3:\n\t"
+                     "mov $60, %%eax\n\t"       /* exit(0): this thread only */
+                     "xor %%edi, %%edi\n\t"
+                     "syscall\n\t"
+                     "2:\n\t"
+                     : "=a"(ret)
+                     : "0"((long) SYS_clone3), "D"(&ca), "S"(sizeof(ca)), "r"(word)
+                     : "rcx", "r11", "rdx", "r10", "memory");
+        return ret;
+}
+
+static void reuse_stop(void)
+{
+        __atomic_store_n(&reuse_exit, 1, __ATOMIC_RELEASE);
+        syscall(SYS_futex, &reuse_exit, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+        for (int32_t t; (t = __atomic_load_n(&reuse_ctid, __ATOMIC_ACQUIRE)) != 0;)
+                syscall(SYS_futex, &reuse_ctid, FUTEX_WAIT, t, NULL, NULL, 0);
+}
+
+/* vCPU 1's thread exits and another thread of ours takes its tid. */
+static bool exit_and_reuse(struct thr *b)
+{
+        long r = -EEXIST;
+
+        pthread_mutex_lock(&mu);
+        exit_now = true;
+        pthread_cond_broadcast(&cv);
+        pthread_mutex_unlock(&mu);
+        assert_int_equal(pthread_join(b->t, NULL), 0);
+        /* the tid is free once the kernel released the task, a little after the join */
+        for (nsec_t deadline = now_ns() + 5 * S; r == -EEXIST && now_ns() < deadline;) {
+                r = reuse_tid(b->tid);
+                if (r == -EEXIST)
+                        usleep(1000);
+        }
+        if (r == -EPERM || r == -ENOSYS)
+                return false;
+        assert_int_equal(r, b->tid);
+        return true;
+}
+
+static void real_tid_reused(bool bpf)
+{
+        for (int before_first_sample = 0; before_first_sample < 2; before_first_sample++) {
+                struct thr a = { .index = 0 }, b = { .index = 1 };
+                struct tracker *tr;
+                const struct vm_load *l;
+
+                stop_idle = exit_now = false;
+                assert_int_equal(pthread_create(&a.t, NULL, idle_main, &a), 0);
+                wait_tid(&a);
+                assert_int_equal(pthread_create(&b.t, NULL, exit_main, &b), 0);
+                wait_tid(&b);
+
+                struct vcpu_info v[] = { { 0, a.tid }, { 1, b.tid } };
+                struct vm_info vm = mkvm(getpid(), "self", v, 2);
+
+                assert_int_equal(tracker_new("/proc", HALF_LIFE, &tr), 0);
+                use_sampler(tr, bpf);
+                assert_int_equal(tracker_set_source(tr, VM_SOURCE_LIBVIRT, &vm, 1, now_ns()), 0);
+                if (!before_first_sample)
+                        assert_int_equal(tracker_sample(tr, now_ns()), 2);
+                if (!exit_and_reuse(&b)) {
+                        tracker_free(tr);
+                        pthread_mutex_lock(&mu);
+                        stop_idle = true;
+                        pthread_cond_broadcast(&cv);
+                        pthread_mutex_unlock(&mu);
+                        assert_int_equal(pthread_join(a.t, NULL), 0);
+                        skip(); /* no clone3() set_tid here (needs CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE) */
+                }
+
+                /* the next sample sees vCPU 1 gone, whatever now has its tid */
+                assert_int_equal(tracker_sample(tr, now_ns()), 1);
+                l = tracker_find_vm(tr, getpid());
+                assert_non_null(l);
+                assert_false(l->vcpus[0].gone);
+                assert_true(l->vcpus[1].gone);
+                assert_int_equal(tracker_stats(tr)->threads_gone, 1);
+                assert_int_equal(tracker_sample(tr, now_ns()), 1);
+
+                /* libvirt's list, out of date, still names the tid: not reopened */
+                for (int i = 0; i < 3; i++) {
+                        assert_int_equal(tracker_set_source(tr, VM_SOURCE_LIBVIRT, &vm, 1, now_ns()), 0);
+                        assert_int_equal(tracker_sample(tr, now_ns()), 1);
+                        l = tracker_find_vm(tr, getpid());
+                        assert_int_equal(l->n_vcpus, 1);
+                        assert_int_equal(l->vcpus[0].tid, a.tid);
+                }
+                assert_int_equal(tracker_stats(tr)->threads_gone, 1);
+                assert_int_equal(tracker_uses_bpf(tr), bpf);
+                assert_int_equal(tracker_stats(tr)->bpf_errors, 0);
+                tracker_free(tr);
+
+                reuse_stop();
+                pthread_mutex_lock(&mu);
+                stop_idle = true;
+                pthread_cond_broadcast(&cv);
+                pthread_mutex_unlock(&mu);
+                assert_int_equal(pthread_join(a.t, NULL), 0);
+        }
+}
+#else
+static void real_tid_reused(bool bpf)
+{
+        skip(); /* the clone3() thread is x86-64 assembly */
+}
+#endif
+
+static void test_real_tid_reused(void **state)
+{
+        real_tid_reused(false);
+}
+
+static void test_real_tid_reused_bpf(void **state)
+{
+        real_tid_reused(true);
+}
+
 static nsec_t thread_cpu_ns(pthread_t t)
 {
         clockid_t c;
@@ -642,7 +1093,7 @@ static nsec_t thread_cpu_ns(pthread_t t)
 
 static void real_busy_idle(bool bpf)
 {
-        struct thr busy = { 0 }, idle = { 0 };
+        struct thr busy = { .index = 0 }, idle = { .index = 1 };
         struct tracker *tr;
         nsec_t t0, t1, c0, c1;
         const struct vm_load *l;
@@ -745,6 +1196,7 @@ static void test_same_counters(void **state)
 
         gate = 0;
         for (int i = 0; i < N_STOPPED; i++) {
+                t[i].index = i;
                 assert_int_equal(pthread_create(&t[i].t, NULL, stopped_main, &t[i]), 0);
                 wait_tid(&t[i]);
                 v[i] = (struct vcpu_info) { i, t[i].tid };
@@ -811,12 +1263,19 @@ int main(void)
                 cmocka_unit_test(test_decay_alpha),
                 cmocka_unit_test(test_arithmetic),
                 cmocka_unit_test(test_merge),
+                cmocka_unit_test(test_gone_not_reopened),
+                cmocka_unit_test(test_vcpu_name_checked),
+                cmocka_unit_test(test_vcpus_merged_by_index),
                 cmocka_unit_test(test_untracked_vcpus),
                 cmocka_unit_test(test_enomem_keeps_state),
                 cmocka_unit_test(test_real_gone),
                 cmocka_unit_test(test_real_busy_idle),
                 cmocka_unit_test(test_real_gone_bpf),
                 cmocka_unit_test(test_real_busy_idle_bpf),
+                cmocka_unit_test(test_real_stale_list),
+                cmocka_unit_test(test_real_stale_list_bpf),
+                cmocka_unit_test(test_real_tid_reused),
+                cmocka_unit_test(test_real_tid_reused_bpf),
                 cmocka_unit_test(test_same_counters),
         };
         return cmocka_run_group_tests(tests, setup, teardown);
