@@ -132,12 +132,31 @@ static bool zone_dir_name(const char *s)
         }
 }
 
-static enum calib_zone_kind zone_kind(const char *name)
+/*
+ * The kernel's powercap intel-rapl driver (intel_rapl_common.c) names a package zone "package-N" (N the
+ * physical package id) and, on a package of several dies (topology_max_dies_per_package() > 1), one
+ * zone per die "package-N-die-M", each counting its die's energy: the package's is their sum.
+ */
+static enum calib_zone_kind zone_kind(const char *name, int *package)
 {
-        uint32_t n;
+        char num[16];
+        const char *die;
+        uint32_t n, m;
+        size_t len;
 
-        if (strncmp(name, "package-", 8) == 0 && parse_u32(name + 8, &n) == 0)
-                return CALIB_ZONE_PACKAGE;
+        *package = -1;
+        if (strncmp(name, "package-", 8) == 0) {
+                die = strstr(name + 8, "-die-");
+                len = die ? (size_t) (die - (name + 8)) : strlen(name + 8);
+                if (len > 0 && len < sizeof(num)) {
+                        memcpy(num, name + 8, len);
+                        num[len] = '\0';
+                        if (parse_u32(num, &n) == 0 && n <= INT32_MAX && (!die || parse_u32(die + 5, &m) == 0)) {
+                                *package = (int) n;
+                                return CALIB_ZONE_PACKAGE;
+                        }
+                }
+        }
         if (strcmp(name, "core") == 0)
                 return CALIB_ZONE_CORE;
         if (strcmp(name, "dram") == 0)
@@ -184,7 +203,7 @@ int calib_zones_discover(const char *sysfs_root, struct calib_zones *ret)
                 if (path_printf(path, sizeof(path), "%s/%s/name", sysfs_root, zn->rel) < 0 ||
                     read_small_file(path, zn->name, sizeof(zn->name)) < 0)
                         zn->name[0] = '\0'; /* no name: not a zone the fit uses */
-                zn->kind = zone_kind(zn->name);
+                zn->kind = zone_kind(zn->name, &zn->package);
                 if (path_printf(path, sizeof(path), "%s/%s/max_energy_range_uj", sysfs_root, zn->rel) < 0 ||
                     (r = (int) read_small_file(path, buf, sizeof(buf))) < 0 || parse_u64(buf, &range) < 0 ||
                     range == 0) {
@@ -346,7 +365,13 @@ static int plan_points(struct run *run)
                         llc_first[n_llcs++] = (int) k;
         }
 
-#define ADD(...) do { if (!(s = spec_add(run, __VA_ARGS__))) return fail(run, -ENOMEM, "too many points"); } while (0)
+#define ADD(...)                                                                                   \
+        do {                                                                                       \
+                if (run->n_specs == CALIB_MAX_POINTS)                                              \
+                        return fail(run, -E2BIG, "more than %d points", CALIB_MAX_POINTS);         \
+                if (!(s = spec_add(run, __VA_ARGS__)))                                             \
+                        return fail(run, -ENOMEM, "out of memory");                                \
+        } while (0)
         ADD(top, "idle");
         for (unsigned l = 0; l < m->n_levels; l++) {
                 ADD(l, "busy1@%u", m->levels[l].freq_khz);
@@ -555,10 +580,19 @@ static int measure(struct run *run, struct spec *s)
         }
         /* µJ / ns = kW: x 1e6 for mW */
         s->pkg_mw = kind_uj[CALIB_ZONE_PACKAGE] / (double) (t1 - t0) * 1e6;
+        /* the largest package: the sum of its zones (one per die on a multi-die package) */
         s->pkg_max_mw = 0.0;
-        for (unsigned z = 0; z < cfg->zones.n; z++)
-                if (cfg->zones.zone[z].kind == CALIB_ZONE_PACKAGE)
-                        s->pkg_max_mw = MAX(s->pkg_max_mw, (double) sum[z] / (double) (t1 - t0) * 1e6);
+        for (unsigned z = 0; z < cfg->zones.n; z++) {
+                const struct calib_zone *zz = &cfg->zones.zone[z];
+                double pkg_uj = 0.0;
+
+                if (zz->kind != CALIB_ZONE_PACKAGE)
+                        continue;
+                for (unsigned y = 0; y < cfg->zones.n; y++)
+                        if (cfg->zones.zone[y].kind == CALIB_ZONE_PACKAGE && cfg->zones.zone[y].package == zz->package)
+                                pkg_uj += (double) sum[y];
+                s->pkg_max_mw = MAX(s->pkg_max_mw, pkg_uj / (double) (t1 - t0) * 1e6);
+        }
         s->core_mw = has_kind[CALIB_ZONE_CORE] ? kind_uj[CALIB_ZONE_CORE] / (double) (t1 - t0) * 1e6 : -1.0;
         s->dram_mw = has_kind[CALIB_ZONE_DRAM] ? kind_uj[CALIB_ZONE_DRAM] / (double) (t1 - t0) * 1e6 : -1.0;
         s->psys_mw = has_kind[CALIB_ZONE_PSYS] ? kind_uj[CALIB_ZONE_PSYS] / (double) (t1 - t0) * 1e6 : -1.0;
@@ -581,6 +615,7 @@ struct params {
         char name[MAX_PARAMS][48];
         bool fixed[MAX_PARAMS];
         enum calib_param_source source[MAX_PARAMS];
+        bool capped_only[MAX_PARAMS]; /* reached only by points at the package power limit: the base's */
         double value[MAX_PARAMS];    /* mW */
         int quiet_of[MAX_PARAMS];    /* for a quiet parameter: the domain scope, else -1 */
 };
@@ -724,8 +759,9 @@ static bool spec_capped(const struct run *run, const struct spec *s)
 /* fit()'s points and buffers. */
 struct fit_work {
         unsigned n;                     /* points the fit uses: not those at the package power limit */
+        unsigned n_all;                 /* those and, after them in use[], the ones at the limit */
         unsigned use[CALIB_MAX_POINTS]; /* their indices in run->specs */
-        double *coef;                   /* [n][p.n]: each point's power per mW of each parameter */
+        double *coef;                   /* [n_all][p.n]: each point's power per mW of each parameter */
         double *A, *b;                  /* the least-squares system over the free parameters */
         double *work;                   /* spec_power()'s load arrays */
         uint8_t *vcpus, *fl;
@@ -734,7 +770,7 @@ struct fit_work {
 
 static int fit_work_alloc(struct run *run, const struct params *p, struct fit_work *fw)
 {
-        fw->coef = calloc((size_t) fw->n * p->n, sizeof(*fw->coef));
+        fw->coef = calloc((size_t) fw->n_all * p->n, sizeof(*fw->coef));
         fw->A = calloc((size_t) fw->n * p->n, sizeof(*fw->A));
         fw->b = calloc(fw->n, sizeof(*fw->b));
         fw->work = calloc(run->h->n_cpus, sizeof(*fw->work));
@@ -769,27 +805,31 @@ static void fit_coefficients(const struct run *run, const struct params *p, stru
         for (unsigned j = 0; j < p->n; j++) {
                 for (unsigned k = 0; k < p->n; k++)
                         *p->field[k] = k == j ? 1000 : 0;
-                for (unsigned i = 0; i < fw->n; i++)
+                for (unsigned i = 0; i < fw->n_all; i++)
                         fw->coef[i * p->n + j] = fit_spec_power(run, &run->specs[fw->use[i]], fw) / 1000.0;
         }
 }
 
 /* Step 5b, what is fixed rather than fitted: the gauge (see the top), the deepest idle state (from the core
  * zone where there is one, else the base model) and the LLC's asleep power; and every parameter no point
- * reaches (the base model's value). */
+ * reaches (the base model's value), noting those only points at the package power limit reach. */
 static void fit_gauge(const struct run *run, struct params *p, const struct fit_work *fw)
 {
         const struct energy_model *m = &run->h->model;
 
         for (unsigned j = 0; j < p->n; j++) {
-                bool reached = false;
+                bool reached = false, reached_capped = false;
                 p->value[j] = *p->field[j];
                 p->source[j] = CALIB_FITTED;
-                for (unsigned i = 0; i < fw->n; i++)
-                        reached |= fabs(fw->coef[i * p->n + j]) > RANK_TOL;
+                for (unsigned i = 0; i < fw->n_all; i++)
+                        if (fabs(fw->coef[i * p->n + j]) > RANK_TOL) {
+                                reached |= i < fw->n;
+                                reached_capped |= i >= fw->n;
+                        }
                 if (!reached) {
                         p->fixed[j] = true;
                         p->source[j] = CALIB_BASE;
+                        p->capped_only[j] = reached_capped;
                 }
         }
         for (unsigned j = 0; j < p->n; j++) {
@@ -802,6 +842,7 @@ static void fit_gauge(const struct run *run, struct params *p, const struct fit_
                                         k++;
                                 }
                         p->fixed[j] = true;
+                        p->capped_only[j] = false;
                         if (k > 0 && run->h->n_cores > 0) {
                                 p->value[j] = sum / k / run->h->n_cores;
                                 p->source[j] = CALIB_CORE_ZONE;
@@ -810,27 +851,42 @@ static void fit_gauge(const struct run *run, struct params *p, const struct fit_
                 }
                 if (m->domain[EM_DOMAIN_LLC].present && p->field[j] == &m->domain[EM_DOMAIN_LLC].asleep_mw) {
                         p->fixed[j] = true;
+                        p->capped_only[j] = false;
                         p->source[j] = CALIB_BASE;
                 }
         }
 }
 
-/* Step 5c, least squares for the free parameters, the fixed ones moved to the right-hand side. */
+/*
+ * Step 5c, least squares for the free parameters, the fixed ones moved to the right-hand side.  The points
+ * at the package power limit are not in it; fewer points left than the parameters the points were planned
+ * to determine (the free ones and those only points at the limit reached) is a failure, not a model of the
+ * base's values: every point at the limit leaves no point and no free parameter, and "succeeded".
+ */
 static int fit_solve(struct run *run, struct params *p, struct fit_work *fw)
 {
-        unsigned n = fw->n, n_free = 0, idx[MAX_PARAMS], bad = 0;
+        unsigned n = fw->n, n_free = 0, n_capped_only = 0, idx[MAX_PARAMS], bad = 0;
         double x[MAX_PARAMS];
         int r;
 
+        for (unsigned j = 0; j < p->n; j++) {
+                if (!p->fixed[j])
+                        idx[n_free++] = j;
+                n_capped_only += p->capped_only[j];
+        }
+        if (fw->n_all > n && (n == 0 || n < n_free + n_capped_only))
+                return fail(run, -EDOM, "%u of the %u points reached 97%% of the package power limit "
+                            "(PackagePowerLimitMW = %u of the base model) and were left out: %u points cannot "
+                            "determine %u parameters", fw->n_all - n, fw->n_all,
+                            run->cfg->base->package_power_limit_mw, n, n_free + n_capped_only);
+        if (n == 0)
+                return fail(run, -EDOM, "no point to fit");
         for (unsigned i = 0; i < n; i++) {
                 fw->b[i] = run->specs[fw->use[i]].pkg_mw;
                 for (unsigned j = 0; j < p->n; j++)
                         if (p->fixed[j])
                                 fw->b[i] -= fw->coef[i * p->n + j] * p->value[j];
         }
-        for (unsigned j = 0; j < p->n; j++)
-                if (!p->fixed[j])
-                        idx[n_free++] = j;
         if (n_free > n)
                 return fail(run, -EDOM, "%u points cannot determine %u parameters", n, n_free);
         for (unsigned i = 0; i < n; i++)
@@ -947,7 +1003,7 @@ static void fit_report(struct run *run, const struct params *p, unsigned adjuste
         if (run->n_specs >= 2 && run->specs[0].pkg_mw > 0)
                 rep->idle_drift_pct = (run->specs[run->n_specs - 1].pkg_mw - run->specs[0].pkg_mw) /
                                       run->specs[0].pkg_mw * 100.0;
-        rep->rms_residual_pct = sqrt(ss / fw->n);
+        rep->rms_residual_pct = fw->n ? sqrt(ss / fw->n) : 0.0;
         rep->max_residual_pct = mx;
 }
 
@@ -988,6 +1044,10 @@ static int fit(struct run *run, struct energy_model *ret)
         for (unsigned i = 0; i < run->n_specs; i++)
                 if (!spec_capped(run, &run->specs[i]))
                         fw.use[fw.n++] = i;
+        fw.n_all = fw.n;
+        for (unsigned i = 0; i < run->n_specs; i++)
+                if (spec_capped(run, &run->specs[i]))
+                        fw.use[fw.n_all++] = i;
         run->rep->capped = run->n_specs - fw.n;
         params_build(run->h, &p);
         r = fit_work_alloc(run, &p, &fw);
@@ -1070,11 +1130,15 @@ static int setup(struct run *run)
         const struct calib_config *cfg = run->cfg;
         const struct energy_model *m;
         struct energy_model cpu;
+        struct em_error err;
         struct power_driver_config pc = { .sysfs_root = cfg->sysfs_root, .journal = cfg->journal,
                                           .on_event = calib_on_event };
         int r;
 
         cpu_part(cfg->base, &cpu);
+        r = em_host_check(cfg->topo, &cpu, &err);
+        if (r < 0)
+                return fail(run, r, "the base model does not fit this host: %s", err.message);
         r = em_host_new(cfg->topo, &cpu, &run->h);
         if (r < 0)
                 return fail(run, r, "the base model does not fit this host: %s", strerror(-r));
@@ -1114,6 +1178,12 @@ int calibrate_run(const struct calib_config *cfg, struct energy_model *ret, stru
             !cfg->topo || cfg->zones.n == 0 || cfg->dwell_ns <= 0 || cfg->sample_ns <= 0 || cfg->period_ns <= 0 ||
             cfg->settle_ns < 0)
                 return fail(&run, -EINVAL, "invalid configuration");
+        /* before measuring for minutes: the name must be one the written file parses back with */
+        if (cfg->name && !energy_model_name_valid(cfg->name)) {
+                char shown[80];
+                escape_bytes(cfg->name, strlen(cfg->name), shown, sizeof(shown));
+                return fail(&run, -EINVAL, "invalid model name '%s' (1..63 letters, digits, '-', '_', '.')", shown);
+        }
         start = cfg->ops->now(cfg->ops_userdata);
         /* The counters must be readable (root only on current kernels) before any knob changes. */
         {

@@ -29,7 +29,8 @@
 #define CALIB_MAX_ZONES 64
 
 enum calib_zone_kind {
-        CALIB_ZONE_PACKAGE, /* intel-rapl:N, name "package-N": fitted */
+        CALIB_ZONE_PACKAGE, /* intel-rapl:N, name "package-N", or "package-N-die-M" (one zone per die of a
+                             * multi-die package): fitted */
         CALIB_ZONE_CORE,    /* intel-rapl:N:M, name "core" (PP0): fixes the deepest core state's power */
         CALIB_ZONE_DRAM,    /* name "dram": reported, not in the model */
         CALIB_ZONE_PSYS,    /* name "psys" (platform): reported, not in the model */
@@ -41,6 +42,8 @@ struct calib_zone {
         char rel[96];                /* class/powercap/intel-rapl:N[:M] relative to the sysfs root */
         char name[32];               /* its "name" file */
         enum calib_zone_kind kind;
+        int package;                 /* package zones: N of "package-N[-die-M]" (the dies of a package are
+                                        summed); -1 for the others */
         uint64_t max_energy_range_uj; /* counter range: energy_uj wraps to 0 after it */
 };
 
@@ -104,7 +107,10 @@ struct calib_config {
         FILE *progress;                    /* one line per point, NULL: quiet */
 };
 
-#define CALIB_MAX_POINTS 96
+/* The most points plan_points() makes: idle and idle-end, per level 3 (busy1, busy2, busyllc), busy-llcs,
+ * the partial duty, 2 per idle state but the deepest, and a PM QoS point per latency (the deepest core
+ * state's and each domain's). */
+#define CALIB_MAX_POINTS (2 + 3 * EM_MAX_LEVELS + 2 + 2 * (EM_MAX_IDLE_STATES - 1) + 1 + _EM_DOMAIN_MAX)
 
 enum calib_param_source {
         CALIB_FITTED,      /* least squares over the points */
@@ -122,7 +128,7 @@ struct calib_point {
         double psys_mw;                    /* psys zone; -1 without */
         double fitted_mw;                  /* the fitted model's power for the point's load */
         double busy_ratio;                 /* mean achieved busy fraction of the loaded CPUs */
-        double pkg_max_mw;                 /* the largest single package zone's power */
+        double pkg_max_mw;                 /* the largest package's power (its zones: one, or one per die) */
         bool capped;                       /* at the package power limit: not in the fit */
 };
 
@@ -143,8 +149,9 @@ struct calib_report {
                                               active powers rest on less signal) */
         double idle_drift_pct;             /* idle-end against idle: the host's background changed */
         unsigned turbo_skipped;            /* points not run: more busy cores than the level's MaxActiveCores */
-        unsigned capped;                   /* points dropped from the fit: a package zone at >= 97% of
-                                              PackagePowerLimitMW (the hardware may have lowered the level) */
+        unsigned capped;                   /* points dropped from the fit: a package at >= 97% of
+                                              PackagePowerLimitMW (the hardware may have lowered the level);
+                                              the fit fails when fewer points are left than parameters */
         struct restore_stats restore;
         nsec_t elapsed_ns;
         char error[256];                   /* on failure: what failed, with the knob's path */
@@ -155,6 +162,10 @@ struct calib_report {
  * that energy_model_validate() accepts).  The journal is restored before
  * returning in every case; a restore that leaves entries is -EBUSY with
  * report->error saying so.  -EINTR: ops->sleep_until asked to stop.
+ * -EINVAL before anything is touched: cfg->name is not a valid model Name.
+ * -ERANGE: the base model's levels do not fit the host's cpufreq
+ * (em_host_check()).  -EDOM: the points left after those at the package
+ * power limit cannot determine the parameters.
  */
 int calibrate_run(const struct calib_config *cfg, struct energy_model *ret, struct calib_report *report);
 

@@ -260,7 +260,7 @@ static void help(void)
                "  -m --base MODEL         model file giving the structure (default: the configuration's\n"
                "                          ModelFile, else derived from sysfs)\n"
                "  -o --output FILE        write the fitted model here (default: standard output)\n"
-               "     --name NAME          Name of the fitted model (default calibrated)\n"
+               "     --name NAME          Name of the fitted model: letters, digits, -_. (default calibrated)\n"
                "     --cpus LIST          CPUs the loads may run on (default: every online CPU)\n"
                "     --dwell DURATION     measured time per point (default 10s)\n"
                "     --settle DURATION    time after each change before measuring (default 2s)\n"
@@ -331,6 +331,13 @@ static int parse_args(int argc, char *argv[], struct cli *o, struct calib_config
                         o->output = optarg;
                         break;
                 case ARG_NAME:
+                        if (!energy_model_name_valid(optarg)) {
+                                char shown[80];
+                                escape_bytes(optarg, strlen(optarg), shown, sizeof(shown));
+                                fprintf(stderr, "vmmpower-calibrate: invalid --name '%s' (1..63 letters, digits, "
+                                        "'-', '_', '.', as the model file's Name)\n", shown);
+                                return 2;
+                        }
                         o->name = optarg;
                         break;
                 case ARG_CPUS:

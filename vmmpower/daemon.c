@@ -416,6 +416,13 @@ static int load_energy_model(const struct vp_config *cfg, const struct topology 
                         log_error_errno(r, "Failed to derive an energy model from sysfs: %m");
         }
         if (r == 0) {
+                /* a model for another host (its levels outside this host's cpufreq range) is refused, named */
+                r = em_host_check(topo, m, &err);
+                if (r < 0)
+                        log_error("%s: %s", cfg->model_file[0] ? cfg->model_file : "the model derived from sysfs",
+                                  err.message);
+        }
+        if (r == 0) {
                 r = em_host_new(topo, m, ret);
                 if (r < 0)
                         log_error_errno(r, "The energy model does not fit this host's topology: %m");

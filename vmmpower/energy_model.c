@@ -45,6 +45,7 @@
 #include <string.h>
 
 #include "energy_model.h"
+#include "log.h"
 #include "util.h"
 
 static inline bool streq_(const char *a, const char *b)
@@ -105,8 +106,48 @@ static int verr(struct em_error *err, unsigned line, const char *fmt, ...)
         return -EINVAL;
 }
 
+/* The model file's rule for Name values: 1..max-1 letters, digits, '-', '_', '.'. */
+static bool name_valid(const char *s, size_t max)
+{
+        size_t n = strnlen(s, max);
+
+        if (n == 0 || n >= max)
+                return false;
+        for (size_t i = 0; i < n; i++) {
+                char c = s[i];
+                if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+                      c == '_' || c == '.'))
+                        return false;
+        }
+        return true;
+}
+
+bool energy_model_name_valid(const char *name)
+{
+        return name_valid(name, sizeof(((struct energy_model *) NULL)->name));
+}
+
+uint32_t energy_model_min_power_limit(const struct energy_model *m)
+{
+        uint64_t mw = m->n_levels > 0 ? m->levels[0].active_mw : 0;
+
+        for (unsigned d = 0; d < _EM_DOMAIN_MAX; d++)
+                if (m->domain[d].present)
+                        mw += m->domain[d].awake_mw;
+        return (uint32_t) MIN(mw, (uint64_t) UINT32_MAX);
+}
+
 int energy_model_validate(const struct energy_model *m, struct em_error *err)
 {
+        char shown[80];
+
+        if (!energy_model_name_valid(m->name)) {
+                escape_bytes(m->name, strnlen(m->name, sizeof(m->name)), shown, sizeof(shown));
+                return verr(err, 0, "invalid Name '%s' (1..%zu letters, digits, '-', '_', '.')", shown,
+                            sizeof(m->name) - 1);
+        }
+        if (m->active_idle_interval_us == 0)
+                return verr(err, 0, "ActiveIdleIntervalUs 0 outside 1..%u", UINT32_MAX);
         if (m->n_levels == 0)
                 return verr(err, 0, "no [PerfLevel] section (at least one is required)");
         if (m->n_idle == 0)
@@ -146,6 +187,11 @@ int energy_model_validate(const struct energy_model *m, struct em_error *err)
         for (unsigned i = 0; i < m->n_idle; i++) {
                 const struct em_idle_state *s = &m->idle[i];
 
+                if (!name_valid(s->name, sizeof(s->name))) {
+                        escape_bytes(s->name, strnlen(s->name, sizeof(s->name)), shown, sizeof(shown));
+                        return verr(err, 0, "IdleState %u: invalid Name '%s' (1..%zu letters, digits, '-', '_', '.')",
+                                    i + 1, shown, sizeof(s->name) - 1);
+                }
                 if (s->target_residency_us < s->exit_latency_us)
                         return verr(err, 0, "IdleState %s: TargetResidencyUs %u < ExitLatencyUs %u", s->name,
                                     s->target_residency_us, s->exit_latency_us);
@@ -184,6 +230,12 @@ int energy_model_validate(const struct energy_model *m, struct em_error *err)
                 return verr(err, 0, "PsuEfficiency must be within 0.5..1.0");
         if (m->package_idle_all_packages && !m->domain[EM_DOMAIN_PACKAGE].present)
                 return verr(err, 0, "PackageIdleAllPackages = yes needs an [IdleDomain] with Scope = package");
+        /* Below this even one busy core at the slowest level is over the limit: every busy package would be
+         * held at the slowest level, whatever its load (docs/energy-model.md §4). */
+        if (m->package_power_limit_mw > 0 && m->package_power_limit_mw < energy_model_min_power_limit(m))
+                return verr(err, 0, "PackagePowerLimitMW %u below %u, the power of one core busy at the slowest "
+                            "level with its package awake (ActivePowerMW + the domains' AwakePowerMW): "
+                            "0 for no limit", m->package_power_limit_mw, energy_model_min_power_limit(m));
         return 0;
 }
 
@@ -387,13 +439,9 @@ static int set_key(struct mparser *p, unsigned k, const char *v)
                 size_t n = strlen(v);
                 if (n == 0 || n >= max)
                         return pfail(p, p->line, "%s must be 1..%zu characters", keys[k].name, max - 1);
-                for (size_t i = 0; i < n; i++) {
-                        char c = v[i];
-                        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                              c == '-' || c == '_' || c == '.'))
-                                return pfail(p, p->line, "invalid %s '%s' (letters, digits, '-', '_', '.')",
-                                             keys[k].name, shown);
-                }
+                if (!name_valid(v, max))
+                        return pfail(p, p->line, "invalid %s '%s' (letters, digits, '-', '_', '.')",
+                                     keys[k].name, shown);
                 memcpy(dst, v, n + 1);
                 return 0;
         }
@@ -457,6 +505,9 @@ static int set_key(struct mparser *p, unsigned k, const char *v)
                              keys[k].name, shown);
         if (k == K_L_CAP && (*u32 == 0 || *u32 > EM_CAPACITY_SCALE))
                 return pfail(p, p->line, "Capacity %u outside 1..%d", *u32, EM_CAPACITY_SCALE);
+        if (k == K_ACTIVE_INTERVAL && *u32 == 0)
+                return pfail(p, p->line, "ActiveIdleIntervalUs 0 outside 1..%u (a vCPU waking its CPU all the "
+                             "time leaves no idle time to model)", UINT32_MAX);
         return 0;
 }
 
@@ -478,6 +529,15 @@ static int parse_line(struct mparser *p, char *s)
         if (n == 0 || s[0] == '#')
                 return 0;
         if (s[0] == '[') {
+                /* A comment after the header: '#' preceded by whitespace, as after a value. */
+                for (char *c = s + 1; *c; c++)
+                        if (*c == '#' && is_space(c[-1])) {
+                                *c = '\0';
+                                break;
+                        }
+                n = strlen(s);
+                while (n > 0 && is_space(s[n - 1]))
+                        s[--n] = '\0';
                 if (s[n - 1] != ']' || n < 3)
                         return pfail(p, p->line, "malformed section header (expected [Name])");
                 s[n - 1] = '\0';
@@ -673,7 +733,7 @@ int energy_model_from_topology(const struct topology *t, struct energy_model *re
 {
         struct energy_model m;
         const struct topo_cpu *c0 = NULL;
-        uint32_t freqs[EM_MAX_LEVELS];
+        uint32_t freqs[MAX(EM_MAX_LEVELS, TOPO_MAX_FREQS)];
         unsigned nf = 0;
 
         model_init_defaults(&m);
@@ -687,19 +747,38 @@ int energy_model_from_topology(const struct topology *t, struct energy_model *re
                 return -ENODEV;
 
         /* Perf levels: the cpufreq table, else min..max in 7 steps plus base_frequency.  A 0 kHz
-         * entry means nothing (and would be the divisor below): skipped. */
+         * entry means nothing (and would be the divisor below): skipped.  A table longer than
+         * EM_MAX_LEVELS gives EM_MAX_LEVELS entries spread evenly over it, the slowest and the
+         * fastest included: the levels must reach the host's top speed (a lower top level would cap
+         * the host, em_host_check() refuses it) and its bottom one (the light loads' saving). */
         if (c0->policy >= 0 && (unsigned) c0->policy < t->n_policies) {
                 const struct topo_cpufreq_policy *p = &t->policies[c0->policy];
                 if (p->n_freqs > 0) {
-                        for (unsigned i = 0; i < p->n_freqs && nf < EM_MAX_LEVELS; i++)
+                        for (unsigned i = 0; i < p->n_freqs && i < TOPO_MAX_FREQS; i++)
                                 if (p->freqs_khz[i] > 0 && (nf == 0 || p->freqs_khz[i] > freqs[nf - 1]))
                                         freqs[nf++] = p->freqs_khz[i];
+                        if (nf > EM_MAX_LEVELS) {
+                                /* level i: entry round(i (nf - 1) / (EM_MAX_LEVELS - 1)), at or after i (steps of
+                                 * at least one entry, strictly increasing): read before it is overwritten */
+                                const unsigned d = EM_MAX_LEVELS - 1;
+                                for (unsigned i = 0; i <= d; i++)
+                                        freqs[i] = freqs[(i * (nf - 1) + d / 2) / d];
+                                nf = EM_MAX_LEVELS;
+                        }
                 } else if (p->cpuinfo_max_khz > 0) {
-                        uint32_t lo = p->cpuinfo_min_khz && p->cpuinfo_min_khz <= p->cpuinfo_max_khz
-                                              ? p->cpuinfo_min_khz
-                                              : p->cpuinfo_max_khz;
+                        /* The host's range: hosts with favoured cores (Turbo Boost Max 3.0) publish a higher
+                         * cpuinfo_max_freq on some policies; the top level is the highest (em_host_check()). */
+                        uint32_t hi = p->cpuinfo_max_khz, lo;
+                        for (unsigned i = 0; i < t->n_cpus; i++) {
+                                const struct topo_cpu *c = &t->cpus[i];
+                                if (c->present && c->online && c->policy >= 0 && (unsigned) c->policy < t->n_policies &&
+                                    t->policies[c->policy].n_freqs == 0 &&
+                                    t->policies[c->policy].cpuinfo_min_khz <= t->policies[c->policy].cpuinfo_max_khz)
+                                        hi = MAX(hi, t->policies[c->policy].cpuinfo_max_khz);
+                        }
+                        lo = p->cpuinfo_min_khz && p->cpuinfo_min_khz <= hi ? p->cpuinfo_min_khz : hi;
                         for (unsigned i = 0; i <= 6; i++) {
-                                uint32_t f = lo + (uint32_t) ((uint64_t) (p->cpuinfo_max_khz - lo) * i / 6);
+                                uint32_t f = lo + (uint32_t) ((uint64_t) (hi - lo) * i / 6);
                                 if (i > 0 && i < 6)
                                         f = (f + 50000) / 100000 * 100000;
                                 if (p->base_khz > 0 && (nf == 0 || freqs[nf - 1] < p->base_khz) && f > p->base_khz)
@@ -734,7 +813,7 @@ int energy_model_from_topology(const struct topology *t, struct energy_model *re
                 struct em_idle_state *d = &m.idle[m.n_idle];
                 if (streq_(s->name, "POLL"))
                         continue;
-                snprintf(d->name, sizeof(d->name), "%s", s->name);
+                snprintf(d->name, sizeof(d->name), "%s", s->name[0] ? s->name : "state");
                 for (char *x = d->name; *x; x++)
                         if (!((*x >= 'a' && *x <= 'z') || (*x >= 'A' && *x <= 'Z') || (*x >= '0' && *x <= '9') ||
                               *x == '-' || *x == '.'))
@@ -877,11 +956,13 @@ static int em_host_core_keys(struct em_host *h, const struct topology *t, struct
 /*
  * Step 2: h->cores, h->llcs and h->pkgs in key order (an LLC or a package is a
  * range of cores), each online CPU's core and thread (at most two threads a
- * core; a third is not modelled and leaves h->n_online).
+ * core; a third is not modelled and leaves h->n_online, and so does a CPU
+ * whose first sibling's core does not take it).  The first key always makes a
+ * core (its CPU is in none yet).
  */
 static int em_host_fill_cores(struct em_host *h, const struct topology *t, const struct core_key *keys_, unsigned nc)
 {
-        unsigned n = t->n_cpus;
+        unsigned n = t->n_cpus, prev = 0;
 
         h->cores = calloc(nc, sizeof(*h->cores));
         h->llcs = calloc(nc, sizeof(*h->llcs));
@@ -890,13 +971,28 @@ static int em_host_fill_cores(struct em_host *h, const struct topology *t, const
         h->order_cores_first = malloc(sizeof(int) * h->n_online);
         if (!h->cores || !h->llcs || !h->pkgs || !h->order_smt_first || !h->order_cores_first)
                 return -ENOMEM;
-        h->n_cores = nc;
-        for (unsigned k = 0; k < nc; k++) {
+        for (unsigned i = 0; i < nc; i++) {
+                const unsigned k = h->n_cores; /* the core being filled */
                 struct em_core *core = &h->cores[k];
-                const struct topo_cpu *c = &t->cpus[keys_[k].first_cpu];
-                bool new_pkg = k == 0 || keys_[k].pkg != keys_[k - 1].pkg;
-                bool new_llc = new_pkg || keys_[k].llc != keys_[k - 1].llc;
+                const struct topo_cpu *c = &t->cpus[keys_[i].first_cpu];
+                bool new_pkg, new_llc;
 
+                core->cpu[0] = core->cpu[1] = -1;
+                /* A CPU already in a core is not taken again: sibling lists that disagree (topology_load()
+                 * makes them agree; a hand-made topology may not) would put it in two cores, and the wake
+                 * orders (n_online long) would overflow.  A core left without a thread is none. */
+                CPUSET_FOREACH(s, &c->smt_siblings) {
+                        if ((unsigned) s >= n || !t->cpus[s].online || h->cpu_core[s] >= 0 || core->n_threads >= 2)
+                                continue;
+                        core->cpu[core->n_threads] = s;
+                        h->cpu_core[s] = (int) k;
+                        h->cpu_thread[s] = core->n_threads;
+                        core->n_threads++;
+                }
+                if (core->n_threads == 0)
+                        continue;
+                new_pkg = k == 0 || keys_[i].pkg != keys_[prev].pkg;
+                new_llc = new_pkg || keys_[i].llc != keys_[prev].llc;
                 if (new_pkg) {
                         if (h->n_pkgs > 0)
                                 h->pkgs[h->n_pkgs - 1].end = k;
@@ -909,18 +1005,11 @@ static int em_host_fill_cores(struct em_host *h, const struct topology *t, const
                 }
                 core->pkg = h->n_pkgs - 1;
                 core->llc = h->n_llcs - 1;
-                core->cpu[0] = core->cpu[1] = -1;
-                CPUSET_FOREACH(s, &c->smt_siblings) {
-                        if ((unsigned) s >= n || !t->cpus[s].online || core->n_threads >= 2)
-                                continue;
-                        core->cpu[core->n_threads] = s;
-                        h->cpu_core[s] = (int) k;
-                        h->cpu_thread[s] = core->n_threads;
-                        core->n_threads++;
-                }
+                prev = i;
+                h->n_cores++;
         }
-        h->pkgs[h->n_pkgs - 1].end = nc;
-        h->llcs[h->n_llcs - 1].end = nc;
+        h->pkgs[h->n_pkgs - 1].end = h->n_cores;
+        h->llcs[h->n_llcs - 1].end = h->n_cores;
         /* Online CPUs outside every core (a third SMT thread): not modelled. */
         for (unsigned i = 0; i < n; i++)
                 if (t->cpus[i].present && t->cpus[i].online && h->cpu_core[i] < 0)
@@ -1008,15 +1097,90 @@ static int em_host_precompute(struct em_host *h, const struct energy_model *m)
         return 0;
 }
 
+/*
+ * The model meets the host's cpufreq.  The levels are one table for every frequency domain; the
+ * planner writes a level's frequency as the domain's scaling_max_freq (the power driver clamps it
+ * into the policy's cpuinfo range).  So: a level below a policy's cpuinfo_min_freq is a speed that
+ * policy cannot run at, and one above the host's highest cpuinfo_max_freq one no CPU can; a top
+ * level below the highest cpuinfo_max_freq would hold every busy CPU below the host's top speed
+ * for good, silently, which is never what the operator of a KVM host wants: all three are errors
+ * at load, not warnings.  A level above one policy's cpuinfo_max_freq but within the host's is
+ * allowed: hosts with favoured cores (Turbo Boost Max 3.0) publish a higher maximum on some
+ * policies, and the others run such a level at their own maximum.  Frequencies are compared
+ * exactly (kHz, as cpufreq publishes them).
+ */
+int em_host_check(const struct topology *t, const struct energy_model *m, struct em_error *err)
+{
+        const struct topo_cpufreq_policy *top = NULL;
+        uint32_t top_khz;
+
+        if (err)
+                memset(err, 0, sizeof(*err));
+        if (t->synthetic || m->n_levels == 0 || (m->n_levels == 1 && m->levels[0].freq_khz == 0))
+                return 0;
+        /* the host's highest cpuinfo_max_freq over the policies of online CPUs */
+        for (unsigned i = 0; i < t->n_cpus; i++) {
+                const struct topo_cpu *c = &t->cpus[i];
+                const struct topo_cpufreq_policy *p;
+
+                if (!c->present || !c->online || c->policy < 0 || (unsigned) c->policy >= t->n_policies)
+                        continue;
+                p = &t->policies[c->policy];
+                if (p->cpuinfo_max_khz > 0 && (!top || p->cpuinfo_max_khz > top->cpuinfo_max_khz))
+                        top = p;
+        }
+        if (!top)
+                return 0; /* no cpufreq (or it publishes no range): the levels are not written */
+        top_khz = m->levels[m->n_levels - 1].freq_khz;
+        for (unsigned i = 0; i < t->n_cpus; i++) {
+                const struct topo_cpu *c = &t->cpus[i];
+                const struct topo_cpufreq_policy *p;
+
+                if (!c->present || !c->online || c->policy < 0 || (unsigned) c->policy >= t->n_policies)
+                        continue;
+                p = &t->policies[c->policy];
+                if (p->cpuinfo_max_khz == 0)
+                        continue;
+                for (unsigned l = 0; l < m->n_levels; l++) {
+                        uint32_t f = m->levels[l].freq_khz;
+                        if (f < p->cpuinfo_min_khz) {
+                                verr(err, 0, "model %s: PerfLevel %u (%u kHz) below this host's cpufreq range %u..%u kHz "
+                                     "(policy%u cpuinfo_min_freq): a model of another host type?", m->name, l + 1, f,
+                                     p->cpuinfo_min_khz, top->cpuinfo_max_khz, p->id);
+                                return -ERANGE;
+                        }
+                        if (f > top->cpuinfo_max_khz) {
+                                verr(err, 0, "model %s: PerfLevel %u (%u kHz) above this host's cpufreq range %u..%u kHz "
+                                     "(policy%u cpuinfo_max_freq): a model of another host type?", m->name, l + 1, f,
+                                     top->cpuinfo_min_khz, top->cpuinfo_max_khz, top->id);
+                                return -ERANGE;
+                        }
+                }
+        }
+        if (top_khz < top->cpuinfo_max_khz) {
+                verr(err, 0, "model %s: top PerfLevel (%u kHz) below this host's cpufreq range %u..%u kHz "
+                     "(policy%u cpuinfo_max_freq): every plan would cap the host at %u kHz; the model needs a "
+                     "level at %u kHz", m->name, top_khz, top->cpuinfo_min_khz, top->cpuinfo_max_khz, top->id,
+                     top_khz, top->cpuinfo_max_khz);
+                return -ERANGE;
+        }
+        return 0;
+}
+
 int em_host_new(const struct topology *t, const struct energy_model *m, struct em_host **ret)
 {
         _cleanup_free_ struct core_key *keys_ = NULL;
         unsigned n = t->n_cpus;
+        struct em_error err;
         struct em_host *h;
         int r = -ENOMEM;
 
         if (energy_model_validate(m, NULL) < 0)
                 return -EINVAL;
+        r = em_host_check(t, m, &err);
+        if (r < 0)
+                return log_error_errno(r, "%s", err.message);
+        r = -ENOMEM;
         h = calloc(1, sizeof(*h));
         if (!h)
                 return -ENOMEM;

@@ -101,6 +101,11 @@ int energy_model_parse_string(const char *text, const char *name_for_errors, str
                               struct em_error *err);
 /* Whole-model rules (also run by the parser).  0 or -EINVAL with err->message. */
 int energy_model_validate(const struct energy_model *m, struct em_error *err);
+/* The file format's rule for the model's Name (1..63 letters, digits, '-', '_', '.'). */
+bool energy_model_name_valid(const char *name);
+/* The lowest PackagePowerLimitMW the model accepts (0 aside): one core busy at the slowest level with its
+ * domains awake (the slowest level's ActivePowerMW + every domain's AwakePowerMW). */
+uint32_t energy_model_min_power_limit(const struct energy_model *m);
 /* Defaults from sysfs facts plus documented assumptions (energy_model.c, docs). */
 int energy_model_from_topology(const struct topology *t, struct energy_model *ret);
 /* Write in the model file format (parses back to the same model). */
@@ -141,6 +146,17 @@ struct em_host {
 };
 #define EM_GAPF_N 256
 
+/*
+ * Whether the model's perf levels fit the host's cpufreq (docs/energy-model.md §1, "The model and the
+ * host"): every level within [cpuinfo_min_freq, cpuinfo_max_freq] of the policies of the online CPUs
+ * (above a policy's maximum is allowed up to the highest maximum of the host: favoured cores), and the
+ * top level at that highest maximum (a lower top level would cap the host for good).  No check without
+ * cpufreq, for a one-level model of unknown frequency or a synthetic topology.  0, or -ERANGE with
+ * err->message naming the level and the host's range.
+ */
+int em_host_check(const struct topology *t, const struct energy_model *m, struct em_error *err);
+/* Bind a model to a topology: -EINVAL for an invalid model, -ERANGE (logged as an error with
+ * em_host_check()'s message) when its levels do not fit the host, -ENODEV without an online CPU. */
 int em_host_new(const struct topology *t, const struct energy_model *m, struct em_host **ret);
 void em_host_free(struct em_host *h);
 

@@ -572,6 +572,62 @@ static int compute_counts(struct topology *t)
         return 0;
 }
 
+/* smt with only the online CPUs of t. */
+static void online_only(const struct topology *t, const cpuset_t *smt, cpuset_t *ret)
+{
+        cpuset_zero(ret);
+        CPUSET_FOREACH(c, smt)
+                if ((unsigned) c < t->n_cpus && t->cpus[c].online)
+                        cpuset_set(ret, (unsigned) c);
+}
+
+/*
+ * The kernel publishes one SMT sibling list per core, the same in each of its
+ * threads.  Lists read while a CPU went on- or offline (cpu1 read "1,3", then
+ * cpu1 offline, cpu3 read "3"), or a broken tree, disagree, and a CPU would
+ * belong to two cores.  Compared over online CPUs (an offline CPU is in no
+ * core): an online CPU whose list lacks itself, or names an online CPU whose
+ * list differs, is reduced to itself.  The others keep their lists: every
+ * member of such a list has the same list, so the cores stay disjoint.
+ * Logged as a warning; the CPUs are in t->smt_inconsistent.
+ */
+static void fix_smt_siblings(struct loader *l, struct topology *t)
+{
+        cpuset_t a, b;
+        char list[512];
+
+        cpuset_zero(&t->smt_inconsistent);
+        for (unsigned i = 0; i < t->n_cpus; i++) {
+                bool ok;
+
+                if (!t->cpus[i].online)
+                        continue;
+                online_only(t, &t->cpus[i].smt_siblings, &a);
+                ok = cpuset_isset(&a, i);
+                CPUSET_FOREACH(s, &a) {
+                        if (!ok)
+                                break;
+                        if ((unsigned) s == i)
+                                continue;
+                        online_only(t, &t->cpus[s].smt_siblings, &b);
+                        ok = cpuset_equal(&a, &b);
+                }
+                if (!ok)
+                        cpuset_set(&t->smt_inconsistent, i);
+        }
+        if (cpuset_empty(&t->smt_inconsistent))
+                return;
+        CPUSET_FOREACH(c, &t->smt_inconsistent) {
+                cpuset_zero(&t->cpus[c].smt_siblings);
+                cpuset_set(&t->cpus[c].smt_siblings, (unsigned) c);
+        }
+        if (cpuset_format_list(&t->smt_inconsistent, list, sizeof(list)) < 0)
+                snprintf(list, sizeof(list), "%u CPUs", cpuset_count(&t->smt_inconsistent));
+        log_warning("%s/devices/system/cpu: the SMT sibling lists (thread_siblings_list) of CPU(s) %s disagree "
+                    "with their siblings' (a CPU went on- or offline while they were read?): each is taken as "
+                    "a core of its own", l->root, list);
+}
+
 int topology_load(const char *sysfs_root, struct topology **ret)
 {
         struct loader l = { .dirfd = -1 };
@@ -637,6 +693,7 @@ int topology_load(const char *sysfs_root, struct topology **ret)
                 if (cpuset_empty(&c->die_cpus))
                         c->die_cpus = c->core_siblings;
         }
+        fix_smt_siblings(&l, t);
 
         r = load_nodes(&l, t);
         if (r < 0)
@@ -801,6 +858,7 @@ int topology_synthetic(unsigned n_pkgs, unsigned per_pkg, struct topology **ret)
                 return -ENOMEM;
         }
         snprintf(t->root, sizeof(t->root), "synth:%ux%u", n_pkgs, per_pkg);
+        t->synthetic = true;
         t->n_policies = n_cpus;
         t->n_packages = n_pkgs;
         t->n_dies = n_pkgs;

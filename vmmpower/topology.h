@@ -100,6 +100,12 @@ struct topology {
                                                  "" if absent */
         unsigned n_policies;
         struct topo_cpufreq_policy *policies;
+        /* Online CPUs whose SMT sibling list disagreed with a sibling's (cpu1 "1,3" but cpu3 "3": a
+         * CPU went on- or offline while the lists were read, or a broken tree): each one's
+         * smt_siblings is reduced to itself, and the load logs a warning naming them.  Empty normally. */
+        cpuset_t smt_inconsistent;
+        bool synthetic;             /* made by topology_synthetic(): its cpufreq and cpuidle figures stand
+                                       for no real host (em_host_new() does not hold a model to them) */
 };
 
 /*

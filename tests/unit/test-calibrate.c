@@ -162,8 +162,10 @@ static void load_model(const char *name, struct energy_model *m)
                 fail_msg("%s:%u: %s", err.file, err.line, err.message);
 }
 
-static void host_setup(struct host *h, const char *tree, const struct energy_model *planted, bool core_zone,
-                       uint64_t range_uj)
+/* dies > 1: each package's zone split in one per die, "package-N-die-M" (as intel_rapl names them on a
+ * multi-die package), intel-rapl:(N dies + M); no core zone, the dram zone below die 0. */
+static void host_setup_dies(struct host *h, const char *tree, const struct energy_model *planted, bool core_zone,
+                            uint64_t range_uj, unsigned dies)
 {
         char p[512];
 
@@ -176,7 +178,24 @@ static void host_setup(struct host *h, const char *tree, const struct energy_mod
         snprintf(h->state, sizeof(h->state), "%s/state", h->tmp);
         sh("cp -a '%s/topology/%s/sys' '%s'", TEST_DATA_DIR, tree, h->root);
         assert_int_equal(topology_load(h->root, &h->topo), 0);
-        for (unsigned pk = 0; pk < h->topo->n_packages; pk++) {
+        for (unsigned pk = 0; pk < h->topo->n_packages && dies > 1; pk++)
+                for (unsigned d = 0; d < dies; d++) {
+                        unsigned z = pk * dies + d;
+                        char v[64];
+                        snprintf(p, sizeof(p), "%s/class/powercap/intel-rapl:%u", h->root, z);
+                        sh("mkdir -p '%s'", p);
+                        snprintf(p, sizeof(p), "%s/class/powercap/intel-rapl:%u/name", h->root, z);
+                        snprintf(v, sizeof(v), "package-%u-die-%u\n", pk, d);
+                        write_file(p, v);
+                        if (d > 0)
+                                continue;
+                        snprintf(p, sizeof(p), "%s/class/powercap/intel-rapl:%u/intel-rapl:%u:0", h->root, z, z);
+                        sh("mkdir -p '%s'", p);
+                        sh("ln -s 'intel-rapl:%u/intel-rapl:%u:0' '%s/class/powercap/intel-rapl:%u:0'", z, z, h->root, z);
+                        snprintf(p, sizeof(p), "%s/class/powercap/intel-rapl:%u:0/name", h->root, z);
+                        write_file(p, "dram\n");
+                }
+        for (unsigned pk = 0; pk < h->topo->n_packages && dies <= 1; pk++) {
                 snprintf(p, sizeof(p), "%s/class/powercap/intel-rapl:%u", h->root, pk);
                 sh("mkdir -p '%s'", p);
                 snprintf(p, sizeof(p), "%s/class/powercap/intel-rapl:%u/name", h->root, pk);
@@ -230,6 +249,12 @@ static void host_setup(struct host *h, const char *tree, const struct energy_mod
         h->fl = calloc(h->planted->n_fdoms, 1);
         h->rng = 0x9e3779b97f4a7c15ull;
         h->noise = 0.01;
+}
+
+static void host_setup(struct host *h, const char *tree, const struct energy_model *planted, bool core_zone,
+                       uint64_t range_uj)
+{
+        host_setup_dies(h, tree, planted, core_zone, range_uj, 1);
 }
 
 static void host_teardown(struct host *h)
@@ -847,6 +872,188 @@ static void test_zones(void **state)
         host_teardown(&h);
 }
 
+/* ---- points at the package power limit, the most levels, multi-die zones, the model's name ---- */
+
+/*
+ * A base whose PackagePowerLimitMW is below what every point draws (here: the lowest the model
+ * accepts, the base's package awake power and one core at its slowest level, under the planted
+ * host's idle package power): every point is at the limit and left out.  The fit had no row and no
+ * free parameter, "succeeded" (residuals rms -nan%) and wrote the base model as if fitted.
+ */
+static void all_capped_base(const struct energy_model *planted, struct energy_model *base)
+{
+        wrong_base(planted, base, true);
+        base->package_power_limit_mw = energy_model_min_power_limit(base);
+        assert_int_equal(energy_model_validate(base, NULL), 0);
+}
+
+static void test_all_capped(void **state)
+{
+        struct energy_model planted, base, fitted;
+        struct calib_report *rep = calloc(1, sizeof(*rep));
+        struct host h;
+        int r;
+
+        load_model("xeon-spr-2s.model", &planted);
+        all_capped_base(&planted, &base);
+        host_setup(&h, "xeon-spr-2s", &planted, false, 20000000);
+        memset(&fitted, 0xa5, sizeof(fitted));
+        r = run_sim(&h, &base, &fitted, rep, NULL);
+        printf("error: %s (%u points capped)\n", rep->error, rep->capped);
+        assert_int_equal(r, -EDOM);
+        assert_true(rep->capped > 0);
+        assert_non_null(strstr(rep->error, "points reached 97% of the package power limit"));
+        assert_non_null(strstr(rep->error, ": 0 points cannot determine"));
+        assert_int_equal(((unsigned char *) &fitted)[0], 0xa5); /* nothing written */
+        assert_restored(&h);
+        host_teardown(&h);
+        free(rep);
+}
+
+/* A planted model of the xeon-spr-2s watts with n levels spread over the fixture's 0.8..3.8 GHz. */
+static void many_levels(struct energy_model *m, unsigned n)
+{
+        load_model("xeon-spr-2s.model", m);
+        m->n_levels = n;
+        for (unsigned l = 0; l < n; l++) {
+                uint32_t f = 3800000 - (n - 1 - l) * 90000;
+                m->levels[l] = (struct em_perf_level) {
+                        .freq_khz = f,
+                        .capacity = (uint32_t) (((uint64_t) f * EM_CAPACITY_SCALE + 1900000) / 3800000),
+                        .active_mw = 1200 + 200 * l,
+                };
+        }
+        assert_int_equal(energy_model_validate(m, NULL), 0);
+}
+
+/* EM_MAX_LEVELS (32) levels: 3 points a level and the others, more than the 96 points there was room for. */
+static void test_max_levels(void **state)
+{
+        struct energy_model planted, base, fitted;
+        struct calib_report *rep = calloc(1, sizeof(*rep));
+        struct host h;
+        int r;
+
+        many_levels(&planted, EM_MAX_LEVELS);
+        wrong_base(&planted, &base, true);
+        host_setup(&h, "xeon-spr-2s", &planted, false, 20000000);
+        r = run_sim(&h, &base, &fitted, rep, NULL);
+        if (r < 0)
+                fail_msg("calibrate_run: %d %s", r, rep->error);
+        printf("%u points, %u parameters, residuals rms %.2f%%\n", rep->n_points, rep->n_params, rep->rms_residual_pct);
+        assert_true(rep->n_points > 96 && rep->n_points <= CALIB_MAX_POINTS);
+        assert_int_equal(rep->capped, 0);
+        assert_params_within(&planted, &fitted, 5.0);
+        assert_restored(&h);
+        host_teardown(&h);
+        free(rep);
+}
+
+/*
+ * A multi-die package: intel_rapl names each die's zone "package-N-die-M".  They are package zones
+ * (calib_zones_discover() found none: -ENODATA), and a package's power is the sum of its dies'
+ * (the power limit is per package): with the limit of test_all_capped every point is capped, though
+ * no single die zone reaches it.
+ */
+static void test_die_zones(void **state)
+{
+        struct energy_model planted, base, fitted;
+        struct calib_report *rep = calloc(1, sizeof(*rep));
+        struct calib_zones z;
+        struct host h;
+        char p[600];
+        int r;
+
+        load_model("xeon-spr-2s.model", &planted);
+        host_setup_dies(&h, "xeon-spr-2s", &planted, false, 20000000, 2);
+        assert_int_equal(calib_zones_discover(h.root, &z), 0);
+        assert_int_equal(h.n_pkg_zones, 4);
+        for (unsigned i = 0; i < z.n; i++) {
+                printf("%s %s %s package %d\n", z.zone[i].rel, z.zone[i].name,
+                       calib_zone_kind_to_string(z.zone[i].kind), z.zone[i].package);
+                if (z.zone[i].kind == CALIB_ZONE_PACKAGE)
+                        assert_int_equal(z.zone[i].package, (int) (z.zone[i].rel[strlen(z.zone[i].rel) - 1] - '0') / 2);
+                else
+                        assert_int_equal(z.zone[i].package, -1);
+        }
+        /* names that are not the driver's: not package zones */
+        snprintf(p, sizeof(p), "%s/class/powercap/intel-rapl:3/name", h.root);
+        static const char *const odd[] = { "package-1-die-\n", "package--die-1\n", "package-1-dye-1\n", "package-x\n" };
+        for (unsigned i = 0; i < ELEMENTSOF(odd); i++) {
+                write_file(p, odd[i]);
+                assert_int_equal(calib_zones_discover(h.root, &z), 0);
+                for (unsigned k = 0; k < z.n; k++)
+                        if (strcmp(z.zone[k].rel, "class/powercap/intel-rapl:3") == 0)
+                                assert_int_equal(z.zone[k].kind, CALIB_ZONE_OTHER);
+        }
+        write_file(p, "package-1-die-1\n");
+
+        all_capped_base(&planted, &base);
+        r = run_sim(&h, &base, &fitted, rep, NULL);
+        printf("error: %s\n", rep->error);
+        assert_int_equal(r, -EDOM);
+        assert_non_null(strstr(rep->error, "points reached 97% of the package power limit"));
+        assert_restored(&h);
+        host_teardown(&h);
+        free(rep);
+}
+
+/*
+ * What the run is given is checked before any knob is touched: the fitted model's name (--name
+ * 'rack 12 (fitted)' gave a file the parser refuses) and the base model's levels against the host.
+ */
+static void test_refused_before_measuring(void **state)
+{
+        struct energy_model planted, base, fitted;
+        struct calib_report *rep = calloc(1, sizeof(*rep));
+        struct calib_config cc;
+        struct journal *j;
+        struct host h;
+        const char *bd = getenv("VMMPOWER_BUILD_DIR");
+        char cmd[1200];
+        int r;
+
+        load_model("xeon-spr-2s.model", &planted);
+        host_setup(&h, "xeon-spr-2s", &planted, false, 20000000);
+        assert_int_equal(journal_open(h.state, &j), 0);
+        cc = (struct calib_config) {
+                .sysfs_root = h.root, .topo = h.topo, .base = &planted, .zones = h.zones, .journal = j,
+                .dwell_ns = NSEC_PER_SEC, .settle_ns = 0, .sample_ns = NSEC_PER_SEC, .period_ns = 100 * NSEC_PER_MSEC,
+                .name = "rack 12 (fitted)", .ops = &sim_ops, .ops_userdata = &h,
+        };
+        r = calibrate_run(&cc, &fitted, rep);
+        printf("error: %s\n", rep->error);
+        assert_int_equal(r, -EINVAL);
+        assert_non_null(strstr(rep->error, "invalid model name 'rack 12 (fitted)'"));
+        assert_int_equal(h.now, 0); /* nothing measured */
+        cc.name = "";
+        assert_int_equal(calibrate_run(&cc, &fitted, rep), -EINVAL);
+
+        /* a base model of another host type: the Genoa model's 1.5..2.4 GHz on this 0.8..3.8 GHz host */
+        load_model("epyc-genoa.model", &base);
+        cc.name = "fitted";
+        cc.base = &base;
+        r = calibrate_run(&cc, &fitted, rep);
+        printf("error: %s\n", rep->error);
+        assert_int_equal(r, -ERANGE);
+        assert_non_null(strstr(rep->error, "the base model does not fit this host: model epyc-genoa: top PerfLevel "
+                                           "(2400000 kHz) below this host's cpufreq range 800000..3800000 kHz"));
+        assert_int_equal(h.now, 0);
+        journal_free(j);
+        sh("diff -r '%s' '%s'", h.pristine, h.root);
+
+        /* the program: a usage error, before the configuration is read */
+        if (bd) {
+                snprintf(cmd, sizeof(cmd), "'%s/vmmpower-calibrate' -c '%s/nonexistent.conf' --sysfs-root '%s' "
+                         "--state-dir '%s' --name 'rack 12 (fitted)' 2>/dev/null", bd, h.tmp, h.root, h.state);
+                int st = sh_status("%s", cmd);
+                assert_true(WIFEXITED(st));
+                assert_int_equal(WEXITSTATUS(st), 2);
+        }
+        host_teardown(&h);
+        free(rep);
+}
+
 /* ------------------------------------------------------------ the real program */
 
 struct driver {
@@ -1185,6 +1392,10 @@ int main(void)
                 cmocka_unit_test(test_failed_knob_write),
                 cmocka_unit_test(test_interrupted),
                 cmocka_unit_test(test_unreadable_counters),
+                cmocka_unit_test(test_all_capped),
+                cmocka_unit_test(test_max_levels),
+                cmocka_unit_test(test_die_zones),
+                cmocka_unit_test(test_refused_before_measuring),
                 cmocka_unit_test(test_real_refuses_with_daemon),
                 cmocka_unit_test(test_real_refuses_with_daemon_lock),
                 cmocka_unit_test(test_real_run),

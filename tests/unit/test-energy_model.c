@@ -318,8 +318,10 @@ static void test_defaults_zero_freq(void **state)
         assert_int_equal(m.levels[1].capacity, EM_CAPACITY_SCALE);
 
         p->n_freqs = 0;
-        p->cpuinfo_min_khz = 3000000;
-        p->cpuinfo_max_khz = 2000000;
+        for (unsigned i = 0; i < t->n_policies; i++) {
+                t->policies[i].cpuinfo_min_khz = 3000000;
+                t->policies[i].cpuinfo_max_khz = 2000000;
+        }
         assert_int_equal(energy_model_from_topology(t, &m), 0);
         assert_int_equal(m.levels[m.n_levels - 1].freq_khz, 2000000);
         for (unsigned i = 0; i < m.n_levels; i++)
@@ -612,7 +614,7 @@ static void test_power_limits(void **state)
         assert_int_equal(br.capped_level, 1);
         /* a limit below every level's power: the lowest level, over the limit (nothing lower exists) */
         em_host_free(hl);
-        mp.package_power_limit_mw = 1000;
+        mp.package_power_limit_mw = energy_model_min_power_limit(&mp);
         assert_int_equal(em_host_new(t, &mp, &hl), 0);
         full_load(&b, h, 0.3, 0);
         double p_low = em_host_power(h, &l, NULL);
@@ -905,6 +907,323 @@ static void test_smt_core_busy(void **state)
         assert_true(smt_core_busy(0.55, 0.55, 1.25) < 1.0);
 }
 
+/*
+ * Every online CPU of the host in exactly one core, and once in each wake order (the orders are
+ * n_online long: a CPU in two cores wrote past their end).
+ */
+static void assert_cores_disjoint(const struct em_host *h, const struct topology *t)
+{
+        unsigned threads = 0;
+        uint8_t in_core[VP_MAX_CPUS] = { 0 };
+
+        for (unsigned k = 0; k < h->n_cores; k++) {
+                assert_true(h->cores[k].n_threads >= 1 && h->cores[k].n_threads <= 2);
+                for (unsigned th = 0; th < h->cores[k].n_threads; th++) {
+                        int c = h->cores[k].cpu[th];
+                        assert_true(c >= 0 && (unsigned) c < t->n_cpus);
+                        assert_int_equal(in_core[c], 0);
+                        in_core[c] = 1;
+                        assert_int_equal(h->cpu_core[c], (int) k);
+                        assert_int_equal(h->cpu_thread[c], (int) th);
+                        threads++;
+                }
+        }
+        assert_int_equal(threads, h->n_online);
+        for (unsigned o = 0; o < 2; o++) {
+                const int *order = o ? h->order_cores_first : h->order_smt_first;
+                uint8_t seen[VP_MAX_CPUS] = { 0 };
+                for (unsigned p = 0; p < h->n_online; p++) {
+                        assert_true(in_core[order[p]]);
+                        assert_int_equal(seen[order[p]], 0);
+                        seen[order[p]] = 1;
+                }
+        }
+        for (unsigned k = 0; k < h->n_cores; k++)
+                assert_true(h->cores[k].fdom < h->n_fdoms);
+}
+
+/*
+ * SMT sibling lists that disagree (cpu1 "1,17", cpu17 "17": cpu1 went offline while
+ * topology_load() read cpu17): cpu17 was in two cores and the wake orders, sized by the online
+ * CPU count, overflowed (ASan: heap-buffer-overflow WRITE in em_host_precompute()).  A CPU is
+ * taken by the first core that lists it; a core left without a thread is none.
+ */
+static void test_host_smt_disagree(void **state)
+{
+        struct topology *t = load_topology("xeon-spr-2s");
+        struct energy_model m;
+        struct em_host *h = NULL;
+
+        (void) state;
+        assert_int_equal(energy_model_from_topology(t, &m), 0);
+        cpuset_zero(&t->cpus[17].smt_siblings);
+        cpuset_set(&t->cpus[17].smt_siblings, 17);
+        assert_int_equal(em_host_new(t, &m, &h), 0);
+        assert_int_equal(h->n_online, 32);
+        assert_int_equal(h->n_cores, 16);
+        assert_int_equal(h->cores[h->cpu_core[1]].n_threads, 2);
+        assert_int_equal(h->cpu_core[17], h->cpu_core[1]);
+        assert_cores_disjoint(h, t);
+        em_host_free(h);
+
+        /* the other way round (cpu1 "1", cpu17 "1,17"): cpu17's first sibling's core does not take it,
+         * it is not modelled (topology_load() makes both lists "itself") */
+        cpuset_zero(&t->cpus[1].smt_siblings);
+        cpuset_set(&t->cpus[1].smt_siblings, 1);
+        cpuset_set(&t->cpus[17].smt_siblings, 1);
+        assert_int_equal(em_host_new(t, &m, &h), 0);
+        assert_int_equal(h->n_online, 31);
+        assert_int_equal(h->cpu_core[17], -1);
+        assert_cores_disjoint(h, t);
+        em_host_free(h);
+        topology_free(t);
+
+        /* a hand-made 4-CPU host: cores {0,2} and {1,3}, cpu3's list "3" */
+        struct topo_cpu cpus[4] = { 0 };
+        struct topology small = { .n_cpus = 4, .cpus = cpus };
+        for (unsigned i = 0; i < 4; i++) {
+                cpus[i] = (struct topo_cpu) { .id = i, .present = true, .online = true, .core_id = (int) i % 2,
+                                              .policy = -1 };
+                cpuset_set(&cpus[i].smt_siblings, i);
+                cpuset_set(&cpus[i].smt_siblings, i % 2);
+                cpuset_set(&cpus[i].smt_siblings, i % 2 + 2);
+        }
+        cpuset_zero(&cpus[3].smt_siblings);
+        cpuset_set(&cpus[3].smt_siblings, 3);
+        assert_int_equal(energy_model_parse_string("[Model]\nName = x\n[PerfLevel]\nFrequencyKHz = 1\n"
+                                                   "Capacity = 1024\nActivePowerMW = 1000\n[IdleState]\nName = C1\n"
+                                                   "ExitLatencyUs = 1\nTargetResidencyUs = 1\nPowerMW = 10\n",
+                                                   "s", &m, NULL), 0);
+        assert_int_equal(em_host_new(&small, &m, &h), 0);
+        assert_int_equal(h->n_online, 4);
+        assert_int_equal(h->n_cores, 2);
+        assert_cores_disjoint(h, &small);
+        em_host_free(h);
+}
+
+static void set_cpuinfo(struct topology *t, uint32_t min_khz, uint32_t max_khz)
+{
+        for (unsigned i = 0; i < t->n_policies; i++) {
+                t->policies[i].cpuinfo_min_khz = min_khz;
+                t->policies[i].cpuinfo_max_khz = max_khz;
+        }
+}
+
+static void assert_host_refused(const struct topology *t, const struct energy_model *m, const char *what)
+{
+        struct em_error err = { 0 };
+        struct em_host *h = NULL;
+
+        assert_int_equal(em_host_check(t, m, &err), -ERANGE);
+        print_message("# %s\n", err.message);
+        if (!strstr(err.message, what))
+                fail_msg("'%s' not in '%s'", what, err.message);
+        assert_int_equal(em_host_new(t, m, &h), -ERANGE);
+        assert_null(h);
+}
+
+/*
+ * A model for another host type: its levels against the host's cpufreq.  The shipped SPR model
+ * (top level 3.8 GHz) on a host whose cpuinfo_max_freq is 4.0 GHz would cap it at 3.8 GHz for
+ * good: refused, as a level outside the host's range is.
+ */
+static void test_host_cpufreq_range(void **state)
+{
+        struct topology *t = load_topology("xeon-spr-2s");
+        struct energy_model spr, genoa, m;
+        struct em_error err = { 0 };
+        struct em_host *h = NULL;
+
+        (void) state;
+        load_model("../../config/models/xeon-spr-2s.model", &spr);
+        load_model("../../config/models/epyc-genoa.model", &genoa);
+        /* the host it was written for: 800000..3800000 kHz */
+        assert_int_equal(em_host_check(t, &spr, &err), 0);
+        assert_int_equal(em_host_new(t, &spr, &h), 0);
+        em_host_free(h);
+
+        set_cpuinfo(t, 800000, 4000000);
+        assert_host_refused(t, &spr, "top PerfLevel (3800000 kHz) below this host's cpufreq range 800000..4000000 kHz");
+        set_cpuinfo(t, 1000000, 3800000);
+        assert_host_refused(t, &spr, "PerfLevel 1 (800000 kHz) below this host's cpufreq range 1000000..3800000 kHz");
+        set_cpuinfo(t, 800000, 3800000);
+        /* the Genoa model (1.5..2.4 GHz) here: its top level caps the host */
+        assert_host_refused(t, &genoa, "top PerfLevel (2400000 kHz) below");
+        m = spr;
+        m.levels[m.n_levels - 1].freq_khz = 3900000;
+        assert_host_refused(t, &m, "PerfLevel 8 (3900000 kHz) above this host's cpufreq range 800000..3800000 kHz");
+
+        /* favoured cores (Turbo Boost Max 3.0): some policies publish a higher maximum; the top level
+         * is the host's highest, the other policies run it at their own maximum */
+        for (unsigned i = 0; i < t->n_policies; i += 4)
+                t->policies[i].cpuinfo_max_khz = 4000000;
+        assert_host_refused(t, &spr, "below this host's cpufreq range 800000..4000000 kHz");
+        m = spr;
+        m.levels[m.n_levels - 1].freq_khz = 4000000;
+        assert_int_equal(em_host_check(t, &m, &err), 0);
+        /* the model derived from sysfs takes the host's highest maximum too */
+        assert_int_equal(energy_model_from_topology(t, &m), 0);
+        assert_int_equal(m.levels[m.n_levels - 1].freq_khz, 4000000);
+        assert_int_equal(em_host_new(t, &m, &h), 0);
+        em_host_free(h);
+        topology_free(t);
+
+        /* the Genoa model on its own host, the SPR one on it */
+        t = load_topology("epyc-genoa-1s");
+        assert_int_equal(em_host_check(t, &genoa, &err), 0);
+        assert_host_refused(t, &spr, "PerfLevel 1 (800000 kHz) below this host's cpufreq range 1500000..2400000 kHz");
+        topology_free(t);
+
+        /* no cpufreq (this project's test VM): nothing to check against */
+        t = load_topology("debian-2cpu-haltpoll");
+        assert_int_equal(em_host_check(t, &spr, &err), 0);
+        assert_int_equal(em_host_new(t, &spr, &h), 0);
+        em_host_free(h);
+        topology_free(t);
+
+        /* a synthetic host's cpufreq stands for no real one (vmmpower-sim runs the Genoa model on synth:PxC) */
+        assert_int_equal(topology_synthetic(1, 8, &t), 0);
+        assert_int_equal(em_host_check(t, &genoa, &err), 0);
+        topology_free(t);
+}
+
+/*
+ * docs/energy-model.md §4 against the parser: a comment after a section header, ActiveIdleIntervalUs 0
+ * (no idle time left to model), PackagePowerLimitMW below one busy core at the slowest level with its
+ * domains awake (every busy package held at the slowest level), the 32-level limit.
+ */
+static void test_parser_doc_rules(void **state)
+{
+        static const char *const tail = "[PerfLevel]\nFrequencyKHz = 1\nCapacity = 1024\nActivePowerMW = 1000\n"
+                                         "[IdleState]\nName = C1\nExitLatencyUs = 1\nTargetResidencyUs = 1\nPowerMW = 10\n"
+                                         "[IdleDomain]  # comment\nScope = package\nAwakePowerMW = 20000\n"
+                                         "AsleepPowerMW = 5000\nExitLatencyUs = 10\nTargetResidencyUs = 20\n";
+        struct energy_model m;
+        struct em_error err = { 0 };
+        char buf[4096];
+
+        (void) state;
+        snprintf(buf, sizeof(buf), "[Model] # the main section\nName = x\n%s", tail);
+        if (energy_model_parse_string(buf, "s", &m, &err) < 0)
+                fail_msg("line %u: %s", err.line, err.message);
+        snprintf(buf, sizeof(buf), "[Model]# no blank before '#': part of the header\nName = x\n%s", tail);
+        assert_int_equal(energy_model_parse_string(buf, "s", &m, &err), -EINVAL);
+        assert_int_equal(err.line, 1);
+        assert_non_null(strstr(err.message, "malformed section header"));
+
+        snprintf(buf, sizeof(buf), "[Model]\nName = x\nActiveIdleIntervalUs = 0\n%s", tail);
+        assert_int_equal(energy_model_parse_string(buf, "s", &m, &err), -EINVAL);
+        assert_int_equal(err.line, 3);
+        assert_non_null(strstr(err.message, "ActiveIdleIntervalUs 0 outside 1..4294967295"));
+        snprintf(buf, sizeof(buf), "[Model]\nName = x\nActiveIdleIntervalUs = 1\n%s", tail);
+        assert_int_equal(energy_model_parse_string(buf, "s", &m, &err), 0);
+        m.active_idle_interval_us = 0;
+        assert_int_equal(energy_model_validate(&m, &err), -EINVAL);
+
+        /* the lowest limit: 1000 (slowest level) + 20000 (package awake) */
+        snprintf(buf, sizeof(buf), "[Model]\nName = x\nPackagePowerLimitMW = 1\n%s", tail);
+        assert_int_equal(energy_model_parse_string(buf, "s", &m, &err), -EINVAL);
+        assert_non_null(strstr(err.message, "PackagePowerLimitMW 1 below 21000"));
+        snprintf(buf, sizeof(buf), "[Model]\nName = x\nPackagePowerLimitMW = 20999\n%s", tail);
+        assert_int_equal(energy_model_parse_string(buf, "s", &m, &err), -EINVAL);
+        snprintf(buf, sizeof(buf), "[Model]\nName = x\nPackagePowerLimitMW = 21000\n%s", tail);
+        assert_int_equal(energy_model_parse_string(buf, "s", &m, &err), 0);
+        assert_int_equal(energy_model_min_power_limit(&m), 21000);
+        m.package_power_limit_mw = 0; /* none */
+        assert_int_equal(energy_model_validate(&m, &err), 0);
+        /* the shipped models' limits are far above theirs */
+        load_model("../../config/models/xeon-spr-2s.model", &m);
+        assert_true(m.package_power_limit_mw >= 4 * energy_model_min_power_limit(&m));
+
+        /* 32 levels at most (EM_MAX_LEVELS) */
+        size_t n = (size_t) snprintf(buf, sizeof(buf), "[Model]\nName = x\n");
+        for (unsigned l = 0; l <= EM_MAX_LEVELS; l++)
+                n += (size_t) snprintf(buf + n, sizeof(buf) - n, "[PerfLevel]\nFrequencyKHz=%u\nCapacity=%u\n"
+                                       "ActivePowerMW=1000\n", l + 1, l + 1);
+        assert_true(n < sizeof(buf));
+        assert_int_equal(energy_model_parse_string(buf, "s", &m, &err), -EINVAL);
+        assert_non_null(strstr(err.message, "too many [PerfLevel] sections (at most 32)"));
+}
+
+/*
+ * The Name rule of the parser in energy_model_validate(): what energy_model_write() prints parses
+ * back (vmmpower-calibrate --name 'rack 12 (fitted)' wrote a model no parser took).
+ */
+static void test_validate_names(void **state)
+{
+        struct energy_model m, back;
+        struct em_error err = { 0 };
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f;
+
+        (void) state;
+        load_model("models/good-full.model", &m);
+        assert_true(energy_model_name_valid("rack-12_fitted.2"));
+        snprintf(m.name, sizeof(m.name), "%s", "rack 12 (fitted)");
+        assert_false(energy_model_name_valid(m.name));
+        assert_int_equal(energy_model_validate(&m, &err), -EINVAL);
+        assert_non_null(strstr(err.message, "invalid Name 'rack 12 (fitted)'"));
+        m.name[0] = '\0';
+        assert_int_equal(energy_model_validate(&m, &err), -EINVAL);
+        memset(m.name, 'a', sizeof(m.name) - 1);
+        m.name[sizeof(m.name) - 1] = '\0'; /* 63 characters: the most */
+        assert_int_equal(energy_model_validate(&m, &err), 0);
+        snprintf(m.idle[0].name, sizeof(m.idle[0].name), "%s", "C1 E");
+        assert_int_equal(energy_model_validate(&m, &err), -EINVAL);
+        assert_non_null(strstr(err.message, "IdleState 1: invalid Name 'C1 E'"));
+        snprintf(m.idle[0].name, sizeof(m.idle[0].name), "%s", "C1E");
+        /* valid: written, it parses back the same */
+        assert_int_equal(energy_model_validate(&m, &err), 0);
+        f = open_memstream(&buf, &len);
+        assert_non_null(f);
+        energy_model_write(&m, f);
+        assert_int_equal(fclose(f), 0);
+        if (energy_model_parse_string(buf, "written", &back, &err) < 0)
+                fail_msg("line %u: %s", err.line, err.message);
+        assert_memory_equal(&m, &back, sizeof(m));
+        free(buf);
+}
+
+/*
+ * A cpufreq table of 33..64 entries: the derived model had its lowest 32 and never the top speed.
+ * Now 32 spread over the table, its first and last included.
+ */
+static void test_defaults_long_table(void **state)
+{
+        struct topology *t = load_topology("xeon-spr-2s");
+        struct energy_model m;
+        struct em_host *h = NULL;
+
+        (void) state;
+        for (unsigned p = 0; p < t->n_policies; p++) {
+                /* 61 entries, 800..3800 MHz in 50 MHz steps, within the fixture's cpuinfo range */
+                t->policies[p].n_freqs = 61;
+                for (unsigned i = 0; i < 61; i++)
+                        t->policies[p].freqs_khz[i] = 800000 + 50000 * i;
+        }
+        assert_int_equal(energy_model_from_topology(t, &m), 0);
+        assert_int_equal(m.n_levels, EM_MAX_LEVELS);
+        assert_int_equal(m.levels[0].freq_khz, 800000);
+        assert_int_equal(m.levels[EM_MAX_LEVELS - 1].freq_khz, 3800000);
+        assert_int_equal(m.levels[EM_MAX_LEVELS - 1].capacity, EM_CAPACITY_SCALE);
+        for (unsigned l = 1; l < m.n_levels; l++) {
+                uint32_t step = m.levels[l].freq_khz - m.levels[l - 1].freq_khz;
+                assert_true(step == 50000 || step == 100000); /* 60 steps over 31: one or two entries each */
+        }
+        assert_round_trip(&m);
+        assert_int_equal(em_host_new(t, &m, &h), 0);
+        em_host_free(h);
+
+        /* 33 entries: all but one */
+        t->policies[t->cpus[0].policy].n_freqs = 33;
+        assert_int_equal(energy_model_from_topology(t, &m), 0);
+        assert_int_equal(m.n_levels, EM_MAX_LEVELS);
+        assert_int_equal(m.levels[0].freq_khz, 800000);
+        assert_int_equal(m.levels[EM_MAX_LEVELS - 1].freq_khz, 800000 + 50000 * 32);
+        topology_free(t);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -926,6 +1245,11 @@ int main(void)
                 cmocka_unit_test(test_smt_core_busy),
                 cmocka_unit_test(test_core_memo),
                 cmocka_unit_test(test_wake_orders_llc_runs),
+                cmocka_unit_test(test_host_smt_disagree),
+                cmocka_unit_test(test_host_cpufreq_range),
+                cmocka_unit_test(test_parser_doc_rules),
+                cmocka_unit_test(test_validate_names),
+                cmocka_unit_test(test_defaults_long_table),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -17,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include "energy_model.h"
 #include "log.h"
 #include "topology.h"
 #include "util.h"
@@ -560,6 +561,54 @@ static void test_record_script(void **state)
         rm_rf(dir);
 }
 
+/*
+ * SMT sibling lists that disagree: cpu1 read "1,17", then cpu1 went offline and cpu17 read "17"
+ * (or a broken tree).  cpu17 was in two cores of the energy model, whose wake orders overflowed.
+ * Each CPU whose list disagrees with a sibling's is reduced to itself, the others keep theirs.
+ */
+static void test_smt_disagree(void **state)
+{
+        _cleanup_free_ char *dir = copy_fixture("xeon-spr-2s");
+        struct topology *t = NULL;
+        struct energy_model m;
+        struct em_host *h = NULL;
+        cpuset_t s;
+
+        tree_write(dir, "devices/system/cpu/cpu17/topology/thread_siblings_list", "17\n");
+        /* a broken tree: cpu2 "2,18,19", cpu18 "2,18", cpu3 and cpu19 "3,19" (the last two agree) */
+        tree_write(dir, "devices/system/cpu/cpu2/topology/thread_siblings_list", "2,18-19\n");
+        tree_write(dir, "devices/system/cpu/cpu18/topology/thread_siblings_list", "2,18\n");
+        tree_write(dir, "devices/system/cpu/cpu19/topology/thread_siblings_list", "3,19\n");
+        assert_int_equal(load_tree(dir, &t), 0);
+        /* cpu17's own list "17" agrees with itself: it is not one of them */
+        s = set_of("1-2,18");
+        assert_true(cpuset_equal(&t->smt_inconsistent, &s));
+        static const char *const want[][2] = { { "1", "1" }, { "17", "17" }, { "2", "2" }, { "18", "18" },
+                                                { "3", "3,19" }, { "19", "3,19" }, { "0", "0,16" }, { "16", "0,16" } };
+        for (unsigned i = 0; i < ELEMENTSOF(want); i++) {
+                unsigned cpu = (unsigned) atoi(want[i][0]);
+                s = set_of(want[i][1]);
+                if (!cpuset_equal(&t->cpus[cpu].smt_siblings, &s))
+                        fail_msg("cpu%u: smt siblings are not %s", cpu, want[i][1]);
+        }
+        /* the energy model has every online CPU in one core */
+        assert_int_equal(energy_model_from_topology(t, &m), 0);
+        assert_int_equal(em_host_new(t, &m, &h), 0);
+        assert_int_equal(h->n_online, 32);
+        assert_int_equal(h->n_cores, 18);
+        em_host_free(h);
+        topology_free(t);
+
+        /* a consistent tree: nothing reduced (the fixtures' golden dumps hold the lists) */
+        tree_write(dir, "devices/system/cpu/cpu17/topology/thread_siblings_list", "1,17\n");
+        tree_write(dir, "devices/system/cpu/cpu2/topology/thread_siblings_list", "2,18\n");
+        tree_write(dir, "devices/system/cpu/cpu19/topology/thread_siblings_list", "3,19\n");
+        assert_int_equal(load_tree(dir, &t), 0);
+        assert_true(cpuset_empty(&t->smt_inconsistent));
+        topology_free(t);
+        rm_rf(dir);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -572,6 +621,7 @@ int main(void)
                 cmocka_unit_test(test_unparsable),
                 cmocka_unit_test(test_too_many_cpus),
                 cmocka_unit_test(test_record_script),
+                cmocka_unit_test(test_smt_disagree),
         };
 
         log_set_max_level(LOG_LEVEL_ERR);
