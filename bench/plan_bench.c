@@ -16,6 +16,10 @@
  *   initial   plan_compute() without a previous plan
  *   steady    plan_compute() with the previous plan and the same load (the
  *             daemon's usual call: target search + hysteresis)
+ *   grow      the same, but 16 vCPUs (every nv/16-th) wait 30% of the time:
+ *             the grow step looks for a CPU to wake for each, scoring every
+ *             empty CPU with a whole-host power evaluation (placement.c
+ *             ws_best_wake()), so it costs far more than a steady plan
  * in microseconds per plan, plus the active CPUs and plan/spread energy.
  * Prints numbers; asserts nothing.  Usage: plan-bench [RUNS [PCPUS VCPUS]]
  */
@@ -50,8 +54,8 @@ int main(int argc, char **argv)
 
         if (runs == 0 || runs > 10000)
                 runs = 21;
-        printf("%6s %7s %11s %11s %11s %11s %7s %6s %12s\n", "pCPUs", "vCPUs", "initial_us", "(min)",
-               "steady_us", "(min)", "active", "cands", "plan/spread");
+        printf("%6s %7s %11s %11s %11s %11s %7s %6s %12s %11s %11s\n", "pCPUs", "vCPUs", "initial_us", "(min)",
+               "steady_us", "(min)", "active", "cands", "plan/spread", "grow_us", "(min)");
         unsigned only_p = argc > 3 ? (unsigned) atoi(argv[2]) : 0, only_v = argc > 3 ? (unsigned) atoi(argv[3]) : 0;
         for (unsigned a = 0; a < ELEMENTSOF(cpus); a++) {
                 if (only_p && cpus[a] != only_p)
@@ -78,29 +82,41 @@ int main(int argc, char **argv)
                                 continue;
                         struct plan_vcpu *v = calloc(nv, sizeof(*v));
                         nsec_t *ti = calloc(runs, sizeof(nsec_t)), *ts = calloc(runs, sizeof(nsec_t));
+                        nsec_t *tg = calloc(runs, sizeof(nsec_t));
                         double mean = 0.3 * h->n_cores / nv;
                         struct plan *p0 = NULL;
 
-                        if (!v || !ti || !ts)
+                        if (!v || !ti || !ts || !tg)
                                 return 1;
                         for (unsigned i = 0; i < nv; i++)
                                 v[i] = (struct plan_vcpu) { .key = ((uint64_t) (i / 4) << 16) | (i % 4), .vm = i / 4,
                                                             .util = MIN(1.0, 2.0 * mean * rnd()),
                                                             .wait_ratio = 0.01 * rnd(), .cur_cpu = -1 };
                         for (unsigned k = 0; k < runs; k++) {
-                                struct plan *p = NULL, *q = NULL;
+                                struct plan *p = NULL, *q = NULL, *g = NULL;
                                 nsec_t t0 = thread_cputime_ns();
                                 r = plan_compute(h, &pol, v, nv, NULL, 0, NULL, 0, &p);
                                 nsec_t t1 = thread_cputime_ns();
                                 if (r >= 0)
                                         r = plan_compute(h, &pol, v, nv, NULL, 0, p, NSEC_PER_SEC, &q);
-                                nsec_t t2 = thread_cputime_ns();
+                                nsec_t t2 = thread_cputime_ns(), t3 = t2;
+                                if (r >= 0) {
+                                        for (unsigned i = 0; i < 16; i++)
+                                                v[(size_t) i * nv / 16].wait_avg = 0.3;
+                                        t2 = thread_cputime_ns();
+                                        r = plan_compute(h, &pol, v, nv, NULL, 0, p, NSEC_PER_SEC, &g);
+                                        t3 = thread_cputime_ns();
+                                        for (unsigned i = 0; i < 16; i++)
+                                                v[(size_t) i * nv / 16].wait_avg = 0.0;
+                                }
                                 if (r < 0) {
                                         fprintf(stderr, "plan_compute: %s\n", strerror(-r));
                                         return 1;
                                 }
                                 ti[k] = t1 - t0;
                                 ts[k] = t2 - t1;
+                                tg[k] = t3 - t2;
+                                plan_free(g);
                                 if (k == 0)
                                         p0 = p;
                                 else
@@ -109,15 +125,17 @@ int main(int argc, char **argv)
                         }
                         qsort(ti, runs, sizeof(nsec_t), cmp_ns);
                         qsort(ts, runs, sizeof(nsec_t), cmp_ns);
-                        printf("%6u %7u %11.1f %11.1f %11.1f %11.1f %7u %6u %12.3f\n", cpus[a], nv,
+                        qsort(tg, runs, sizeof(nsec_t), cmp_ns);
+                        printf("%6u %7u %11.1f %11.1f %11.1f %11.1f %7u %6u %12.3f %11.1f %11.1f\n", cpus[a], nv,
                                ti[runs / 2] / 1000.0, ti[0] / 1000.0, ts[runs / 2] / 1000.0, ts[0] / 1000.0,
                                p0->why.n_active, p0->why.candidates,
-                               p0->why.plan_mw / p0->why.spread_mw);
+                               p0->why.plan_mw / p0->why.spread_mw, tg[runs / 2] / 1000.0, tg[0] / 1000.0);
                         fflush(stdout);
                         plan_free(p0);
                         free(v);
                         free(ti);
                         free(ts);
+                        free(tg);
                 }
                 em_host_free(h);
                 topology_free(t);

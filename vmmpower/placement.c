@@ -180,6 +180,9 @@
  *  - LAT_PENALTY 10: a set over its budget costs ten times the top level's
  *    power per CPU and unit of excess, so that the search prefers any
  *    candidate within the budget and, when none is, the least over.
+ *  - QUEUE_BUDGET_MAX 0.999: the budget is taken below 1 (QueueBudgetPercent
+ *    100 is 0.999): a saturated set's predicted share is exactly 1 and must
+ *    be over any budget, or every set would fit anywhere.
  *  - CORR_MIN 1, CORR_MAX 16: the closed loop never makes the model more
  *    optimistic (a correction under 1, learnt while a set was quiet, was
  *    wrong when its load rose: in a vmmpower-sim variant without vCPUs
@@ -237,6 +240,7 @@
 #include "queueing.h"
 
 #define EPS 1e-9
+#define QUEUE_BUDGET_MAX 0.999 /* the latency profile's budget at most (w->budget) */
 #define ROOM_EMPTY_CORE 4.0      /* room of an empty core: any single vCPU fits */
 #define ROOM_NONE (-1.0)
 #define MAX_LEVEL_CANDIDATES 8
@@ -665,7 +669,9 @@ static int ws_init_wait_model(struct ws *w, const struct plan *prev)
         double sd = 0.0, sd2 = 0.0, scv = 0.0;
 
         w->latency = w->pol->profile == PLAN_PROFILE_LATENCY && !w->pol->pin_single_cpu;
-        w->budget = w->pol->queue_budget > 0.0 ? MIN(w->pol->queue_budget, 1.0) : 0.01;
+        /* Under 1: a saturated set's share is exactly 1, which must be over any budget (at a
+         * budget of 100% every set passed, and the first plan packed every vCPU on one CPU). */
+        w->budget = w->pol->queue_budget > 0.0 ? MIN(w->pol->queue_budget, QUEUE_BUDGET_MAX) : 0.01;
         w->corr = calloc(nl, sizeof(double));
         w->corr_floor = calloc(nl, sizeof(double));
         w->measured = calloc(nl, sizeof(double));
@@ -1438,7 +1444,9 @@ static bool place_sets(struct ws *w, const int *order, double cap, bool smt_firs
                         for (unsigned q = 0; q < h->n_online; q++)
                                 if (!w->resv[order[q]] && cpu_in_nodes(h, mask, order[q]))
                                         cpus[n++] = order[q];
-                        for (unsigned q = 0; mask && n == 0 && q < h->n_online; q++) /* its nodes all reserved */
+                        /* every CPU (of its nodes) reserved, e.g. dedicated vCPUs on every core: onto
+                         * those, or the run would be left unplaced (vcpu_cpu -1, never pinned) */
+                        for (unsigned q = 0; n == 0 && q < h->n_online; q++)
                                 if (cpu_in_nodes(h, mask, order[q]))
                                         cpus[n++] = order[q];
                         put_balanced(w, cpus, n, k0, m);
@@ -2067,9 +2075,9 @@ static int ws_best_wake(struct ws *w, size_t i_for_fit, int src, bool waits)
 {
         const struct em_host *h = w->h;
         int best = -1;
-        double base, best_d = DBL_MAX;
+        double base = 0.0, best_d = DBL_MAX;
+        bool have_base = false;
 
-        base = finalize(w, NULL);
         for (unsigned p = 0; p < h->n_online; p++) {
                 int cpu = h->order_smt_first[p];
                 double d;
@@ -2080,6 +2088,10 @@ static int ws_best_wake(struct ws *w, size_t i_for_fit, int src, bool waits)
                 /* not back where it came from; a waiting vCPU only where it is relieved */
                 if (cpu == src || (waits && i_for_fit != SIZE_MAX && !relieves(w, i_for_fit, src, cpu)))
                         continue;
+                if (!have_base) { /* only once a CPU can be woken: on a host with none, no O(P) evaluation */
+                        base = finalize(w, NULL);
+                        have_base = true;
+                }
                 w->work[cpu] = WAKE_PROBE_WORK;
                 w->nvc[cpu]++;
                 d = finalize(w, NULL) - base;

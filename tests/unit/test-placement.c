@@ -1445,6 +1445,51 @@ static void test_determinism(void **state)
         free_host(&f);
 }
 
+/*
+ * The latency profile at its edges (found by review): at QueueBudgetPercent
+ * 100 a saturated set (predicted share exactly 1) was within the budget, so
+ * the first plan put all 64 vCPUs (19.2 CPUs of demand) on one CPU; and with
+ * a dedicated vCPU on every core the packed vCPUs were left unplaced
+ * (vcpu_cpu -1: never pinned, and the plan never settled).
+ */
+static void test_latency_edges(void **state)
+{
+        struct host_fixture f;
+        struct plan_policy pol;
+        struct plan_vcpu v[72];
+        struct plan *p = NULL;
+        unsigned n = 0;
+
+        load_host("epyc-genoa-1s", "epyc-genoa", &f);
+        plan_policy_defaults(&pol); /* the latency profile */
+        pol.queue_budget = 1.0;
+        for (unsigned i = 0; i < 64; i++)
+                v[n++] = (struct plan_vcpu) { .key = 100 + i, .vm = 1 + i / 8, .mode = PLACE_PACK, .util = 0.3,
+                                              .util_last = 0.3, .cur_cpu = -1 };
+        assert_int_equal(plan_compute(f.h, &pol, v, n, NULL, 0, NULL, 0, &p), 0);
+        for (unsigned c = 0; c < p->n_cpus; c++)
+                assert_true(p->cpu_work[c] <= 1.0 + 1e-9);
+        assert_true(p->why.n_active >= 20);
+        plan_free(p);
+        p = NULL;
+
+        /* 32 cores, 32 dedicated vCPUs and 8 packed ones */
+        n = 0;
+        for (unsigned i = 0; i < 32; i++)
+                v[n++] = (struct plan_vcpu) { .key = 200 + i, .vm = 10, .mode = PLACE_DEDICATED, .util = 0.2,
+                                              .util_last = 0.2, .cur_cpu = -1 };
+        for (unsigned i = 0; i < 8; i++)
+                v[n++] = (struct plan_vcpu) { .key = 300 + i, .vm = 11, .mode = PLACE_PACK, .util = 0.05,
+                                              .util_last = 0.05, .cur_cpu = -1 };
+        plan_policy_defaults(&pol);
+        assert_int_equal(f.h->n_cores, 32);
+        assert_int_equal(plan_compute(f.h, &pol, v, n, NULL, 0, NULL, 0, &p), 0);
+        for (unsigned i = 0; i < n; i++)
+                assert_true(p->vcpu_cpu[i] >= 0);
+        plan_free(p);
+        free_host(&f);
+}
+
 static void test_modes(void **state)
 {
         struct host_fixture f;
@@ -2863,6 +2908,7 @@ int main(void)
                 cmocka_unit_test(test_move_cooldown),
                 cmocka_unit_test(test_determinism),
                 cmocka_unit_test(test_modes),
+                cmocka_unit_test(test_latency_edges),
                 cmocka_unit_test(test_hints),
                 cmocka_unit_test(test_perf_floor),
                 cmocka_unit_test(test_idle_limits),
