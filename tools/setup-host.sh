@@ -46,13 +46,20 @@ if [ -n "$missing" ]; then
         PRC=/usr/sbin/policy-rc.d
         made_prc=0
         if [ ! -e $PRC ]; then
+                # removed however this script ends: left behind, it would refuse every service
+                # start and stop of every later package operation on this host
+                trap 'rm -f "$PRC"' EXIT
+                trap 'rm -f "$PRC"; exit 130' INT TERM HUP
                 printf '#!/bin/sh\nexit 101\n' > $PRC && chmod 755 $PRC && made_prc=1
         fi
         ok=1
         apt-get update -q > "$LOG" 2>&1 || ok=0
         # shellcheck disable=SC2086
         [ $ok -eq 0 ] || apt-get install -y -q --no-install-recommends $missing >> "$LOG" 2>&1 || ok=0
-        [ $made_prc -eq 0 ] || rm -f $PRC
+        if [ $made_prc -eq 1 ]; then
+                rm -f $PRC
+                trap - EXIT INT TERM HUP
+        fi
         if [ $ok -eq 0 ]; then
                 cat "$LOG" >&2
                 rm -f "$LOG"

@@ -168,9 +168,13 @@ installed="vmmpowerd vmmpower-tools $(echo $pulled)"
 "$src/tools/check-link-deps.sh" /usr/bin/vmmpowerctl libm.so.6 libc.so.6 >&2
 "$src/tools/check-link-deps.sh" /usr/bin/vmmpower-sim libm.so.6 libc.so.6 >&2
 [ -f "$unitdir/vmmpowerd.service" ] || die "no $unitdir/vmmpowerd.service after install"
-# dh_installsystemd enabled the unit (without systemd as PID 1, only the symlink).
-[ -L /etc/systemd/system/multi-user.target.wants/vmmpowerd.service ] ||
-        die "vmmpowerd.service not enabled"
+# Installed disabled and not started (debian/rules: installing must not take over the host's
+# knobs or stop its tuner); the operator enables it.
+[ ! -e /etc/systemd/system/multi-user.target.wants/vmmpowerd.service ] ||
+        die "vmmpowerd.service enabled by the package (it must be left to the operator)"
+if [ -d /run/systemd/system ] && systemctl is-active --quiet vmmpowerd.service; then
+        die "vmmpowerd.service started by the package"
+fi
 
 # ---- run the installed daemon ----------------------------------------------------------
 sock=$out/control.sock

@@ -7,7 +7,7 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-kver=${KVER:-$(ls -1 /boot/vmlinuz-*-amd64 2>/dev/null | sort -V | tail -n 1 | sed 's|.*/vmlinuz-||')}
+kver=${KVER:-$(ls -1 /boot/vmlinuz-*-amd64 2>/dev/null | grep -v -e '-cloud-amd64$' -e '-rt-amd64$' | sort -V | tail -n 1 | sed 's|.*/vmlinuz-||')}
 if [ -z "$kver" ]; then
         echo "no guest kernel /boot/vmlinuz-*-amd64 (apt-get install linux-image-amd64)" >&2
         exit 1

@@ -4,7 +4,8 @@
 # (see tests/vm/guest-init.sh for the protocol).
 #
 # Usage: build-guest.sh OUTDIR
-#   OUTDIR/vmlinuz            copy of the newest /boot/vmlinuz-*-amd64 (or $VMMPOWER_GUEST_KERNEL)
+#   OUTDIR/vmlinuz            copy of the newest /boot/vmlinuz-*-amd64, cloud and rt flavours
+#                             left out (or $VMMPOWER_GUEST_KERNEL)
 #   OUTDIR/initramfs.cpio.gz  busybox + /init + virtio console modules (uncompressed .ko)
 #   OUTDIR/cmdline            the default kernel command line
 #
@@ -39,7 +40,9 @@ command -v cpio >/dev/null 2>&1 || die "cpio not found (apt-get install cpio)"
 if [ -n "${VMMPOWER_GUEST_KERNEL:-}" ]; then
         KERNEL=$VMMPOWER_GUEST_KERNEL
 else
-        KERNEL=$(ls -1 /boot/vmlinuz-*-amd64 2>/dev/null | sort -V | tail -n 1)
+        # the generic flavour: Debian's cloud and rt kernels (also *-amd64) have no headers
+        # from linux-headers-amd64, which tools/setup-host.sh installs
+        KERNEL=$(ls -1 /boot/vmlinuz-*-amd64 2>/dev/null | grep -v -e '-cloud-amd64$' -e '-rt-amd64$' | sort -V | tail -n 1)
 fi
 [ -n "$KERNEL" ] && [ -r "$KERNEL" ] || die "no kernel /boot/vmlinuz-*-amd64 (apt-get install linux-image-amd64)"
 KVER=${KERNEL##*/vmlinuz-}
