@@ -146,6 +146,19 @@ static int forget_gone(struct journal *j, enum journal_kind kind, const char *ke
         return r;
 }
 
+/*
+ * A pin that failed (not made): what it holds is journaled as the verified
+ * state.  Left unverified, the record would make restore take any later mask
+ * as ours and put the original over one another tool set after the failure.
+ */
+static void note_failed(struct journal *j, enum journal_kind kind, const char *key, const char *actual)
+{
+        int r = journal_note_actual(j, kind, key, actual);
+
+        if (r < 0)
+                log_debug_errno(r, "Cannot journal the mask of %s after a failed pin: %m", key);
+}
+
 int actuator_pin_thread(struct journal *j, pid_t pid, pid_t tid, uint64_t starttime, const cpuset_t *cpus)
 {
         char key[96], cur_s[JOURNAL_VALUE_MAX], want_s[JOURNAL_VALUE_MAX], act_s[JOURNAL_VALUE_MAX];
@@ -179,8 +192,13 @@ int actuator_pin_thread(struct journal *j, pid_t pid, pid_t tid, uint64_t startt
         if (r < 0)
                 return r;
         r = set_affinity(tid, cpus);
-        if (r < 0)
+        if (r < 0) {
+                /* not made: the mask it holds is journaled as verified (see note_failed()) */
+                if (r != -ESRCH && r != -ENOENT && get_affinity(tid, &act) == 0 &&
+                    cpuset_format_list(&act, act_s, sizeof(act_s)) >= 0)
+                        note_failed(j, JOURNAL_KIND_AFFINITY, key, act_s);
                 return forget_gone(j, JOURNAL_KIND_AFFINITY, key, r);
+        }
         r = get_affinity(tid, &act);
         if (r < 0)
                 return forget_gone(j, JOURNAL_KIND_AFFINITY, key, r);
@@ -448,6 +466,9 @@ int actuator_pin_vcpu(struct journal *j, void *conn, const char *uuid, unsigned 
                 goto out;
         r = vdom_set_pin(&d, vcpu, cpus);
         if (r < 0) {
+                if (r != -ESRCH && r != -ENOENT && vdom_get_pin(&d, vcpu, &act) == 0 &&
+                    cpuset_format_list(&act, act_s, sizeof(act_s)) >= 0)
+                        note_failed(j, JOURNAL_KIND_VCPUPIN, key, act_s);
                 forget_gone(j, JOURNAL_KIND_VCPUPIN, key, r);
                 goto out;
         }

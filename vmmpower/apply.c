@@ -185,6 +185,21 @@ static bool pin_to_release(const struct applier *a, const struct pin_state *o)
         return true;
 }
 
+/*
+ * Does the request pin libvirt vCPU (uuid, vcpu) of o under another thread?
+ * A libvirt pin acts on the domain's vCPU, not on a thread: releasing o's
+ * (its old tid) would undo the new pin of the same vCPU.
+ */
+static bool libvirt_vcpu_requested(const struct apply_request *req, const struct pin_state *o)
+{
+        if (!o->want.uuid[0])
+                return false;
+        for (size_t i = 0; i < req->n_pins; i++)
+                if (req->pins[i].vcpu == o->want.vcpu && strcmp(req->pins[i].uuid, o->want.uuid) == 0)
+                        return true;
+        return false;
+}
+
 static int merge_request(struct applier *a, struct apply_request *req)
 {
         struct pin_state *n = calloc(MAX(req->n_pins + a->n_pins, (size_t) 1), sizeof(*n));
@@ -219,7 +234,8 @@ static int merge_request(struct applier *a, struct apply_request *req)
                 const struct pin_state *o = &a->pins[i];
                 struct pin_state *p;
 
-                if (bsearch(&o->want, req->pins, req->n_pins, sizeof(*req->pins), pin_cmp) || !pin_to_release(a, o))
+                if (bsearch(&o->want, req->pins, req->n_pins, sizeof(*req->pins), pin_cmp) || !pin_to_release(a, o) ||
+                    libvirt_vcpu_requested(req, o))
                         continue;
                 p = &n[kept++];
                 *p = *o;

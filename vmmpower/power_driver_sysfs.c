@@ -425,6 +425,28 @@ static int knob_foreign(struct power_driver *drv, struct knob *k, const char *cu
  * that could not be made before the write.  If that fails too, the record is
  * still unverified, and restore takes whatever the knob holds as ours.
  */
+/*
+ * The write failed: what the knob holds now (the record's before, normally) is
+ * journaled as the verified state.  Left unverified, the record would make
+ * restore take whatever the knob holds later as ours, and put the original
+ * over another tool's value set long after this write.  A knob that cannot be
+ * read back keeps the unverified record (and a failure to record is counted).
+ */
+static void knob_verify_failed(struct power_driver *drv, struct knob *k)
+{
+        struct sysfs *s = drv->priv;
+        char cur[VALUE_MAX + 2];
+
+        if (power_driver_sysfs_knob_read(s->root, k->path, cur, sizeof(cur)) < 0)
+                return;
+        if (journal_note_actual(drv->cfg.journal, JOURNAL_KIND_SYSFS, k->path, cur) < 0) {
+                drv->stats.journal_errors++;
+                return;
+        }
+        snprintf(k->ours, sizeof(k->ours), "%.*s", (int) strcspn(cur, "\n"), cur);
+        k->ours_valid = true;
+}
+
 static int knob_undo(struct power_driver *drv, struct knob *k, const char *prev, const char *value, int error)
 {
         struct sysfs *s = drv->priv;
@@ -508,8 +530,10 @@ static int knob_write(struct power_driver *drv, struct knob *k, const char *valu
         snprintf(prev, sizeof(prev), "%s", cur);
         snprintf(data, sizeof(data), "%s\n", value);
         r = power_driver_sysfs_knob_write(s->root, k->path, data);
-        if (r < 0)
+        if (r < 0) {
+                knob_verify_failed(drv, k);
                 return knob_error(drv, k, value, r);
+        }
         if (probe) {
                 drv->class_disabled[k->cls] = false;
                 retry_reset(&drv->class_retry[k->cls]);

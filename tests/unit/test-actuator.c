@@ -331,6 +331,40 @@ static void test_narrowed_and_foreign(void **state)
  * the thread is put back to the mask it had, and the journal's error returned;
  * it used to keep a narrowed mask the journal never recorded.
  */
+/*
+ * A pin the kernel refuses (every CPU of the mask absent: EINVAL) leaves a
+ * verified record of the mask the thread kept; unverified, restore would have
+ * taken any later mask as ours and put the original over another tool's.
+ */
+static void test_failed_pin_verified(void **state)
+{
+        struct restore_stats st;
+        struct journal *j;
+        struct worker w;
+        char key[96], buf[64];
+        cpuset_t want;
+        uint64_t stt;
+
+        worker_start(&w);
+        set_affinity_list(w.tid, "0-1");
+        assert_int_equal(actuator_thread_starttime(getpid(), w.tid, &stt), 0);
+        actuator_thread_key(getpid(), w.tid, stt, key, sizeof(key));
+        assert_int_equal(journal_open(statedir, &j), 0);
+        cpuset_parse_list("1000", &want); /* no such CPU */
+        assert_int_equal(actuator_pin_thread(j, getpid(), w.tid, stt, &want), -EINVAL);
+        affinity_of(w.tid, buf, sizeof(buf));
+        assert_string_equal(buf, "0-1");
+        assert_false(journal_unverified(j, JOURNAL_KIND_AFFINITY, key));
+        /* another tool pins it afterwards: left to it at restore */
+        set_affinity_list(w.tid, "1");
+        journal_free(j);
+        assert_int_equal(journal_restore_all(statedir, NULL, NULL, &st), 0);
+        affinity_of(w.tid, buf, sizeof(buf));
+        assert_string_equal(buf, "1");
+        assert_int_equal(st.restored, 0);
+        worker_stop(&w);
+}
+
 static void test_readback_not_journaled(void **state)
 {
         char key[96], payload[256], buf[64];
@@ -577,6 +611,7 @@ int main(void)
                 cmocka_unit_test(test_tid_reuse_and_exit),
                 cmocka_unit_test(test_narrowed_and_foreign),
                 cmocka_unit_test(test_readback_not_journaled),
+                cmocka_unit_test(test_failed_pin_verified),
                 cmocka_unit_test(test_vcpupin_run_identity),
                 cmocka_unit_test(test_libvirt_live_pin),
         };

@@ -711,6 +711,34 @@ static void admin_writes(struct fixture *f, const char *rel, const char *value)
  * With the record closed at the foreign write, as before, nothing would
  * restore it: the host would stay capped at 2000000.
  */
+/*
+ * A failed write leaves a verified record: what the knob held then.  Left
+ * unverified (U), restore took any later value as ours and put the original
+ * over another tool's value set long after the failure.
+ */
+static void test_failed_write_verified(void **state)
+{
+        struct fixture f;
+        struct faults fl = { .match = "policy0/scaling_max_freq", .write_errno = EINVAL };
+        struct power_perf_request req = { .flags = POWER_PERF_MAX_KHZ, .max_khz = 2000000 };
+        struct restore_stats rs;
+
+        fixture_setup(&f, "sysfs-cpufreq/small-2cpu/sys");
+        install(&fl);
+        assert_int_equal(power_driver_set_perf(f.drv, 0, &req), -EINVAL);
+        assert_int_equal(fl.writes_matched, 1);
+        assert_false(journal_unverified(f.j, JOURNAL_KIND_SYSFS, POL0 "/scaling_max_freq"));
+        /* another tool sets the knob afterwards: theirs at restore */
+        admin_writes(&f, POL0 "/scaling_max_freq", "3000000");
+        journal_free(f.j);
+        f.j = NULL;
+        assert_int_equal(journal_restore_all(f.state, f.root, NULL, &rs), 0);
+        assert_int_equal(rs.foreign, 1);
+        assert_int_equal(rs.restored, 0);
+        assert_knob(&f, POL0 "/scaling_max_freq", "3000000");
+        fixture_teardown(&f);
+}
+
 static void test_foreign_change(void **state)
 {
         struct power_perf_request req = { .flags = POWER_PERF_MAX_KHZ, .max_khz = 2000000 };
@@ -1223,6 +1251,7 @@ int main(void)
                 cmocka_unit_test(test_other_errno),
                 cmocka_unit_test(test_journal_failure_blocks_write),
                 cmocka_unit_test(test_foreign_change),
+                cmocka_unit_test(test_failed_write_verified),
                 cmocka_unit_test(test_ownership_from_journal),
                 cmocka_unit_test(test_eperm_class_retry),
                 cmocka_unit_test(test_events),
