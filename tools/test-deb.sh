@@ -118,6 +118,14 @@ dpkg-deb -I "$out/vmmpowerd_${ver}_${arch}.deb" conffiles | grep -qx /etc/vmmpow
         die "/etc/vmmpower/vmmpower.conf is not a conffile"
 dpkg-deb -I "$out/vmmpower-guest_${ver}_${arch}.deb" postinst | grep -q dkms ||
         die "vmmpower-guest's postinst does not register the module with dkms"
+# Not started by the install, but restarted by an upgrade if it runs, and stopped (which restores
+# the host) by a removal.
+dpkg-deb -I "$out/vmmpowerd_${ver}_${arch}.deb" postinst | grep -q "deb-systemd-invoke try-restart 'vmmpowerd.service'" ||
+        die "vmmpowerd's postinst does not try-restart it on upgrade"
+dpkg-deb -I "$out/vmmpowerd_${ver}_${arch}.deb" postinst | grep -q "deb-systemd-invoke start" &&
+        die "vmmpowerd's postinst starts it"
+dpkg-deb -I "$out/vmmpowerd_${ver}_${arch}.deb" prerm | grep -q "deb-systemd-invoke stop 'vmmpowerd.service'" ||
+        die "vmmpowerd's prerm does not stop it on removal"
 mkdir -p "$out/x"
 dpkg-deb -x "$out/vmmpower-guest_${ver}_${arch}.deb" "$out/x"
 grep -q '^BUILD_EXCLUSIVE_ARCH=' "$out/x/usr/src/virtio-powerhint-0.1/dkms.conf" ||
