@@ -1109,6 +1109,16 @@ static int em_host_precompute(struct em_host *h, const struct energy_model *m)
  * policies, and the others run such a level at their own maximum.  Frequencies are compared
  * exactly (kHz, as cpufreq publishes them).
  */
+/* The cpufreq policy of CPU i if it is present and online, else NULL. */
+static const struct topo_cpufreq_policy *online_policy(const struct topology *t, unsigned i)
+{
+        const struct topo_cpu *c = &t->cpus[i];
+
+        if (!c->present || !c->online || c->policy < 0 || (unsigned) c->policy >= t->n_policies)
+                return NULL;
+        return &t->policies[c->policy];
+}
+
 int em_host_check(const struct topology *t, const struct energy_model *m, struct em_error *err)
 {
         const struct topo_cpufreq_policy *top = NULL;
@@ -1120,26 +1130,18 @@ int em_host_check(const struct topology *t, const struct energy_model *m, struct
                 return 0;
         /* the host's highest cpuinfo_max_freq over the policies of online CPUs */
         for (unsigned i = 0; i < t->n_cpus; i++) {
-                const struct topo_cpu *c = &t->cpus[i];
-                const struct topo_cpufreq_policy *p;
+                const struct topo_cpufreq_policy *p = online_policy(t, i);
 
-                if (!c->present || !c->online || c->policy < 0 || (unsigned) c->policy >= t->n_policies)
-                        continue;
-                p = &t->policies[c->policy];
-                if (p->cpuinfo_max_khz > 0 && (!top || p->cpuinfo_max_khz > top->cpuinfo_max_khz))
+                if (p && p->cpuinfo_max_khz > 0 && (!top || p->cpuinfo_max_khz > top->cpuinfo_max_khz))
                         top = p;
         }
         if (!top)
                 return 0; /* no cpufreq (or it publishes no range): the levels are not written */
         top_khz = m->levels[m->n_levels - 1].freq_khz;
         for (unsigned i = 0; i < t->n_cpus; i++) {
-                const struct topo_cpu *c = &t->cpus[i];
-                const struct topo_cpufreq_policy *p;
+                const struct topo_cpufreq_policy *p = online_policy(t, i);
 
-                if (!c->present || !c->online || c->policy < 0 || (unsigned) c->policy >= t->n_policies)
-                        continue;
-                p = &t->policies[c->policy];
-                if (p->cpuinfo_max_khz == 0)
+                if (!p || p->cpuinfo_max_khz == 0)
                         continue;
                 for (unsigned l = 0; l < m->n_levels; l++) {
                         uint32_t f = m->levels[l].freq_khz;
