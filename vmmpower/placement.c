@@ -2075,9 +2075,11 @@ static int ws_best_wake(struct ws *w, size_t i_for_fit, int src, bool waits)
 {
         const struct em_host *h = w->h;
         int best = -1;
-        double base = 0.0, best_d = DBL_MAX;
-        bool have_base = false;
+        double base, best_d = DBL_MAX;
 
+        /* Also what later steps of the grow read (finalize() sets the domains' levels and balances
+         * the sets): evaluated even when no CPU turns out to be a candidate. */
+        base = finalize(w, NULL);
         for (unsigned p = 0; p < h->n_online; p++) {
                 int cpu = h->order_smt_first[p];
                 double d;
@@ -2088,10 +2090,6 @@ static int ws_best_wake(struct ws *w, size_t i_for_fit, int src, bool waits)
                 /* not back where it came from; a waiting vCPU only where it is relieved */
                 if (cpu == src || (waits && i_for_fit != SIZE_MAX && !relieves(w, i_for_fit, src, cpu)))
                         continue;
-                if (!have_base) { /* only once a CPU can be woken: on a host with none, no O(P) evaluation */
-                        base = finalize(w, NULL);
-                        have_base = true;
-                }
                 w->work[cpu] = WAKE_PROBE_WORK;
                 w->nvc[cpu]++;
                 d = finalize(w, NULL) - base;
