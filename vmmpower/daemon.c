@@ -6,9 +6,13 @@
  * everything that depends on the configuration (topology, tracker, pCPU
  * sampler, control socket, libvirt source) for the new configuration and
  * only then swaps it in, so a reload with a bad file or an unreadable sysfs
- * keeps the running state whole.
+ * keeps the running state whole.  The part read from the host's CPUs
+ * (host_build(), host_commit()) is also what a CPU hotplug rebuilds.
  *
  * Each control period (a periodic CLOCK_MONOTONIC timerfd):
+ *   0. the hotplug check: the online CPUs compared with those the topology
+ *      was read after, the topology read again when they differ
+ *      (topology_check());
  *   1. discovery, when due: procfs scan every ProcScanInterval (or at once
  *      after a hook notification), QMP queries of configured sockets;
  *      libvirt snapshots arrive on their own eventfd whenever libvirt says
@@ -73,6 +77,8 @@ struct daemon {
         char config_path[CONFIG_PATH_MAX];
         struct config_error reload_error; /* of the last failed reload, for its control reply; file "" if none */
         struct topology *topo;
+        cpuset_t topo_online;     /* topology_read_online() just before topo was read (hotplug check) */
+        bool topo_failing;        /* in a streak of failed hotplug checks or topology re-reads */
         struct tracker *tracker;
         struct pcpu_stat *pcpu;
         struct libvirt_src *libvirt;
@@ -394,7 +400,9 @@ static void stop_libvirt(struct daemon *d)
                 log_warning("Failed to clear the libvirt source.");
 }
 
-static int load_energy_model(const struct vp_config *cfg, const struct topology *topo, struct em_host **ret)
+/* The energy model for topo (failures logged at level). */
+static int load_energy_model(const struct vp_config *cfg, const struct topology *topo, enum log_level level,
+                             struct em_host **ret)
 {
         struct energy_model *m = calloc(1, sizeof(*m));
         struct em_error err = { 0 };
@@ -406,26 +414,27 @@ static int load_energy_model(const struct vp_config *cfg, const struct topology 
                 r = energy_model_parse_file(cfg->model_file, m, &err);
                 if (r < 0) {
                         if (err.line > 0)
-                                log_error("%s:%u: %s", err.file, err.line, err.message);
+                                log_full_errno(level, 0, "%s:%u: %s", err.file, err.line, err.message);
                         else
-                                log_error("%s: %s", cfg->model_file, err.message);
+                                log_full_errno(level, 0, "%s: %s", cfg->model_file, err.message);
                 }
         } else {
                 r = energy_model_from_topology(topo, m);
                 if (r < 0)
-                        log_error_errno(r, "Failed to derive an energy model from sysfs: %m");
+                        log_full_errno(level, r, "Failed to derive an energy model from sysfs: %m");
         }
         if (r == 0) {
                 /* a model for another host (its levels outside this host's cpufreq range) is refused, named */
                 r = em_host_check(topo, m, &err);
                 if (r < 0)
-                        log_error("%s: %s", cfg->model_file[0] ? cfg->model_file : "the model derived from sysfs",
-                                  err.message);
+                        log_full_errno(level, 0, "%s: %s",
+                                       cfg->model_file[0] ? cfg->model_file : "the model derived from sysfs",
+                                       err.message);
         }
         if (r == 0) {
                 r = em_host_new(topo, m, ret);
                 if (r < 0)
-                        log_error_errno(r, "The energy model does not fit this host's topology: %m");
+                        log_full_errno(level, r, "The energy model does not fit this host's topology: %m");
         }
         free(m);
         return r;
@@ -687,17 +696,86 @@ static int check_control_socket_free(const char *path)
 }
 
 /*
+ * What is read from the host's CPUs: the topology, the pCPU sampler and the
+ * energy model bound to them, built together (at start, at each reload, and
+ * when the online CPUs change under the running daemon: topology_check())
+ * and swapped in together by host_commit().
+ */
+struct host_state {
+        cpuset_t online;          /* topology_read_online(), read before the topology */
+        struct topology *topo;
+        struct pcpu_stat *pcpu;
+        struct em_host *em;       /* NULL: planner off */
+};
+
+static void host_state_done(struct host_state *h)
+{
+        em_host_free(h->em);
+        pcpu_stat_free(h->pcpu);
+        topology_free(h->topo);
+        *h = (struct host_state) { 0 };
+}
+
+/* Read the host for cfg into *ret (failures logged at level); on failure *ret holds nothing. */
+static int host_build(const struct vp_config *cfg, enum log_level level, struct host_state *ret)
+{
+        struct host_state h = { 0 };
+        int r;
+
+        /* The online set first: a CPU going on- or offline while the topology is
+         * read makes the next check differ, and the topology is read again. */
+        r = topology_read_online(cfg->sysfs_root, &h.online);
+        if (r >= 0)
+                r = topology_load(cfg->sysfs_root, &h.topo);
+        if (r < 0) {
+                log_full_errno(level, r, "Failed to read the host topology below %s: %m (--log-level=debug names the file)",
+                               cfg->sysfs_root);
+                goto fail;
+        }
+        r = pcpu_stat_new(h.topo, cfg->procfs_root, cfg->sysfs_root, &h.pcpu);
+        if (r < 0) {
+                log_full_errno(level, r, "Failed to set up pCPU sampling: %m");
+                goto fail;
+        }
+        if (cfg->planner_enabled) {
+                r = load_energy_model(cfg, h.topo, level, &h.em);
+                if (r < 0)
+                        goto fail;
+        }
+        *ret = h;
+        return 0;
+fail:
+        host_state_done(&h);
+        return r;
+}
+
+/* Swap h in (h is left empty).  A new topology or model invalidates the previous plan. */
+static void host_commit(struct daemon *d, const struct vp_config *cfg, struct host_state *h)
+{
+        topology_free(d->topo);
+        d->topo = h->topo;
+        d->topo_online = h->online;
+        em_host_free(d->em);
+        d->em = h->em;
+        plan_free(d->plan);
+        d->plan = NULL;
+        snprintf(d->model_source, sizeof(d->model_source), "%s",
+                 cfg->model_file[0] ? cfg->model_file : "derived from sysfs");
+        pcpu_stat_free(d->pcpu);
+        d->pcpu = h->pcpu;
+        *h = (struct host_state) { 0 };
+}
+
+/*
  * Build what depends on the configuration.  On success the daemon runs with
  * cfg; on failure nothing changed.  starting: first call (no threads yet).
  */
 static int daemon_apply_config(struct daemon *d, const struct vp_config *cfg, bool starting)
 {
         const struct vp_config *old = &d->cfg;
-        struct topology *topo = NULL;
+        struct host_state host = { 0 };
         struct tracker *tracker = NULL;
-        struct pcpu_stat *pcpu = NULL;
         struct control_server *control = NULL;
-        struct em_host *em = NULL;
         struct coexist_report coexist;
         bool new_tracker, new_control, new_libvirt;
         int r, lock_fd = -1;
@@ -731,22 +809,9 @@ static int daemon_apply_config(struct daemon *d, const struct vp_config *cfg, bo
         if (r < 0)
                 goto fail;
 
-        r = topology_load(cfg->sysfs_root, &topo);
-        if (r < 0) {
-                log_error_errno(r, "Failed to read the host topology below %s: %m (--log-level=debug names the file)",
-                                cfg->sysfs_root);
+        r = host_build(cfg, LOG_LEVEL_ERR, &host);
+        if (r < 0)
                 goto fail;
-        }
-        r = pcpu_stat_new(topo, cfg->procfs_root, cfg->sysfs_root, &pcpu);
-        if (r < 0) {
-                log_error_errno(r, "Failed to set up pCPU sampling: %m");
-                goto fail;
-        }
-        if (cfg->planner_enabled) {
-                r = load_energy_model(cfg, topo, &em);
-                if (r < 0)
-                        goto fail;
-        }
         if (new_tracker) {
                 r = tracker_new(cfg->procfs_root, cfg->load_half_life_ns, &tracker);
                 if (r < 0) {
@@ -769,24 +834,16 @@ static int daemon_apply_config(struct daemon *d, const struct vp_config *cfg, bo
                         goto fail;
         }
 
-        /* Commit.  A new topology or model invalidates the previous plan. */
-        if (d->applier && (!want_applier(d, cfg, em != NULL) || applier_config_changed(old, cfg) ||
+        /* Commit. */
+        if (d->applier && (!want_applier(d, cfg, host.em != NULL) || applier_config_changed(old, cfg) ||
                            coexist_foreign_classes(&coexist) != coexist_foreign_classes(&d->coexist)))
                 retire_applier(d);
         if (!coexist.knobs_scanned)
                 coexist_report_move_knobs(&coexist, &d->coexist);
         coexist_report_clear(&d->coexist);
         d->coexist = coexist;
-        topology_free(d->topo);
-        d->topo = topo;
-        em_host_free(d->em);
-        d->em = em;
-        plan_free(d->plan);
-        d->plan = NULL;
-        snprintf(d->model_source, sizeof(d->model_source), "%s",
-                 cfg->model_file[0] ? cfg->model_file : "derived from sysfs");
-        pcpu_stat_free(d->pcpu);
-        d->pcpu = pcpu;
+        host_commit(d, cfg, &host);
+        d->topo_failing = false;
         if (new_tracker) {
                 tracker_free(d->tracker);
                 d->tracker = tracker;
@@ -832,10 +889,8 @@ fail:
         if (lock_fd >= 0)
                 instance_unlock(lock_fd, cfg->state_dir);
         control_server_free(control);
-        em_host_free(em);
         tracker_free(tracker);
-        pcpu_stat_free(pcpu);
-        topology_free(topo);
+        host_state_done(&host);
         return r;
 }
 
@@ -1422,11 +1477,98 @@ static void plan_period(struct daemon *d, nsec_t now)
         plan_input_swap(&d->plan_in, &d->plan_scratch);
 }
 
+/* A cpulist for a log line: "0-3,8", "-" for none, "N CPUs" when too long for buf. */
+static const char *online_list(const cpuset_t *s, char *buf, size_t size)
+{
+        if (cpuset_empty(s))
+                snprintf(buf, size, "-");
+        else if (cpuset_format_list(s, buf, size) < 0)
+                snprintf(buf, size, "%u CPUs", cpuset_count(s));
+        return buf;
+}
+
+/* Does the applier's power driver, made for old, not fit new (a dry run's CPU count, the cpufreq policies)? */
+static bool applier_outdated(const struct daemon *d, const struct host_state *new)
+{
+        const struct topology *a = d->topo, *b = new->topo;
+
+        if (d->opts.dry_run && (!d->em || !new->em || d->em->n_cpus != new->em->n_cpus))
+                return true;
+        if (a->n_policies != b->n_policies)
+                return true;
+        for (unsigned i = 0; i < a->n_policies; i++)
+                if (a->policies[i].id != b->policies[i].id ||
+                    !cpuset_equal(&a->policies[i].related_cpus, &b->policies[i].related_cpus))
+                        return true;
+        return false;
+}
+
+/*
+ * CPU hotplug: an operator or RAS daemon took a CPU offline or brought one
+ * online under the running daemon.  Each period the online set is read (one
+ * small sysfs file) and compared with the one the topology was read after;
+ * when it differs, the topology, pCPU sampler and energy model are read
+ * again through the start-up and reload path (host_build(), host_commit():
+ * the previous plan is dropped, the next one is made on the CPUs online now,
+ * so no vCPU is placed on a CPU that is gone and one that came back is used).
+ * The applier keeps running and the new plan re-pins, unless its power
+ * driver no longer fits the host (applier_outdated()): then it restores its
+ * journal and a new one starts.  A failed check or re-read keeps the running
+ * topology, is counted, logged once a streak, and retried the next period.
+ */
+static void topology_check(struct daemon *d)
+{
+        char was[128], now[128];
+        struct host_state h;
+        cpuset_t online;
+        int r;
+
+        r = topology_read_online(d->cfg.sysfs_root, &online);
+        if (r >= 0 && cpuset_equal(&online, &d->topo_online)) {
+                if (d->topo_failing)
+                        log_info("Online CPUs %s read again below %s, as the running topology has them.",
+                                 online_list(&online, now, sizeof(now)), d->cfg.sysfs_root);
+                d->topo_failing = false;
+                return;
+        }
+        if (r < 0) {
+                d->counters.topology_errors++;
+                if (!d->topo_failing)
+                        log_warning_errno(r, "Failed to read the online CPUs below %s: %m; planning on CPUs %s as "
+                                          "before, checking again every period.", d->cfg.sysfs_root,
+                                          online_list(&d->topo_online, was, sizeof(was)));
+                d->topo_failing = true;
+                return;
+        }
+        r = host_build(&d->cfg, d->topo_failing ? LOG_LEVEL_DEBUG : LOG_LEVEL_ERR, &h); /* why: once a streak */
+        if (r < 0) {
+                d->counters.topology_errors++;
+                if (!d->topo_failing)
+                        log_warning("Online CPUs changed from %s to %s, but the host topology could not be read "
+                                    "again: planning on the old one, retrying every period.",
+                                    online_list(&d->topo_online, was, sizeof(was)), online_list(&online, now, sizeof(now)));
+                d->topo_failing = true;
+                return;
+        }
+        d->counters.topology_changes++;
+        log_notice("Online CPUs changed from %s to %s: host topology read again (%u cores, %u LLCs, %u packages "
+                   "online); planning on the CPUs online now.", online_list(&d->topo_online, was, sizeof(was)),
+                   online_list(&h.online, now, sizeof(now)), h.topo->n_cores, h.topo->n_llcs, h.topo->n_packages);
+        if (d->applier && applier_outdated(d, &h)) {
+                log_info("The applier's power driver was made for the old CPUs: restoring its journal, then "
+                         "starting it again.");
+                retire_applier(d); /* reap_applier() starts the new one once the restore is done */
+        }
+        host_commit(d, &d->cfg, &h);
+        d->topo_failing = false;
+}
+
 void daemon_period(struct daemon *d, nsec_t now)
 {
         nsec_t cpu0 = thread_cputime_ns();
         int r;
 
+        topology_check(d);
         if (d->scan_requested || now >= d->next_scan_ns)
                 discover(d, now);
         qmp_collect(d, now);

@@ -42,6 +42,8 @@ struct daemon_counters {
         uint64_t qmp_kept;            /* failed discovery queries whose VM stayed on its last answer */
         uint64_t qmp_gone;            /* last answers dropped because their QEMU process exited */
         uint64_t reloads, reload_errors;
+        uint64_t topology_changes;    /* online CPU sets taken while running (CPU hotplug): topology read again */
+        uint64_t topology_errors;     /* online checks or topology re-reads that failed (the old topology kept) */
         uint64_t notifies;            /* hook notifications received */
         struct control_counters control; /* the control socket's (control.h) */
         uint64_t metrics_write_errors;

@@ -506,6 +506,12 @@ static void render_daemon_metrics(const struct daemon_view *d, struct strbuf *ou
                 d->counters->control.rejected);
         counter(out, "vmmpower_reload_errors_total", "Reloads rejected (bad configuration).",
                 d->counters->reload_errors);
+        counter(out, "vmmpower_topology_changes_total",
+                "Changes of the online CPUs (CPU hotplug) taken while running: topology read again, plans made on the new CPUs.",
+                d->counters->topology_changes);
+        counter(out, "vmmpower_topology_errors_total",
+                "Checks of the online CPUs, or topology re-reads after a change, that failed (the running topology was kept).",
+                d->counters->topology_errors);
         counter(out, "vmmpower_metrics_write_errors_total", "Failed writes of the metrics textfile.",
                 d->counters->metrics_write_errors);
 }

@@ -738,6 +738,34 @@ fail:
         return r;
 }
 
+int topology_read_online(const char *sysfs_root, cpuset_t *ret)
+{
+        struct loader l = { .dirfd = -1 };
+        cpuset_t possible, present, online;
+        int r;
+
+        if (!sysfs_root || !*sysfs_root)
+                sysfs_root = "/sys";
+        l.root = sysfs_root;
+        l.buf = malloc(ATTR_BUF_SIZE);
+        if (!l.buf)
+                return -ENOMEM;
+        l.dirfd = open(sysfs_root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (l.dirfd < 0)
+                r = log_debug_errno(errno, "Failed to open sysfs root %s: %m", sysfs_root);
+        else {
+                r = read_cpuset(&l, "devices/system/cpu/online", &online);
+                if (r == 0) /* no cpu/online: the default topology_load() takes */
+                        r = load_cpu_masks(&l, &possible, &present, &online);
+                close(l.dirfd);
+        }
+        free(l.buf);
+        if (r < 0)
+                return r;
+        *ret = online;
+        return 0;
+}
+
 void topology_free(struct topology *t)
 {
         if (!t)

@@ -115,6 +115,16 @@ struct topology {
 int topology_load(const char *sysfs_root, struct topology **ret);
 void topology_free(struct topology *t);
 /*
+ * The online CPUs below sysfs_root as topology_load() starts from them:
+ * cpu/online, or when that is absent the present CPUs whose cpuN/online is
+ * not "0".  One small file on a real host: cheap enough to ask every control
+ * period whether the topology read earlier still holds (CPU hotplug).  Not
+ * corrected by each cpuN/online as topology_load() does: compare its result
+ * with an earlier result of its own, not with topology.online.  0 or -errno
+ * (logged at debug).
+ */
+int topology_read_online(const char *sysfs_root, cpuset_t *ret);
+/*
  * Stable text dump used by golden tests and `vmmpowerctl cpus --topology`:
  * header lines, one "cpu" line per CPU, one "idle" line per CPU and idle
  * state, one "policy" line per cpufreq policy (format in docs/topology.md).

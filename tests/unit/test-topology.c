@@ -609,6 +609,50 @@ static void test_smt_disagree(void **state)
         rm_rf(dir);
 }
 
+/*
+ * topology_read_online(), the daemon's per-period hotplug check: cpu/online as read; without it
+ * the default topology_load() takes (present minus cpuN/online = 0); an unparsable file and a
+ * missing root are errors that leave *ret alone.
+ */
+static void test_read_online(void **state)
+{
+        _cleanup_free_ char *dir = copy_fixture("xeon-spr-2s");
+        char root[512];
+        struct topology *t = NULL;
+        cpuset_t s, want, keep;
+
+        assert_true(path_printf(root, sizeof(root), "%s/sys", dir) > 0);
+        assert_int_equal(topology_read_online(root, &s), 0);
+        want = set_of("0-31");
+        assert_true(cpuset_equal(&s, &want));
+
+        /* cpu5 and cpu20 go offline: the kernel updates cpu/online and cpuN/online */
+        tree_write(dir, "devices/system/cpu/online", "0-4,6-19,21-31\n");
+        tree_write(dir, "devices/system/cpu/cpu5/online", "0\n");
+        tree_write(dir, "devices/system/cpu/cpu20/online", "0\n");
+        assert_int_equal(topology_read_online(root, &s), 0);
+        want = set_of("0-4,6-19,21-31");
+        assert_true(cpuset_equal(&s, &want));
+        assert_int_equal(load_tree(dir, &t), 0);
+        assert_true(cpuset_equal(&t->online, &want));
+        topology_free(t);
+
+        /* no cpu/online: the same default topology_load() takes */
+        tree_rm(dir, "devices/system/cpu/online");
+        assert_int_equal(topology_read_online(root, &s), 0);
+        assert_true(cpuset_equal(&s, &want));
+
+        /* errors leave *ret as it was */
+        tree_write(dir, "devices/system/cpu/online", "0-31,garbage\n");
+        keep = s;
+        assert_int_equal(topology_read_online(root, &s), -EINVAL);
+        assert_true(cpuset_equal(&s, &keep));
+        assert_true(path_printf(root, sizeof(root), "%s/nonexistent", dir) > 0);
+        assert_int_equal(topology_read_online(root, &s), -ENOENT);
+        assert_true(cpuset_equal(&s, &keep));
+        rm_rf(dir);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -622,6 +666,7 @@ int main(void)
                 cmocka_unit_test(test_too_many_cpus),
                 cmocka_unit_test(test_record_script),
                 cmocka_unit_test(test_smt_disagree),
+                cmocka_unit_test(test_read_online),
         };
 
         log_set_max_level(LOG_LEVEL_ERR);
