@@ -21,6 +21,7 @@ libvirt and hints are off.
 
 Run: meson test -C build --suite integration hotplug -v"""
 
+import importlib.util
 import json
 import os
 import re
@@ -50,17 +51,16 @@ def log(msg):
     print("[hotplug] " + msg, flush=True)
 
 
-def fmt_list(cpus):
-    """A kernel cpulist ("0-3,8")."""
-    cpus = sorted(cpus)
-    out, i = [], 0
-    while i < len(cpus):
-        j = i
-        while j + 1 < len(cpus) and cpus[j + 1] == cpus[j] + 1:
-            j += 1
-        out.append(str(cpus[i]) if i == j else "%d-%d" % (cpus[i], cpus[j]))
-        i = j + 1
-    return ",".join(out)
+def _fixture_tool():
+    """tools/gen-fixture-topology.py, for its cpulist() (the kernel's "0-3,8" form)."""
+    spec = importlib.util.spec_from_file_location(
+        "gen_fixture_topology", os.path.join(HERE, "..", "..", "tools", "gen-fixture-topology.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+fmt_list = _fixture_tool().cpulist
 
 
 class FakeVm:
