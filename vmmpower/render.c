@@ -216,6 +216,8 @@ static void render_status_more(const struct daemon_view *d, struct strbuf *out)
                       d->counters->control.errors);
         strbuf_printf(out, "reloads:       %" PRIu64 " (%" PRIu64 " failed), %" PRIu64 " hook notifications\n",
                       d->counters->reloads, d->counters->reload_errors, d->counters->notifies);
+        strbuf_printf(out, "CPU hotplug:   %" PRIu64 " topology re-reads, %" PRIu64 " failed\n",
+                      d->counters->topology_changes, d->counters->topology_errors);
 }
 
 void render_status(const struct daemon_view *d, bool json, struct strbuf *out)
@@ -266,11 +268,12 @@ void render_status(const struct daemon_view *d, bool json, struct strbuf *out)
                               ",\"control\":{\"requests\":%" PRIu64 ",\"denied\":%" PRIu64 ",\"errors\":%" PRIu64
                               ",\"rejected\":%" PRIu64
                               "},\"notifies\":%" PRIu64 ",\"reloads\":%" PRIu64 ",\"reload_errors\":%" PRIu64
+                              ",\"topology_changes\":%" PRIu64 ",\"topology_errors\":%" PRIu64
                               ",\"last_period_cpu_ns\":%" PRId64 "}\n",
                               d->counters->control.requests, d->counters->control.denied,
                               d->counters->control.errors, d->counters->control.rejected, d->counters->notifies,
-                              d->counters->reloads,
-                              d->counters->reload_errors, d->counters->last_period_cpu_ns);
+                              d->counters->reloads, d->counters->reload_errors, d->counters->topology_changes,
+                              d->counters->topology_errors, d->counters->last_period_cpu_ns);
                 return;
         }
         strbuf_printf(out, "vmmpowerd %s, up %.0f s%s\n", VMMPOWER_VERSION, uptime_s,

@@ -243,6 +243,8 @@ class Hotplug(unittest.TestCase):
         self.d.wait_for(lambda: self.metrics().get("vmmpower_topology_changes_total") == 2, 6, "the CPUs back")
         self.assertEqual(self.daemon_online(), set(range(self.n_cpus)))
         self.assertEqual(self.metrics().get("vmmpower_cpus_online"), self.n_cpus)
+        st = self.d.status()
+        self.assertEqual((st["topology_changes"], st["topology_errors"]), (2, 0))
         self.assertRegex(self.d.log(), r"Online CPUs changed from %s to 0-31" % re.escape(fmt_list(set(range(
             self.n_cpus)) - set(used))))
         plan = self.wait_plan(lambda p: True, "a plan after the CPUs came back")
@@ -261,6 +263,7 @@ class Hotplug(unittest.TestCase):
         self.assertEqual(self.d.log().count("Failed to read the online CPUs"), 1)  # once a streak
         self.assertIsNotNone(self.plan_cpus())
         self.assertGreater(self.d.status()["periods"], before)
+        self.assertGreaterEqual(self.d.status()["topology_errors"], 3)
         # fixed again: back to normal, no change taken (the set is the one the topology has)
         FakeVm.write(self.cpu_path("online"), "0-31\n")
         self.d.wait_for(lambda: "as the running topology has them" in self.d.log(), 6, "the check recovering")
