@@ -52,11 +52,18 @@ static void header(struct strbuf *out, const char *name, const char *type, const
         strbuf_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-/* domain="NAME",uuid="UUID" (no braces): a VM's identity as libvirt exporters label it. */
+/*
+ * domain="NAME",uuid="UUID" (no braces): a VM's identity as libvirt exporters label it.  Two VMs
+ * with one name and uuid (plain QEMUs with one -name and no -uuid; libvirt refuses both) would
+ * write the same series twice, and node-exporter's textfile collector drops a file with a
+ * duplicate series whole: their domain says which pid it is, "NAME [pid N]".
+ */
 static void vm_labels(struct strbuf *out, const struct vm_load *vm)
 {
         strbuf_puts(out, "domain=\"");
         label_value(out, vm->info.name);
+        if (vm->label_shared)
+                strbuf_printf(out, " [pid %d]", (int) vm->info.pid);
         strbuf_puts(out, "\",uuid=\"");
         label_value(out, vm->info.uuid);
         strbuf_puts(out, "\"");

@@ -516,6 +516,25 @@ static int cmp_order(const void *a, const void *b, void *userdata)
         return (x->pid > y->pid) - (x->pid < y->pid);
 }
 
+/*
+ * vm_load.label_shared of each VM: whether another has its name and uuid.  order sorts by name,
+ * so such VMs are in one run of it; a run is a handful of VMs at most.
+ */
+static void mark_shared_labels(struct vm_entry *v, const size_t *order, size_t n)
+{
+        for (size_t i = 0; i < n; i++)
+                v[i].load.label_shared = false;
+        for (size_t a = 0, b; a < n; a = b) {
+                const char *name = v[order[a]].load.info.name;
+                for (b = a + 1; b < n && strcmp(v[order[b]].load.info.name, name) == 0; b++)
+                        ;
+                for (size_t x = a; x + 1 < b; x++)
+                        for (size_t y = x + 1; y < b; y++)
+                                if (strcmp(v[order[x]].load.info.uuid, v[order[y]].load.info.uuid) == 0)
+                                        v[order[x]].load.label_shared = v[order[y]].load.label_shared = true;
+        }
+}
+
 /* Is comm the name of pid's main thread? */
 static bool same_as_main_comm(const struct tracker *tr, pid_t pid, const char *comm)
 {
@@ -970,6 +989,7 @@ int tracker_set_source(struct tracker *tr, enum vm_source source, const struct v
                 order[i] = i;
         if (nn > 1)
                 qsort_r(order, nn, sizeof(*order), cmp_order, nv);
+        mark_shared_labels(nv, order, nn);
         if (tr->bpf) {
                 ntids_cap = tids_cap_for(n_threads);
                 if (ntids_cap != tr->tids_cap) {

@@ -58,6 +58,9 @@ struct vm_load {
         unsigned n_vcpus;       /* == info.n_vcpus */
         struct vcpu_load *vcpus;
         nsec_t first_seen_ns;
+        /* another tracked VM has the same name and uuid (plain QEMUs started with one -name and
+         * no -uuid, or a copied -uuid): metrics label it domain="NAME [pid N]" (metrics.c) */
+        bool label_shared;
 };
 
 struct tracker_stats {

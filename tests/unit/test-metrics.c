@@ -14,6 +14,7 @@
 #include <string.h>
 #include <stdlib.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include <cmocka.h>
 
@@ -232,6 +233,86 @@ static void test_plan_set_reason(void **state)
  * and render_metrics print those copies (zeros, and "enabled":false, without
  * an applier or a libvirt source), the time from view.now.
  */
+/* <root>/<pid>/task/<tid>/schedstat with run ns on CPU */
+static void fake_vcpu_thread(const char *root, int pid, int tid, unsigned long long run)
+{
+        char p[512];
+        FILE *f;
+
+        snprintf(p, sizeof(p), "%s/%d", root, pid);
+        (void) mkdir(p, 0755);
+        snprintf(p, sizeof(p), "%s/%d/task", root, pid);
+        (void) mkdir(p, 0755);
+        snprintf(p, sizeof(p), "%s/%d/task/%d", root, pid, tid);
+        assert_int_equal(mkdir(p, 0755), 0);
+        snprintf(p, sizeof(p), "%s/%d/task/%d/schedstat", root, pid, tid);
+        assert_non_null(f = fopen(p, "we"));
+        fprintf(f, "%llu 1000 10\n", run);
+        assert_int_equal(fclose(f), 0);
+}
+
+/*
+ * Two plain QEMUs with one -name and no -uuid (and a third with that name and a uuid): the
+ * first two would write the same series twice, which makes node-exporter's textfile collector
+ * drop the whole file; their domain label names the pid, the third keeps its name.
+ */
+static void test_shared_vm_labels(void **state)
+{
+        char root[] = "/tmp/vmmpt-metrics-proc-XXXXXX", cmd[128];
+        static const struct vcpu_info v1[] = { { 0, 101 } }, v2[] = { { 0, 201 } }, v3[] = { { 0, 301 } };
+        struct vm_info vms[3] = {
+                { .pid = 100, .name = "web", .libvirt_id = -1, .n_vcpus = 1, .vcpus = (struct vcpu_info *) v1 },
+                { .pid = 200, .name = "web", .libvirt_id = -1, .n_vcpus = 1, .vcpus = (struct vcpu_info *) v2 },
+                { .pid = 300, .name = "web", .uuid = "6f1c2d9e-0000-4000-8000-000000000003", .libvirt_id = -1,
+                  .n_vcpus = 1, .vcpus = (struct vcpu_info *) v3 },
+        };
+        struct topology *t = NULL;
+        struct tracker *tr = NULL;
+        struct vp_config cfg;
+        struct daemon_counters counters = { 0 };
+        struct coexist_report coexist = { 0 };
+        struct procscan_stats scans = { 0 };
+        struct plan_input in = { 0 };
+        struct daemon_view v;
+        struct strbuf sb;
+        char path[512];
+
+        (void) state;
+        assert_non_null(mkdtemp(root));
+        fake_vcpu_thread(root, 100, 101, 1000000000ULL);
+        fake_vcpu_thread(root, 200, 201, 2000000000ULL);
+        fake_vcpu_thread(root, 300, 301, 3000000000ULL);
+        assert_true(path_printf(path, sizeof(path), "%s/topology/debian-2cpu-haltpoll/sys", TEST_DATA_DIR) > 0);
+        assert_int_equal(topology_load(path, &t), 0);
+        assert_int_equal(tracker_new(root, NSEC_PER_SEC, &tr), 0);
+        assert_int_equal(tracker_set_source(tr, VM_SOURCE_PROC, vms, 3, 0), 0);
+        assert_true(tracker_sample(tr, NSEC_PER_SEC) >= 0);
+        config_defaults(&cfg);
+        v = (struct daemon_view) { .now = 2 * NSEC_PER_SEC, .config_path = "/nonexistent/vmmpower.conf", .cfg = &cfg,
+                                   .topo = t, .tracker = tr, .model_source = "", .plan_in = &in,
+                                   .counters = &counters, .coexist = &coexist, .procscan_stats = &scans };
+        strbuf_init(&sb);
+        render_metrics(&v, &sb);
+        assert_false(sb.oom);
+        assert_close(sample(sb.data, "vmmpower_vcpu_run_seconds_total{domain=\"web [pid 100]\",uuid=\"\",vcpu=\"0\"}"), 1);
+        assert_close(sample(sb.data, "vmmpower_vcpu_run_seconds_total{domain=\"web [pid 200]\",uuid=\"\",vcpu=\"0\"}"), 2);
+        assert_close(sample(sb.data, "vmmpower_vcpu_run_seconds_total{domain=\"web\",uuid=\"6f1c2d9e-0000-4000-8000-"
+                                     "000000000003\",vcpu=\"0\"}"), 3);
+        /* one of them renamed: no longer shared, both plain again */
+        snprintf(vms[1].name, sizeof(vms[1].name), "db");
+        assert_int_equal(tracker_set_source(tr, VM_SOURCE_PROC, vms, 3, NSEC_PER_SEC), 0);
+        strbuf_reset(&sb);
+        render_metrics(&v, &sb);
+        assert_false(sb.oom);
+        assert_non_null(strstr(sb.data, "vmmpower_vcpu_run_seconds_total{domain=\"web\",uuid=\"\",vcpu=\"0\"}"));
+        assert_null(strstr(sb.data, "[pid "));
+        strbuf_free(&sb);
+        tracker_free(tr);
+        topology_free(t);
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
+        assert_int_equal(system(cmd), 0);
+}
+
 static void test_view_stats(void **state)
 {
         char path[512], dir[] = "/tmp/vmmpt-metrics-XXXXXX", line[512];
@@ -346,6 +427,7 @@ int main(void)
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_pack_set_gauges),
                 cmocka_unit_test(test_view_stats),
+                cmocka_unit_test(test_shared_vm_labels),
                 cmocka_unit_test(test_plan_set_reason),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
