@@ -10,14 +10,14 @@
  * (host_build(), host_commit()) is also what a CPU hotplug rebuilds.
  *
  * Each control period (a periodic CLOCK_MONOTONIC timerfd):
- *   0. the hotplug check: the online CPUs compared with those the topology
- *      was read after, the topology read again when they differ
- *      (topology_check());
  *   1. discovery, when due: procfs scan every ProcScanInterval (or at once
  *      after a hook notification), QMP queries of configured sockets;
  *      libvirt snapshots arrive on their own eventfd whenever libvirt says
  *      something changed;
- *   2. sampling: every vCPU's schedstat through kept fds, every pCPU's
+ *   2. sampling: every vCPU's schedstat through kept fds (its load scaled by
+ *      the plan it ran under), then the hotplug check: the online CPUs
+ *      compared with those the topology was read after, the topology read
+ *      again when they differ (topology_check()); the plan; every pCPU's
  *      /proc/stat line and cpuidle residency;
  *   3. output: metrics textfile, watchdog ping.
  */
@@ -79,6 +79,8 @@ struct daemon {
         struct topology *topo;
         cpuset_t topo_online;     /* topology_read_online() just before topo was read (hotplug check) */
         bool topo_failing;        /* in a streak of failed hotplug checks or topology re-reads */
+        unsigned topo_fail_streak; /* their number: the next try waits 2^min(n - 1, 5) periods (at most 60 s) */
+        nsec_t topo_retry_ns;     /* no check before (CLOCK_MONOTONIC) while failing */
         struct tracker *tracker;
         struct pcpu_stat *pcpu;
         struct libvirt_src *libvirt;
@@ -844,6 +846,7 @@ static int daemon_apply_config(struct daemon *d, const struct vp_config *cfg, bo
         d->coexist = coexist;
         host_commit(d, cfg, &host);
         d->topo_failing = false;
+        d->topo_fail_streak = 0;
         if (new_tracker) {
                 tracker_free(d->tracker);
                 d->tracker = tracker;
@@ -1487,20 +1490,38 @@ static const char *online_list(const cpuset_t *s, char *buf, size_t size)
         return buf;
 }
 
-/* Does the applier's power driver, made for old, not fit new (a dry run's CPU count, the cpufreq policies)? */
+/*
+ * Does the applier's power driver, made for old, not fit new: a dry run's CPU count, or a cpufreq
+ * policy it does not know (a CPU back online whose policy was inactive, so left out, when the
+ * driver was made; related CPUs changed).  A policy that went inactive (every CPU of it offline:
+ * topology.c leaves it out) is only no longer planned: the driver keeps it.
+ */
 static bool applier_outdated(const struct daemon *d, const struct host_state *new)
 {
         const struct topology *a = d->topo, *b = new->topo;
 
         if (d->opts.dry_run && (!d->em || !new->em || d->em->n_cpus != new->em->n_cpus))
                 return true;
-        if (a->n_policies != b->n_policies)
-                return true;
-        for (unsigned i = 0; i < a->n_policies; i++)
-                if (a->policies[i].id != b->policies[i].id ||
-                    !cpuset_equal(&a->policies[i].related_cpus, &b->policies[i].related_cpus))
+        for (unsigned i = 0; i < b->n_policies; i++) {
+                unsigned j = 0;
+                while (j < a->n_policies && a->policies[j].id != b->policies[i].id)
+                        j++;
+                if (j == a->n_policies || !cpuset_equal(&a->policies[j].related_cpus, &b->policies[i].related_cpus))
                         return true;
+        }
         return false;
+}
+
+/* A failed check or re-read: counted, logged once a streak, tried again after a backoff. */
+static void topology_failed(struct daemon *d, nsec_t now)
+{
+        unsigned shift = MIN(d->topo_fail_streak, 5u);
+        nsec_t wait = MIN(d->cfg.period_ns << shift, 60 * NSEC_PER_SEC);
+
+        d->counters.topology_errors++;
+        d->topo_fail_streak++;
+        d->topo_failing = true;
+        d->topo_retry_ns = now + wait;
 }
 
 /*
@@ -1516,38 +1537,39 @@ static bool applier_outdated(const struct daemon *d, const struct host_state *ne
  * journal and a new one starts.  A failed check or re-read keeps the running
  * topology, is counted, logged once a streak, and retried the next period.
  */
-static void topology_check(struct daemon *d)
+static void topology_check(struct daemon *d, nsec_t t)
 {
         char was[128], now[128];
         struct host_state h;
         cpuset_t online;
         int r;
 
+        if (d->topo_failing && t < d->topo_retry_ns)
+                return;
         r = topology_read_online(d->cfg.sysfs_root, &online);
         if (r >= 0 && cpuset_equal(&online, &d->topo_online)) {
                 if (d->topo_failing)
                         log_info("Online CPUs %s read again below %s, as the running topology has them.",
                                  online_list(&online, now, sizeof(now)), d->cfg.sysfs_root);
                 d->topo_failing = false;
+                d->topo_fail_streak = 0;
                 return;
         }
         if (r < 0) {
-                d->counters.topology_errors++;
                 if (!d->topo_failing)
                         log_warning_errno(r, "Failed to read the online CPUs below %s: %m; planning on CPUs %s as "
-                                          "before, checking again every period.", d->cfg.sysfs_root,
+                                          "before, checking again with a backoff (up to 60 s).", d->cfg.sysfs_root,
                                           online_list(&d->topo_online, was, sizeof(was)));
-                d->topo_failing = true;
+                topology_failed(d, t);
                 return;
         }
         r = host_build(&d->cfg, d->topo_failing ? LOG_LEVEL_DEBUG : LOG_LEVEL_ERR, &h); /* why: once a streak */
         if (r < 0) {
-                d->counters.topology_errors++;
                 if (!d->topo_failing)
                         log_warning("Online CPUs changed from %s to %s, but the host topology could not be read "
-                                    "again: planning on the old one, retrying every period.",
+                                    "again: planning on the old one, retrying with a backoff (up to 60 s).",
                                     online_list(&d->topo_online, was, sizeof(was)), online_list(&online, now, sizeof(now)));
-                d->topo_failing = true;
+                topology_failed(d, t);
                 return;
         }
         d->counters.topology_changes++;
@@ -1561,6 +1583,7 @@ static void topology_check(struct daemon *d)
         }
         host_commit(d, &d->cfg, &h);
         d->topo_failing = false;
+        d->topo_fail_streak = 0;
 }
 
 void daemon_period(struct daemon *d, nsec_t now)
@@ -1568,13 +1591,14 @@ void daemon_period(struct daemon *d, nsec_t now)
         nsec_t cpu0 = thread_cputime_ns();
         int r;
 
-        topology_check(d);
         if (d->scan_requested || now >= d->next_scan_ns)
                 discover(d, now);
         qmp_collect(d, now);
         qmp_dispatch(d, now);
         feed_load_scale(d);
         (void) tracker_sample(d->tracker, now);
+        /* after the sample: the last period's load is scaled by the plan it ran under */
+        topology_check(d, now);
         hints_period(d, now);
         reap_applier(d, false);
         plan_period(d, now);
@@ -1963,6 +1987,7 @@ void daemon_view(struct daemon *d, nsec_t now, struct daemon_view *ret)
                 .coexist = &d->coexist,
                 .procscan_stats = &d->procscan_stats,
                 .qmp_failing = qmp_failing_count(d),
+                .topology_stale = d->topo_failing,
                 .applier = acting(d),
                 .simulated = d->applier && !acting(d),
                 .libvirt = d->libvirt != NULL,

@@ -80,6 +80,8 @@ struct daemon_view {
         const struct coexist_report *coexist;
         const struct procscan_stats *procscan_stats;
         unsigned qmp_failing;           /* configured QMP sockets whose last query failed */
+        bool topology_stale;            /* the online CPUs changed, or could not be read, and the topology
+                                         * has not been read again yet (CPU hotplug: daemon.c topology_check) */
         bool applier;                   /* plans are applied (an applier runs); false: advisory */
         struct apply_stats apply;       /* copied from the applier; zeros without one */
         bool simulated;                 /* --dry-run: an applier runs on the sim power driver */

@@ -516,6 +516,9 @@ static void render_daemon_metrics(const struct daemon_view *d, struct strbuf *ou
         counter(out, "vmmpower_topology_changes_total",
                 "Changes of the online CPUs (CPU hotplug) taken while running: topology read again, plans made on the new CPUs.",
                 d->counters->topology_changes);
+        gauge(out, "vmmpower_topology_stale",
+              "1 while the online CPUs changed, or could not be read, and the topology could not be read again (plans on the old one).",
+              d->topology_stale ? 1.0 : 0.0);
         counter(out, "vmmpower_topology_errors_total",
                 "Checks of the online CPUs, or topology re-reads after a change, that failed (the running topology was kept).",
                 d->counters->topology_errors);

@@ -499,16 +499,24 @@ static int load_cpufreq(struct loader *l, struct topology *t)
         if (!t->policies)
                 return -ENOMEM;
         for (unsigned i = 0; i < n; i++) {
-                struct topo_cpufreq_policy *pol = &t->policies[i];
+                struct topo_cpufreq_policy *pol = &t->policies[t->n_policies];
 
                 pol->id = ids[i];
                 r = load_policy(l, t, pol);
+                /* An inactive policy (every CPU of it offline): the kernel answers each read of
+                 * its files with EBUSY (cpufreq.c show()).  Its CPUs are not planned; left out. */
+                if (r == -EBUSY) {
+                        log_debug("%s/devices/system/cpu/cpufreq/policy%u: inactive (its CPUs are offline), "
+                                  "left out", l->root, ids[i]);
+                        memset(pol, 0, sizeof(*pol));
+                        continue;
+                }
                 if (r < 0)
                         return r;
-                t->n_policies = i + 1;
                 CPUSET_FOREACH(c, &pol->related_cpus)
                         if ((unsigned) c < t->n_cpus)
-                                t->cpus[c].policy = (int) i;
+                                t->cpus[c].policy = (int) t->n_policies;
+                t->n_policies++;
         }
         return 0;
 }

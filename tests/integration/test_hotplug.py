@@ -152,9 +152,12 @@ class Hotplug(unittest.TestCase):
         for c in cpus:
             d = self.cpu_path("cpu%d" % c)
             FakeVm.write(os.path.join(d, "online"), "1\n" if on else "0\n")
-            for sub in ("topology", "cache"):  # offline CPUs publish neither
-                src, dst = (os.path.join(d, sub + ".away"), os.path.join(d, sub)) if on else \
-                           (os.path.join(d, sub), os.path.join(d, sub + ".away"))
+            # offline CPUs publish neither topology/ nor cache/; the policy of a CPU alone in it
+            # (intel_pstate: one per CPU) goes inactive, every read of it EBUSY, and the topology
+            # leaves it out as it leaves out one that is gone
+            for sub in (os.path.join(d, "topology"), os.path.join(d, "cache"),
+                        self.cpu_path("cpufreq", "policy%d" % c)):
+                src, dst = (sub + ".away", sub) if on else (sub, sub + ".away")
                 if os.path.isdir(src):
                     os.rename(src, dst)
             (self.online.add if on else self.online.discard)(c)
@@ -264,9 +267,10 @@ class Hotplug(unittest.TestCase):
         self.assertIsNotNone(self.plan_cpus())
         self.assertGreater(self.d.status()["periods"], before)
         self.assertGreaterEqual(self.d.status()["topology_errors"], 3)
+        self.assertEqual(self.metrics().get("vmmpower_topology_stale"), 1)
         # fixed again: back to normal, no change taken (the set is the one the topology has)
         FakeVm.write(self.cpu_path("online"), "0-31\n")
-        self.d.wait_for(lambda: "as the running topology has them" in self.d.log(), 6, "the check recovering")
+        self.d.wait_for(lambda: "as the running topology has them" in self.d.log(), 10, "the check recovering")
         self.assertEqual(self.metrics().get("vmmpower_topology_changes_total"), 0)
 
         # a change whose topology cannot be read (a file that does not parse): kept, counted, retried
@@ -282,8 +286,9 @@ class Hotplug(unittest.TestCase):
         self.assertEqual(self.daemon_online(), set(range(self.n_cpus)))  # the old topology, still whole
         self.assertEqual(self.d.log().count("but the host topology could not be read again"), 1)
         self.assertIsNotNone(self.plan_cpus())
-        FakeVm.write(core_id, good)  # readable again: taken at the next period
-        self.d.wait_for(lambda: self.metrics().get("vmmpower_topology_changes_total") == 1, 6, "the change taken")
+        FakeVm.write(core_id, good)  # readable again: taken at the next try (a backoff of 2^n periods)
+        self.d.wait_for(lambda: self.metrics().get("vmmpower_topology_changes_total") == 1, 10, "the change taken")
+        self.assertEqual(self.metrics().get("vmmpower_topology_stale"), 0)
         self.assertEqual(self.daemon_online(), self.online)
         self.wait_plan(lambda p: 31 not in p.values(), "a plan without pCPU 31")
 
@@ -312,9 +317,15 @@ class Hotplug(unittest.TestCase):
         plan = self.wait_plan(lambda p: not set(p.values()) & set(used),
                               "a plan with no vCPU on the offline pCPUs %s" % used, 6)
         self.d.wait_periods(3)
+        # their policies left out: the applier's driver knows them and keeps running
+        restart = "The applier's power driver was made for the old CPUs"
+        self.assertEqual(self.d.log().count(restart), 0, self.d.log())
         self.set_online(used, True)
         self.d.wait_for(lambda: self.metrics().get("vmmpower_topology_changes_total") == 2, 6, "the CPUs back")
         self.d.wait_periods(3)
+        # back, they are policies the topology did not have: the applier is made again (journal
+        # restored first), so that a policy it never knew is driven too
+        self.assertEqual(self.d.log().count(restart), 1, self.d.log())
         m = self.metrics()
         self.assertEqual(m.get("vmmpower_topology_errors_total"), 0)
         self.assertEqual(m.get("vmmpower_plans_applied"), 1)

@@ -653,6 +653,55 @@ static void test_read_online(void **state)
         rm_rf(dir);
 }
 
+/*
+ * Reads below the directory busy_dir (relative to the sysfs root) fail with EBUSY, as every
+ * file of an inactive cpufreq policy does (cpufreq.c show(): all the policy's CPUs offline).
+ * Linked with -Wl,--wrap=read_small_file_at (tests/meson.build).
+ */
+ssize_t __real_read_small_file_at(int dirfd, const char *path, char *buf, size_t size);
+ssize_t __wrap_read_small_file_at(int dirfd, const char *path, char *buf, size_t size);
+static const char *busy_dir;
+ssize_t __wrap_read_small_file_at(int dirfd, const char *path, char *buf, size_t size)
+{
+        if (busy_dir && strncmp(path, busy_dir, strlen(busy_dir)) == 0)
+                return -EBUSY;
+        return __real_read_small_file_at(dirfd, path, buf, size);
+}
+
+/*
+ * CPU 5 offline on the intel_pstate host (a policy per CPU): its policy is inactive and
+ * unreadable (EBUSY), and the topology is still read, without that policy (before stop 40 the
+ * read failed: the daemon would not start with a CPU offline, nor follow one going offline).
+ * Any other read error still fails it.
+ */
+static void test_inactive_policy(void **state)
+{
+        _cleanup_free_ char *dir = copy_fixture("xeon-spr-2s");
+        struct topology *t = NULL, *all = NULL;
+
+        assert_int_equal(load_tree(dir, &all), 0);
+        tree_write(dir, "devices/system/cpu/online", "0-4,6-31\n");
+        tree_write(dir, "devices/system/cpu/cpu5/online", "0\n");
+        busy_dir = "devices/system/cpu/cpufreq/policy5/";
+        assert_int_equal(load_tree(dir, &t), 0);
+        assert_int_equal(t->n_policies, all->n_policies - 1);
+        assert_int_equal(t->cpus[5].policy, -1);
+        assert_false(t->cpus[5].online);
+        for (unsigned i = 0; i < t->n_policies; i++) {
+                assert_int_not_equal(t->policies[i].id, 5);
+                CPUSET_FOREACH(c, &t->policies[i].related_cpus)
+                        assert_int_equal(t->cpus[c].policy, (int) i);
+        }
+        assert_int_equal(t->cpus[6].policy, all->cpus[6].policy - 1);
+        topology_free(t);
+        busy_dir = "devices/system/cpu/cpu6/topology/";
+        t = NULL;
+        assert_true(load_tree(dir, &t) < 0);
+        busy_dir = NULL;
+        topology_free(all);
+        rm_rf(dir);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -667,6 +716,7 @@ int main(void)
                 cmocka_unit_test(test_record_script),
                 cmocka_unit_test(test_smt_disagree),
                 cmocka_unit_test(test_read_online),
+                cmocka_unit_test(test_inactive_policy),
         };
 
         log_set_max_level(LOG_LEVEL_ERR);
