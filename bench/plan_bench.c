@@ -17,9 +17,11 @@
  *   steady    plan_compute() with the previous plan and the same load (the
  *             daemon's usual call: target search + hysteresis)
  *   grow      the same, but 16 vCPUs (every nv/16-th) wait 30% of the time:
- *             the grow step looks for a CPU to wake for each, scoring every
- *             empty CPU with a whole-host power evaluation (placement.c
- *             ws_best_wake()), so it costs far more than a steady plan
+ *             the grow step looks for a CPU to wake for each, scoring one
+ *             empty CPU per class of identical ones with a whole-host power
+ *             evaluation (placement.c ws_best_wake(): about one per LLC with
+ *             work, two per empty LLC's package), so it costs a few steady
+ *             plans
  * in microseconds per plan, plus the active CPUs and plan/spread energy.
  * Prints numbers; asserts nothing.  Usage: plan-bench [RUNS [PCPUS VCPUS]]
  */

@@ -86,12 +86,14 @@
  *       over its budget at the top level (latency), or a vCPU waits (step
  *       1), its vCPUs move (wait offenders first, then the largest) to their
  *       target CPU if it has room, else to an active CPU with room, else to
- *       the best CPU to wake, else (every CPU awake) to a less loaded active
- *       CPU with room.  A waiting vCPU only moves where it is relieved: to an
- *       empty core, or to a CPU that with it is no more loaded than the one
- *       it leaves is without it (no ping-pong; a plan that moved nothing is
- *       not a grow).  The grow is local: the cores it touches are marked, the
- *       rest of the host goes on to the next point;
+ *       the best CPU to wake (the least power with a probe load on it: one
+ *       CPU scored per class of identical ones, ws_best_wake), else (every
+ *       CPU awake) to a less loaded active CPU with room.  A waiting vCPU
+ *       only moves where it is relieved: to an empty core, or to a CPU that
+ *       with it is no more loaded than the one it leaves is without it (no
+ *       ping-pong; a plan that moved nothing is not a grow).  The grow is
+ *       local: the cores it touches are marked, the rest of the host goes on
+ *       to the next point;
  *     - shrink (any move made only to save energy) once the target has been
  *       predicted cheaper for shrink_dwell_ns in a row *and* the saving over
  *       the dwell exceeds MigrationCostUJ x moves.  A grow does not cancel a
@@ -332,6 +334,9 @@ struct ws {
         uint32_t *lat;          /* [n_cpus] */
         uint8_t *level;         /* [n_fdoms] */
         unsigned *fdom_start, *fdom_cores; /* CSR: cores of each fdom */
+        uint8_t *fdom_one_llc;  /* [n_fdoms] its cores are in one LLC, and it holds no thread of another
+                                 * core (ws_best_wake's classes) */
+        unsigned *fdom_busy, *llc_busy; /* [n_fdoms], [n_llcs] ws_best_wake scratch: CPUs not empty */
         unsigned *spread_cores; /* [n_cores] */
         /* FFD */
         double *seg;
@@ -404,6 +409,9 @@ static void ws_free(struct ws *w)
         free(w->lat);
         free(w->level);
         free(w->fdom_start);
+        free(w->fdom_one_llc);
+        free(w->fdom_busy);
+        free(w->llc_busy);
         free(w->fdom_cores);
         free(w->spread_cores);
         free(w->seg);
@@ -767,6 +775,9 @@ static int ws_init(struct ws *w, const struct em_host *h, const struct plan_poli
         w->level = calloc(h->n_fdoms, 1);
         w->fdom_start = calloc(h->n_fdoms + 1, sizeof(unsigned));
         w->fdom_cores = calloc(h->n_cores, sizeof(unsigned));
+        w->fdom_one_llc = calloc(h->n_fdoms ? h->n_fdoms : 1, 1);
+        w->fdom_busy = calloc(h->n_fdoms ? h->n_fdoms : 1, sizeof(unsigned));
+        w->llc_busy = calloc(h->n_llcs ? h->n_llcs : 1, sizeof(unsigned));
         w->spread_cores = calloc(h->n_cores, sizeof(unsigned));
         for (w->segn = 1; w->segn < h->n_online; w->segn <<= 2)
                 ;
@@ -777,7 +788,7 @@ static int ws_init(struct ws *w, const struct em_host *h, const struct plan_poli
         if (!w->cmemo || !w->work2 || !w->base_work2 || !w->dem || !w->wait || !w->boost || !w->floor || !w->fdom_floor || !w->sorted || !w->assign || !w->sib || !w->work || !w->base_work || !w->nvc ||
             !w->base_nvc || !w->resv || !w->cpu_boost || !w->in_set || !w->set_level || !w->set_load || !w->large || !w->cpu_large ||
             !w->set_lambda || !w->set_done || !w->set_flat || !w->set_free || !w->ework || !w->fixed || !w->active || !w->lat || !w->level || !w->fdom_start ||
-            !w->fdom_cores || !w->spread_cores || !w->seg || !w->cpu_pos)
+            !w->fdom_cores || !w->fdom_one_llc || !w->fdom_busy || !w->llc_busy || !w->spread_cores || !w->seg || !w->cpu_pos)
                 return -ENOMEM;
 
         for (unsigned c = 0; c < n; c++) {
@@ -903,6 +914,17 @@ static int ws_init(struct ws *w, const struct em_host *h, const struct plan_poli
                 for (unsigned k = 0; k < h->n_cores; k++)
                         w->spread_cores[k] = sk[k].core;
         }
+        for (unsigned f = 0; f < h->n_fdoms; f++) {
+                bool one = w->fdom_start[f] < w->fdom_start[f + 1];
+                for (unsigned x = w->fdom_start[f]; one && x < w->fdom_start[f + 1]; x++)
+                        one = h->cores[w->fdom_cores[x]].llc == h->cores[w->fdom_cores[w->fdom_start[f]]].llc;
+                w->fdom_one_llc[f] = one;
+        }
+        /* nor a domain holding a thread of a core outside it (a cpufreq policy that splits a core): its
+         * level also moves that core, which ws_best_wake's classes do not see (found by review) */
+        for (unsigned c = 0; c < n; c++)
+                if (h->cpu_core[c] >= 0 && h->cores[h->cpu_core[c]].fdom != h->cpu_fdom[c])
+                        w->fdom_one_llc[h->cpu_fdom[c]] = 0;
         return 0;
 }
 
@@ -2068,21 +2090,109 @@ static bool fits(const struct ws *w, size_t i, int cpu)
 }
 
 /*
- * Inactive CPU with the least marginal power for a probe load (state as in
- * w), other than src; for a waiting vCPU only one that relieves it.
+ * The class of an empty CPU as a CPU to wake (ws_best_wake): two CPUs of one
+ * class are woken into states that differ only by which of two identical
+ * parts holds the probe, so they cost the same (the model has one kind of
+ * core, its figures symmetric in the threads; the probe is in no pack set, so
+ * it changes only its own core, its frequency domain's level and its LLC's
+ * and package's idle terms).  The key: the core's thread count; its domain,
+ * as "an empty domain of n cores" when the domain is in one LLC, holds no
+ * thread of another core and has no other core with work, else that domain
+ * itself; then, for a core with no work, its LLC (that LLC, or "an empty LLC
+ * of n cores in package p"), and for a sibling of a CPU with work, its
+ * thread, its LLC and everything finalize() reads of the sibling (balanced
+ * load, vCPUs, latency limit, set, boost, large vCPU, the domain's floor).
+ * false (score it) for a core whose threads are in two domains.
  */
+#define WAKE_KEY_N 6
+static bool wake_class(const struct ws *w, int cpu, uint64_t key[WAKE_KEY_N])
+{
+        const struct em_host *h = w->h;
+        const struct em_core *co = &h->cores[h->cpu_core[cpu]];
+        unsigned f = co->fdom, g = co->llc, busy = 0;
+        int s = w->sib[cpu];
+        uint64_t bits[2];
+
+        for (unsigned t = 0; t < co->n_threads; t++) {
+                if (h->cpu_fdom[co->cpu[t]] != f)
+                        return false;
+                busy += !cpu_empty(w, co->cpu[t]);
+        }
+        memset(key, 0, WAKE_KEY_N * sizeof(uint64_t));
+        key[0] = (uint64_t) co->n_threads << 8;
+        key[1] = w->fdom_busy[f] == busy && w->fdom_one_llc[f] ? 1ULL << 32 | (w->fdom_start[f + 1] - w->fdom_start[f])
+                                                               : f;
+        if (busy == 0) {
+                key[0] |= 1u << 16;
+                key[2] = w->llc_busy[g] ? g : 1ULL << 63 | (uint64_t) co->pkg << 32 | (h->llcs[g].end - h->llcs[g].first);
+                return true;
+        }
+        if (s < 0)
+                return false;
+        key[0] |= 2u << 16 | (uint64_t) h->cpu_thread[cpu];
+        key[2] = g;
+        memcpy(&bits[0], &w->ework[s], sizeof(double));
+        memcpy(&bits[1], &w->fdom_floor[f], sizeof(double));
+        key[3] = bits[0];
+        key[4] = bits[1];
+        key[5] = (uint64_t) w->active[s] | (uint64_t) w->in_set[s] << 8 | (uint64_t) w->cpu_boost[s] << 16 |
+                 (uint64_t) w->cpu_large[s] << 24 | (uint64_t) w->lat[s] << 32;
+        return true;
+}
+
+/* Test hook (placement.h): score every candidate CPU instead of one per class. */
+static bool wake_exhaustive;
+void plan_test_wake_exhaustive(bool on)
+{
+        wake_exhaustive = on;
+}
+
+/* Score waking cpu: the host's power with a probe load on it, less base. */
+static double wake_score(struct ws *w, int cpu, double base)
+{
+        double d;
+        w->work[cpu] = WAKE_PROBE_WORK;
+        w->nvc[cpu]++;
+        d = finalize(w, NULL) - base;
+        w->nvc[cpu]--;
+        w->work[cpu] = 0.0;
+        return d;
+}
+
+/*
+ * Inactive CPU with the least marginal power for a probe load (state as in
+ * w), other than src; for a waiting vCPU only one that relieves it.  The
+ * first CPU of a class in the wake order is scored, the others of the class
+ * cost the same and would not win a tie (wake_class): O(classes) host
+ * evaluations instead of O(empty CPUs) (plan-bench's grow column).  The state
+ * is left as scoring every candidate left it, that of the last one's probe:
+ * later steps of the grow read its levels and balance.
+ */
+#define WAKE_CLASSES_MAX 64
 static int ws_best_wake(struct ws *w, size_t i_for_fit, int src, bool waits)
 {
         const struct em_host *h = w->h;
-        int best = -1;
+        int best = -1, last = -1, last_scored = -1;
         double base, best_d = DBL_MAX;
+        uint64_t keys[WAKE_CLASSES_MAX][WAKE_KEY_N], key[WAKE_KEY_N];
+        unsigned n_keys = 0;
 
         /* Also what later steps of the grow read (finalize() sets the domains' levels and balances
          * the sets): evaluated even when no CPU turns out to be a candidate. */
         base = finalize(w, NULL);
+        memset(w->fdom_busy, 0, h->n_fdoms * sizeof(unsigned));
+        memset(w->llc_busy, 0, h->n_llcs * sizeof(unsigned));
+        for (unsigned k = 0; k < h->n_cores; k++)
+                for (unsigned t = 0; t < h->cores[k].n_threads; t++)
+                        if (!cpu_empty(w, h->cores[k].cpu[t])) {
+                                w->fdom_busy[h->cores[k].fdom]++;
+                                w->llc_busy[h->cores[k].llc]++;
+                        }
         for (unsigned p = 0; p < h->n_online; p++) {
                 int cpu = h->order_smt_first[p];
                 double d;
+                bool classed;
+                unsigned x = 0;
                 if (!cpu_empty(w, cpu) || w->resv[cpu])
                         continue;
                 if (i_for_fit != SIZE_MAX && !fits(w, i_for_fit, cpu))
@@ -2090,16 +2200,25 @@ static int ws_best_wake(struct ws *w, size_t i_for_fit, int src, bool waits)
                 /* not back where it came from; a waiting vCPU only where it is relieved */
                 if (cpu == src || (waits && i_for_fit != SIZE_MAX && !relieves(w, i_for_fit, src, cpu)))
                         continue;
-                w->work[cpu] = WAKE_PROBE_WORK;
-                w->nvc[cpu]++;
-                d = finalize(w, NULL) - base;
-                w->nvc[cpu]--;
-                w->work[cpu] = 0.0;
+                last = cpu;
+                classed = !wake_exhaustive && wake_class(w, cpu, key);
+                if (classed) {
+                        while (x < n_keys && memcmp(keys[x], key, sizeof(key)) != 0)
+                                x++;
+                        if (x < n_keys)
+                                continue; /* scored already: the same cost, not a win */
+                }
+                d = wake_score(w, cpu, base);
+                last_scored = cpu;
+                if (classed && n_keys < WAKE_CLASSES_MAX)
+                        memcpy(keys[n_keys++], key, sizeof(key));
                 if (d < best_d - EPS) {
                         best_d = d;
                         best = cpu;
                 }
         }
+        if (last != last_scored)
+                (void) wake_score(w, last, base);
         return best;
 }
 

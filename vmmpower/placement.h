@@ -197,6 +197,13 @@ double plan_power(const struct em_host *h, const struct plan *p, struct em_break
  * every CPU is active, -ENOMEM.
  */
 int plan_best_wake_cpu(const struct em_host *h, const struct plan *p);
+
+/*
+ * For tests: the grow's choice of a CPU to wake scores every candidate CPU
+ * (on) instead of one CPU per class of identical ones (off, the default);
+ * the plans must be the same (test_wake_classes).
+ */
+void plan_test_wake_exhaustive(bool on);
 /*
  * Active CPU whose release saves the most modelled power once its work moves
  * to the least loaded other active CPU (the last busy CPU of a domain that

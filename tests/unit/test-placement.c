@@ -1446,6 +1446,157 @@ static void test_determinism(void **state)
 }
 
 /*
+ * The grow scores one empty CPU per class of identical ones (placement.c
+ * wake_class) where it scored them all: the plans must be the same, bit for
+ * bit.  Random grows (a first plan, then a fifth of the vCPUs waiting) on both
+ * fixture hosts and on synthetic 2 x 20-core hosts with every frequency scope
+ * (core, per-thread policy, package, policies of two cores, some across two
+ * LLCs, and a policy that splits a core: found by review, where the classes
+ * were wrong), one-thread cores, MaxActiveCores, a package power limit, wake
+ * energies and the all-packages rule; vCPUs packed, spread, dedicated and
+ * excluded, NUMA-bound, with per-VM budgets, boosts, perf and util floors;
+ * both profiles, PinSingleCPU, idle limits, the move cap (the review's fuzz).
+ */
+static unsigned wake_runs, wake_woken;
+
+static void wake_classes_on(const struct em_host *h, unsigned nv, uint64_t seed)
+{
+        struct plan_policy pol;
+        _cleanup_free_ struct plan_vcpu *v = calloc(nv, sizeof(*v));
+        _cleanup_free_ struct plan_hint *hn = calloc(nv, sizeof(*hn));
+        _cleanup_free_ int *cpus = calloc(h->n_cpus, sizeof(int));
+        struct plan *p0 = NULL, *a = NULL, *b = NULL;
+        size_t nh = 0;
+        unsigned ncpu = 0;
+        double mean;
+
+        assert_true(v && hn && cpus);
+        for (unsigned x = 0; x < h->n_cpus; x++)
+                if (h->cpu_core[x] >= 0)
+                        cpus[ncpu++] = (int) x;
+        rng_state = seed;
+        plan_policy_defaults(&pol);
+        pol.profile = rnd() < 0.5 ? PLAN_PROFILE_LATENCY : PLAN_PROFILE_BATCH;
+        pol.pin_single_cpu = rnd() < 0.15;
+        pol.active_max_latency_us = rnd() < 0.6 ? EM_LATENCY_ANY : rnd() < 0.5 ? 2 : 300;
+        pol.max_moves = rnd() < 0.5 ? 16 : 0;
+        mean = (0.1 + 0.5 * rnd()) * h->n_cores / nv;
+        for (unsigned i = 0; i < nv; i++) {
+                double r = rnd();
+                v[i] = (struct plan_vcpu) { .key = 1 + i, .vm = i / 4, .util = MIN(1.0, 2.0 * mean * rnd()),
+                                            .wait_ratio = 0.01 * rnd(), .cur_cpu = -1 };
+                v[i].mode = r < 0.78 ? PLACE_PACK : r < 0.86 ? PLACE_SPREAD : r < 0.92 ? PLACE_DEDICATED : PLACE_EXCLUDE;
+                if (v[i].mode == PLACE_EXCLUDE)
+                        v[i].cur_cpu = cpus[(unsigned) (rnd() * ncpu)];
+                if (rnd() < 0.1)
+                        v[i].nodes = 1u << (unsigned) (rnd() * 2);
+                if (rnd() < 0.1)
+                        v[i].queue_budget = 0.002;
+                if (rnd() < 0.15) {
+                        hn[nh] = (struct plan_hint) { .key = v[i].key };
+                        r = rnd();
+                        if (r < 0.3)
+                                hn[nh].boost = true;
+                        else if (r < 0.8)
+                                hn[nh].perf_floor = rnd();
+                        else
+                                hn[nh].util_floor = rnd() * 0.5;
+                        nh++;
+                }
+        }
+        assert_int_equal(plan_compute(h, &pol, v, nv, hn, nh, NULL, 0, &p0), 0);
+        for (unsigned i = 0; i < nv; i++) {
+                if (v[i].mode != PLACE_EXCLUDE)
+                        v[i].cur_cpu = p0->vcpu_cpu[i];
+                if (rnd() < 0.2)
+                        v[i].wait_avg = v[i].wait_ratio = 0.3;
+                if (rnd() < 0.05)
+                        v[i].util = MIN(1.0, v[i].util * 3);
+        }
+        plan_test_wake_exhaustive(true);
+        assert_int_equal(plan_compute(h, &pol, v, nv, hn, nh, p0, NSEC_PER_SEC, &a), 0);
+        plan_test_wake_exhaustive(false);
+        assert_int_equal(plan_compute(h, &pol, v, nv, hn, nh, p0, NSEC_PER_SEC, &b), 0);
+        if (!plan_equal(a, b))
+                fail_msg("plans differ: seed %" PRIu64 ", %u vCPUs", seed, nv);
+        wake_runs++;
+        wake_woken += a->why.forced_wake_cpu >= 0;
+        plan_free(p0);
+        plan_free(a);
+        plan_free(b);
+}
+
+enum { WK_CORE, WK_POLICY, WK_PACKAGE, WK_ONE_THREAD, WK_LIMITS, WK_SPLIT_CORE, WK_PAIRS, WK_PAIRS_SPAN };
+
+/* cores k and k+1's CPUs (and, with split, only thread 1 of k+1) in the policy of CPU k */
+static void wake_policy_of(struct topology *t, unsigned nc, unsigned k, bool split)
+{
+        cpuset_t s;
+        unsigned cpu[4] = { k, nc + k, nc + k + 1, k + 1 };
+        unsigned n = split ? 3 : 4;
+        cpuset_zero(&s);
+        for (unsigned x = 0; x < n; x++)
+                cpuset_set(&s, cpu[x]);
+        for (unsigned x = 0; x < n; x++) {
+                t->policies[cpu[x]].related_cpus = s;
+                t->cpus[cpu[x]].policy = (int) k;
+        }
+}
+
+static void wake_classes_host(unsigned variant, unsigned n_seeds)
+{
+        struct topology *t = NULL;
+        struct energy_model m;
+        struct em_host *h = NULL;
+        unsigned nc = 40;
+
+        assert_int_equal(topology_synthetic(2, 20, &t), 0);
+        if (variant == WK_ONE_THREAD)
+                for (unsigned k = 0; k < nc; k += 3)
+                        t->cpus[nc + k].online = false;
+        for (unsigned k = variant == WK_PAIRS_SPAN ? 1 : 0; k + 1 < nc; k += 2)
+                if (variant == WK_SPLIT_CORE || variant == WK_PAIRS || variant == WK_PAIRS_SPAN)
+                        wake_policy_of(t, nc, k, variant == WK_SPLIT_CORE);
+        assert_int_equal(energy_model_from_topology(t, &m), 0);
+        if (variant != WK_CORE && variant != WK_LIMITS)
+                m.freq_scope = variant == WK_PACKAGE ? EM_FREQ_PACKAGE : EM_FREQ_POLICY;
+        if (variant == WK_LIMITS || variant == WK_ONE_THREAD || variant == WK_POLICY) {
+                unsigned n = m.n_levels;
+                m.levels[n - 1].max_active_cores = 2;
+                m.levels[n - 2].max_active_cores = 5;
+                m.levels[n - 3].max_active_cores = 9;
+                m.package_power_limit_mw = energy_model_min_power_limit(&m) + 12000;
+                m.idle[m.n_idle - 1].wake_energy_uj = 20;
+                m.domain[EM_DOMAIN_LLC].wake_energy_uj = 100;
+                m.domain[EM_DOMAIN_PACKAGE].wake_energy_uj = 200;
+                m.platform_busy_mw = 30000;
+                m.package_idle_all_packages = variant != WK_ONE_THREAD;
+        }
+        assert_int_equal(em_host_new(t, &m, &h), 0);
+        for (unsigned s = 0; s < n_seeds; s++)
+                wake_classes_on(h, 8 + s * 7 % 90, 1000 * variant + s);
+        em_host_free(h);
+        topology_free(t);
+}
+
+static void test_wake_classes(void **state)
+{
+        static const char *const hosts[][2] = { { "xeon-spr-2s", "xeon-spr-2s" }, { "epyc-genoa-1s", "epyc-genoa" } };
+
+        for (unsigned x = 0; x < ELEMENTSOF(hosts); x++) {
+                struct host_fixture f;
+                load_host(hosts[x][0], hosts[x][1], &f);
+                for (unsigned s = 0; s < 10; s++)
+                        wake_classes_on(f.h, 16 + 37 * s % 200, 777 + 13 * x + s);
+                free_host(&f);
+        }
+        for (unsigned var = WK_CORE; var <= WK_PAIRS_SPAN; var++)
+                wake_classes_host(var, 40);
+        print_message("wake classes: %u of %u grows woke a CPU\n", wake_woken, wake_runs);
+        assert_true(wake_woken >= wake_runs / 2);
+}
+
+/*
  * The latency profile at its edges (found by review): at QueueBudgetPercent
  * 100 a saturated set (predicted share exactly 1) was within the budget, so
  * the first plan put all 64 vCPUs (19.2 CPUs of demand) on one CPU; and with
@@ -2907,6 +3058,7 @@ int main(void)
                 cmocka_unit_test(test_move_cap),
                 cmocka_unit_test(test_move_cooldown),
                 cmocka_unit_test(test_determinism),
+                cmocka_unit_test(test_wake_classes),
                 cmocka_unit_test(test_modes),
                 cmocka_unit_test(test_latency_edges),
                 cmocka_unit_test(test_hints),
