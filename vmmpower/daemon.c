@@ -78,8 +78,8 @@ struct daemon {
         struct config_error reload_error; /* of the last failed reload, for its control reply; file "" if none */
         struct topology *topo;
         cpuset_t topo_online;     /* topology_read_online() just before topo was read (hotplug check) */
-        bool topo_failing;        /* in a streak of failed hotplug checks or topology re-reads */
-        unsigned topo_fail_streak; /* their number: the next try waits 2^min(n - 1, 5) periods (at most 60 s) */
+        unsigned topo_fail_streak; /* failed hotplug checks or topology re-reads in a row (0: the topology
+                                    * holds); the next try waits 2^min(n - 1, 5) periods, at most 60 s */
         nsec_t topo_retry_ns;     /* no check before (CLOCK_MONOTONIC) while failing */
         struct tracker *tracker;
         struct pcpu_stat *pcpu;
@@ -766,6 +766,7 @@ static void host_commit(struct daemon *d, const struct vp_config *cfg, struct ho
         pcpu_stat_free(d->pcpu);
         d->pcpu = h->pcpu;
         *h = (struct host_state) { 0 };
+        d->topo_fail_streak = 0;
 }
 
 /*
@@ -845,8 +846,6 @@ static int daemon_apply_config(struct daemon *d, const struct vp_config *cfg, bo
         coexist_report_clear(&d->coexist);
         d->coexist = coexist;
         host_commit(d, cfg, &host);
-        d->topo_failing = false;
-        d->topo_fail_streak = 0;
         if (new_tracker) {
                 tracker_free(d->tracker);
                 d->tracker = tracker;
@@ -1520,7 +1519,6 @@ static void topology_failed(struct daemon *d, nsec_t now)
 
         d->counters.topology_errors++;
         d->topo_fail_streak++;
-        d->topo_failing = true;
         d->topo_retry_ns = now + wait;
 }
 
@@ -1535,37 +1533,38 @@ static void topology_failed(struct daemon *d, nsec_t now)
  * The applier keeps running and the new plan re-pins, unless its power
  * driver no longer fits the host (applier_outdated()): then it restores its
  * journal and a new one starts.  A failed check or re-read keeps the running
- * topology, is counted, logged once a streak, and retried the next period.
+ * topology, is counted, logged once a streak, and retried after a backoff
+ * (topology_failed()).
  */
 static void topology_check(struct daemon *d, nsec_t t)
 {
         char was[128], now[128];
+        bool failing = d->topo_fail_streak > 0;
         struct host_state h;
         cpuset_t online;
         int r;
 
-        if (d->topo_failing && t < d->topo_retry_ns)
+        if (failing && t < d->topo_retry_ns)
                 return;
         r = topology_read_online(d->cfg.sysfs_root, &online);
         if (r >= 0 && cpuset_equal(&online, &d->topo_online)) {
-                if (d->topo_failing)
+                if (failing)
                         log_info("Online CPUs %s read again below %s, as the running topology has them.",
                                  online_list(&online, now, sizeof(now)), d->cfg.sysfs_root);
-                d->topo_failing = false;
                 d->topo_fail_streak = 0;
                 return;
         }
         if (r < 0) {
-                if (!d->topo_failing)
+                if (!failing)
                         log_warning_errno(r, "Failed to read the online CPUs below %s: %m; planning on CPUs %s as "
                                           "before, checking again with a backoff (up to 60 s).", d->cfg.sysfs_root,
                                           online_list(&d->topo_online, was, sizeof(was)));
                 topology_failed(d, t);
                 return;
         }
-        r = host_build(&d->cfg, d->topo_failing ? LOG_LEVEL_DEBUG : LOG_LEVEL_ERR, &h); /* why: once a streak */
+        r = host_build(&d->cfg, failing ? LOG_LEVEL_DEBUG : LOG_LEVEL_ERR, &h); /* why: once a streak */
         if (r < 0) {
-                if (!d->topo_failing)
+                if (!failing)
                         log_warning("Online CPUs changed from %s to %s, but the host topology could not be read "
                                     "again: planning on the old one, retrying with a backoff (up to 60 s).",
                                     online_list(&d->topo_online, was, sizeof(was)), online_list(&online, now, sizeof(now)));
@@ -1582,8 +1581,6 @@ static void topology_check(struct daemon *d, nsec_t t)
                 retire_applier(d); /* reap_applier() starts the new one once the restore is done */
         }
         host_commit(d, &d->cfg, &h);
-        d->topo_failing = false;
-        d->topo_fail_streak = 0;
 }
 
 void daemon_period(struct daemon *d, nsec_t now)
@@ -1987,7 +1984,7 @@ void daemon_view(struct daemon *d, nsec_t now, struct daemon_view *ret)
                 .coexist = &d->coexist,
                 .procscan_stats = &d->procscan_stats,
                 .qmp_failing = qmp_failing_count(d),
-                .topology_stale = d->topo_failing,
+                .topology_stale = d->topo_fail_streak > 0,
                 .applier = acting(d),
                 .simulated = d->applier && !acting(d),
                 .libvirt = d->libvirt != NULL,
