@@ -132,6 +132,19 @@ static int check_thread(pid_t pid, pid_t tid, uint64_t starttime)
         return st == starttime ? 0 : -ESRCH;
 }
 
+int actuator_thread_affinity(pid_t pid, pid_t tid, uint64_t starttime, cpuset_t *ret)
+{
+        int r = 0;
+
+        if (starttime != 0)
+                r = check_thread(pid, tid, starttime);
+        else {
+                uint64_t st;
+                r = actuator_thread_starttime(pid, tid, &st); /* a thread of pid, not any tid */
+        }
+        return r < 0 ? r : get_affinity(tid, ret);
+}
+
 /* A pin's thread or domain run is gone (r): its journal entry, if any, goes with it.  Returns r. */
 static int forget_gone(struct journal *j, enum journal_kind kind, const char *key, int r)
 {
@@ -492,6 +505,37 @@ int actuator_pin_vcpu(struct journal *j, void *conn, const char *uuid, unsigned 
 out:
         virDomainFree(d.dom);
         return r;
+}
+
+int actuator_repin_vcpu(void *conn, const char *uuid, unsigned vcpu, int dom_id, pid_t pid, pid_t tid,
+                        const cpuset_t *cpus)
+{
+        struct vdom d;
+        cpuset_t cur;
+        int r;
+
+        if (!conn || cpuset_empty(cpus) || vcpu == ACTUATOR_EMULATOR)
+                return -EINVAL;
+        r = vdom_open(conn, uuid, dom_id, &d);
+        if (r < 0)
+                return r;
+        r = vdom_get_pin(&d, vcpu, &cur);
+        if (r == 0 && !cpuset_equal(&cur, cpus))
+                r = -ESTALE; /* libvirt records another pin: not the one to set again */
+        if (r == 0)
+                r = vdom_set_pin(&d, vcpu, cpus);
+        virDomainFree(d.dom);
+        if (r < 0)
+                return r;
+        r = actuator_thread_affinity(pid, tid, 0, &cur);
+        if (r == 0 && !cpuset_equal(&cur, cpus)) {
+                r = set_affinity(tid, cpus);
+                if (r == 0)
+                        r = get_affinity(tid, &cur);
+        }
+        if (r < 0)
+                return r;
+        return cpuset_equal(&cur, cpus) ? 0 : -ERANGE;
 }
 
 int actuator_release_vcpu(struct journal *j, void *conn, const char *uuid, unsigned vcpu, int dom_id)

@@ -70,6 +70,26 @@ int actuator_release_thread(struct journal *j, pid_t pid, pid_t tid, uint64_t st
 int actuator_pin_vcpu(struct journal *j, void *conn, const char *uuid, unsigned vcpu, int *dom_id,
                       const cpuset_t *cpus);
 
+/*
+ * The kernel's affinity of thread tid of process pid, as sched_getaffinity()
+ * reads it (both kinds of pin end there).  starttime != 0: -ESRCH unless the
+ * thread is still the one of that starttime.  For the applier's check of the
+ * pins it made (apply.c): the kernel widens the mask of a thread whose CPUs
+ * all went offline, and other tools may change it.
+ */
+int actuator_thread_affinity(pid_t pid, pid_t tid, uint64_t starttime, cpuset_t *ret);
+
+/*
+ * A libvirt vCPU pin that libvirt still records as cpus but whose thread the
+ * kernel let run wider (CPU hotplug, a cpuset change): set it again, through
+ * libvirt (its cgroup too) and then on the thread itself if libvirt left it
+ * as it was.  Nothing is journaled: the pin libvirt records does not change,
+ * so the journal's entry for it stays true.  -ERANGE if the thread still
+ * runs wider afterwards.
+ */
+int actuator_repin_vcpu(void *conn, const char *uuid, unsigned vcpu, int dom_id, pid_t pid, pid_t tid,
+                        const cpuset_t *cpus);
+
 /* As actuator_release_thread(), for a libvirt pin of run dom_id (0: the running one). */
 int actuator_release_vcpu(struct journal *j, void *conn, const char *uuid, unsigned vcpu, int dom_id);
 

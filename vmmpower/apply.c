@@ -22,11 +22,21 @@
  * EIO) leaves the target pending: it is tried again on a later pass after
  * KNOB_BACKOFF, for as long as the plan wants it.  A new target is tried at
  * once.
+ *
+ * Pins made are checked against the kernel every pin_check_ns (apply.h):
+ * the mask read back after the pin (pin_state.ref) against the thread's now.
+ * Widened: pinned again in the same pass (a libvirt pin through libvirt, its
+ * record unchanged, so not journaled again; one whose record libvirt changed
+ * is someone's `virsh vcpupin` and let go).  Changed otherwise: let go, its
+ * journal entry forgotten, and refused from then on (pin_state.foreign, kept
+ * across requests for the same thread) until the thread may run on every
+ * online CPU again.
  */
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,6 +72,10 @@ struct pin_state {
         uint64_t starttime;        /* plain QEMU: of the thread pinned (its journal key), 0 = not read yet */
         int dom_id;                /* libvirt: id of the domain run pinned (its journal key), 0 = none yet */
         struct retry_state retry;
+        bool has_ref;              /* ref holds the thread's mask read after the pin was made */
+        bool widened;              /* found wider than ref: pin again (libvirt: set again, see above) */
+        bool foreign;              /* someone else changed the pin: theirs, refused until handed back */
+        cpuset_t ref;
 };
 
 struct applier {
@@ -94,6 +108,11 @@ struct applier {
         int32_t *applied_lat;
         struct knob_retry *khz_retry, *lat_retry; /* [n_cpus] */
         struct retry_counters retry_counters;
+        nsec_t check_next_ns;      /* next check of the pins made */
+        bool foreign_seen;         /* a pin was someone else's at the last pass: publish the list */
+
+        struct apply_thread *foreign; /* under lock: applier_foreign_threads() */
+        size_t n_foreign;
 };
 
 struct apply_request *apply_request_new(size_t n_pins, unsigned n_cpus)
@@ -222,10 +241,14 @@ static int merge_request(struct applier *a, struct apply_request *req)
                         p->applied_cpu = o->applied_cpu;
                         p->starttime = o->starttime;
                         p->dom_id = o->dom_id;
+                        p->has_ref = o->has_ref;
+                        p->ref = o->ref;
+                        p->foreign = o->foreign;
                         if (o->want.cpu == p->want.cpu && cpuset_equal(&o->want.set, &p->want.set) && !o->dropped) {
                                 p->done = o->done;
                                 p->gone = o->gone;
                                 p->retry = o->retry;
+                                p->widened = o->widened;
                         }
                 }
         }
@@ -293,6 +316,115 @@ static int release_pin(struct applier *a, struct pin_state *p, nsec_t now)
         return conn ? actuator_release_vcpu(a->journal, conn, p->want.uuid, p->want.vcpu, p->dom_id) : -ENOTCONN;
 }
 
+static void pin_name(const struct pin_state *p, char *buf, size_t size)
+{
+        if (p->want.uuid[0])
+                snprintf(buf, size, "vCPU %u of domain %s (pid %d, tid %d)", p->want.vcpu, p->want.uuid,
+                         (int) p->want.pid, (int) p->want.tid);
+        else
+                snprintf(buf, size, "%s %u of plain QEMU pid %d (tid %d)", p->want.emulator ? "emulator" : "vCPU",
+                         p->want.vcpu, (int) p->want.pid, (int) p->want.tid);
+}
+
+/*
+ * Someone else changed the pin we made (found: the thread's mask, NULL if
+ * libvirt's record told): theirs from now on, as a knob someone else wrote.
+ * Its journal entry is forgotten, so that neither a release nor the restore
+ * at exit puts our original over their pin.
+ */
+static void let_go(struct applier *a, struct pin_state *p, const cpuset_t *found)
+{
+        char key[96], name[160], ours[64] = "?", theirs[64] = "(libvirt's record changed)";
+        int r;
+
+        if (p->want.uuid[0])
+                r = actuator_vcpu_key(p->want.uuid, p->dom_id, p->want.vcpu, key, sizeof(key));
+        else
+                r = actuator_thread_key(p->want.pid, p->want.tid, p->starttime, key, sizeof(key));
+        if (r == 0) {
+                r = journal_forget(a->journal, p->want.uuid[0] ? JOURNAL_KIND_VCPUPIN : JOURNAL_KIND_AFFINITY, key);
+                if (r < 0)
+                        log_warning_errno(r, "Applier: cannot forget the journal entry %s (restore may put our "
+                                          "original back over their pin): %m", key);
+        }
+        p->foreign = true;
+        p->done = true;
+        p->widened = false;
+        retry_reset(&p->retry);
+        a->work.pin_foreign++;
+        pin_name(p, name, sizeof(name));
+        if (p->has_ref)
+                (void) cpuset_format_list(&p->ref, ours, sizeof(ours));
+        if (found)
+                (void) cpuset_format_list(found, theirs, sizeof(theirs));
+        log_notice("Applier: %s runs on CPUs %s where vmmpower pinned it to %s: pinned by someone else, leaving it "
+                   "to them (not pinned again, not restored) until it may run on every online CPU again.",
+                   name, theirs, ours);
+}
+
+/* The online CPUs of req (0..n_cpus-1 if it has none). */
+static void online_cpus(const struct applier *a, const struct apply_request *req, cpuset_t *ret)
+{
+        cpuset_zero(ret);
+        if (req && !cpuset_empty(&req->online)) {
+                *ret = req->online;
+                return;
+        }
+        for (unsigned c = 0; c < a->n_cpus && c < VP_MAX_CPUS; c++)
+                cpuset_set(ret, c);
+}
+
+/*
+ * Every pin_check_ns: the kernel's mask of each thread we pinned against the
+ * one read back after the pin (see the top).  A thread found gone is left to
+ * the next pin or inventory.
+ */
+static void check_pins(struct applier *a, const struct apply_request *req, nsec_t now)
+{
+        nsec_t every = a->cfg.pin_check_ns ? a->cfg.pin_check_ns : APPLY_PIN_CHECK_NS;
+        unsigned widened = 0;
+        cpuset_t online, cur;
+
+        if (a->cfg.simulate || now < a->check_next_ns)
+                return;
+        a->check_next_ns = now + every;
+        online_cpus(a, req, &online);
+        for (size_t i = 0; i < a->n_pins; i++) {
+                struct pin_state *p = &a->pins[i];
+                char name[160];
+
+                if (!p->done || p->gone || p->dropped || p->want.tid <= 0)
+                        continue;
+                if (p->foreign) {
+                        if (actuator_thread_affinity(p->want.pid, p->want.tid, p->starttime, &cur) < 0 ||
+                            cpuset_empty(&online) || !cpuset_subset(&online, &cur))
+                                continue;
+                        p->foreign = p->has_ref = false;
+                        p->done = false;
+                        a->work.pin_handed_back++;
+                        pin_name(p, name, sizeof(name));
+                        log_info("Applier: %s may run on every online CPU again: vmmpower places it again.", name);
+                        continue;
+                }
+                if (!p->has_ref || p->want.cpu < 0 || p->applied_cpu != p->want.cpu ||
+                    actuator_thread_affinity(p->want.pid, p->want.tid, p->starttime, &cur) < 0 ||
+                    cpuset_equal(&cur, &p->ref))
+                        continue;
+                if (cpuset_subset(&p->ref, &cur)) {
+                        widened++;
+                        p->widened = true;
+                        p->done = false;
+                        retry_reset(&p->retry);
+                } else
+                        let_go(a, p, &cur);
+        }
+        if (widened == 0)
+                return;
+        a->work.pin_widened += widened;
+        log_notice("Applier: %u pinned thread(s) found running on more CPUs than pinned (a CPU of theirs went "
+                   "offline, or a cpuset changed): pinned again (%" PRIu64 " so far).", widened, a->work.pin_widened);
+}
+
 static void apply_pin_one(struct applier *a, struct pin_state *p, nsec_t now)
 {
         cpuset_t want;
@@ -305,6 +437,10 @@ static void apply_pin_one(struct applier *a, struct pin_state *p, nsec_t now)
                         p->applied_cpu = p->want.cpu;
                 }
                 p->done = true;
+                return;
+        }
+        if (p->foreign) {
+                p->done = true; /* someone else's pin: neither made nor put back (check_pins() hands it back) */
                 return;
         }
         if (p->want.cpu == APPLY_RELEASE) {
@@ -333,8 +469,18 @@ static void apply_pin_one(struct applier *a, struct pin_state *p, nsec_t now)
                 if (p->want.uuid[0]) {
                         virConnectPtr conn = applier_conn(a, now);
 
-                        r = conn ? actuator_pin_vcpu(a->journal, conn, p->want.uuid, p->want.vcpu, &p->dom_id, &want)
-                                 : -ENOTCONN;
+                        if (!conn)
+                                r = -ENOTCONN;
+                        else if (p->widened && p->dom_id > 0)
+                                r = actuator_repin_vcpu(conn, p->want.uuid, p->want.vcpu, p->dom_id, p->want.pid,
+                                                        p->want.tid, &want);
+                        else
+                                r = actuator_pin_vcpu(a->journal, conn, p->want.uuid, p->want.vcpu, &p->dom_id, &want);
+                        if (r == -ESTALE) {
+                                /* libvirt records another pin than ours: someone's `virsh vcpupin` */
+                                let_go(a, p, NULL);
+                                return;
+                        }
                 } else {
                         /* the starttime of the thread first pinned: its journal key, and a tid
                          * reused by another thread is told apart (-ESRCH) */
@@ -351,7 +497,12 @@ static void apply_pin_one(struct applier *a, struct pin_state *p, nsec_t now)
                                 a->work.pins++;
                         p->applied_cpu = p->want.cpu;
                         p->done = true;
+                        p->widened = false;
                         retry_reset(&p->retry);
+                        /* what check_pins() compares with: the kernel's mask now (0: no thread to read,
+                         * a libvirt emulator pin) */
+                        p->has_ref = p->want.tid > 0 &&
+                                     actuator_thread_affinity(p->want.pid, p->want.tid, p->starttime, &p->ref) == 0;
                         return;
                 }
         }
@@ -480,6 +631,7 @@ static nsec_t apply_pass(struct applier *a, const struct apply_request *req, nse
         nsec_t next = now + APPLY_IDLE_WAIT_NS;
 
         power_driver_set_now(a->drv, now);
+        check_pins(a, req, now);
         for (size_t i = 0; i < a->n_pins; i++) {
                 struct pin_state *p = &a->pins[i];
 
@@ -517,6 +669,33 @@ static void publish_stats(struct applier *a, nsec_t t0, nsec_t cpu0)
         for (unsigned c = 0; c < _POWER_KNOB_CLASS_MAX; c++)
                 if (power_driver_class_disabled(a->drv, (enum power_knob_class) c))
                         a->work.driver_classes_disabled |= 1u << c;
+}
+
+/*
+ * The threads whose pins are someone else's, for applier_foreign_threads():
+ * a new list when there are any or were at the last pass (NULL, 0 when none
+ * now); *changed false when there is nothing to publish.
+ */
+static struct apply_thread *foreign_list(struct applier *a, size_t *n, bool *changed)
+{
+        struct apply_thread *l = NULL;
+        size_t k = 0;
+
+        *n = 0;
+        *changed = false;
+        for (size_t i = 0; i < a->n_pins; i++)
+                k += a->pins[i].foreign && !a->pins[i].gone;
+        a->work.pins_foreign = (unsigned) k;
+        if (k == 0 && !a->foreign_seen)
+                return NULL;
+        *changed = true;
+        a->foreign_seen = k > 0;
+        if (k == 0 || !(l = calloc(k, sizeof(*l))))
+                return NULL; /* none now; or no memory: none is published (their vCPUs are planned, not pinned) */
+        for (size_t i = 0; i < a->n_pins; i++)
+                if (a->pins[i].foreign && !a->pins[i].gone)
+                        l[(*n)++] = (struct apply_thread) { a->pins[i].want.pid, a->pins[i].want.tid };
+        return l;
 }
 
 /* The power driver found a knob changed by someone else: said once, here. */
@@ -578,6 +757,9 @@ static void *applier_thread(void *userdata)
         for (;;) {
                 uint64_t taken;
                 nsec_t now, t0, cpu0;
+                struct apply_thread *foreign;
+                size_t n_foreign;
+                bool foreign_changed;
 
                 while (!a->quit && !a->pending && now_ns() < next) {
                         struct timespec ts = { .tv_sec = next / NSEC_PER_SEC, .tv_nsec = next % NSEC_PER_SEC };
@@ -609,8 +791,14 @@ static void *applier_thread(void *userdata)
                 next = apply_pass(a, cur, now);
                 a->work.passes++;
                 publish_stats(a, t0, cpu0);
+                foreign = foreign_list(a, &n_foreign, &foreign_changed);
 
                 pthread_mutex_lock(&a->lock);
+                if (foreign_changed) {
+                        free(a->foreign);
+                        a->foreign = foreign;
+                        a->n_foreign = n_foreign;
+                }
                 a->work.requests = a->stats.requests;
                 a->work.superseded = a->stats.superseded;
                 a->stats = a->work;
@@ -749,6 +937,7 @@ void applier_free(struct applier *a)
         pthread_cond_destroy(&a->idle_cond);
         pthread_mutex_destroy(&a->lock);
         free(a->pins);
+        free(a->foreign);
         free(a->applied_khz);
         free(a->applied_lat);
         free(a->khz_retry);
@@ -810,6 +999,22 @@ void applier_get_stats(struct applier *a, struct apply_stats *ret)
         pthread_mutex_lock(&a->lock);
         *ret = a->stats;
         pthread_mutex_unlock(&a->lock);
+}
+
+int applier_foreign_threads(struct applier *a, struct apply_thread **ret, size_t *n)
+{
+        struct apply_thread *l = NULL;
+        int r = 0;
+
+        pthread_mutex_lock(&a->lock);
+        if (a->n_foreign > 0 && (l = malloc(a->n_foreign * sizeof(*l))))
+                memcpy(l, a->foreign, a->n_foreign * sizeof(*l));
+        else if (a->n_foreign > 0)
+                r = -ENOMEM;
+        *n = l ? a->n_foreign : 0;
+        pthread_mutex_unlock(&a->lock);
+        *ret = l;
+        return r;
 }
 
 int applier_wait_idle(struct applier *a, nsec_t timeout_ns)

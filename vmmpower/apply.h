@@ -35,6 +35,17 @@ struct restore_stats;
  * A knob someone else changed since our last write is theirs (power_driver.h):
  * the applier logs it once at notice and leaves it.
  *
+ * The pins it made are checked every APPLY_PIN_CHECK_NS (apply_config
+ * pin_check_ns), one sched_getaffinity() per pinned thread: the kernel's
+ * mask against the one read back when the pin was made.  A mask that now
+ * holds more CPUs (the kernel widens a thread whose CPUs all went offline,
+ * however briefly; a cpuset change) is pinned again at once.  Any other mask
+ * is someone else's pin (taskset, `virsh vcpupin --live`): as for a knob, it
+ * is theirs, never pinned again nor restored (its journal entry is
+ * forgotten) while its thread lives, and the daemon leaves that vCPU out of
+ * its plans (applier_foreign_threads()); a thread they let run on every
+ * online CPU again is handed back.
+ *
  * Every knob is journaled before its first write (journal.h); restoring is
  * the applier's own on applier_stop(), else the daemon's once it is freed
  * (daemon_restore_journal()).  With apply_config.simulate (--dry-run) the
@@ -60,6 +71,8 @@ struct apply_request {
         unsigned n_cpus;
         uint32_t *cpu_max_khz;   /* [n_cpus] frequency cap of the CPU's policy, 0 = leave alone */
         int32_t *cpu_latency_us; /* [n_cpus] PM QoS resume latency limit, -1 = no limit */
+        cpuset_t online;         /* the host's online CPUs (empty: 0..n_cpus-1): a pin let go is handed
+                                  * back once its thread may run on all of them again */
 };
 
 struct apply_request *apply_request_new(size_t n_pins, unsigned n_cpus);
@@ -79,7 +92,10 @@ struct apply_config {
         bool simulate;
         unsigned n_cpus;
         uint32_t sim_max_khz;
+        nsec_t pin_check_ns;      /* how often the pins made are checked (0: APPLY_PIN_CHECK_NS) */
 };
+
+#define APPLY_PIN_CHECK_NS (5 * NSEC_PER_SEC)
 
 struct apply_stats {
         uint64_t requests;        /* desired states received */
@@ -92,6 +108,10 @@ struct apply_stats {
         uint64_t pin_gone;        /* thread or domain gone (ESRCH/ENOENT) */
         uint64_t pin_narrowed;    /* kernel/libvirt applied another mask (-ERANGE) */
         uint64_t pin_released;    /* pins put back to their original (VM excluded, or left out of the state) */
+        uint64_t pin_widened;     /* pins found running on more CPUs than pinned (hotplug, cpuset): pinned again */
+        uint64_t pin_foreign;     /* pins found changed by someone else: let go */
+        uint64_t pin_handed_back; /* of those, threads let run on every online CPU again: taken back */
+        unsigned pins_foreign;    /* threads whose pin is someone else's now */
         uint64_t libvirt_connects, libvirt_connect_errors;
         uint64_t knob_changes;    /* frequency caps / latency limits the power driver applied (or clamped) */
         uint64_t knob_errors;     /* failed attempts (any errno but the final ones below); retried */
@@ -142,5 +162,15 @@ const char *applier_state_dir(const struct applier *a);
 /* Hand over a desired state (ownership moves to the applier). */
 void applier_submit(struct applier *a, struct apply_request *r);
 void applier_get_stats(struct applier *a, struct apply_stats *ret);
+/* A thread whose pin someone else changed (apply.c): the daemon leaves its vCPU out of plans. */
+struct apply_thread {
+        pid_t pid, tid;
+};
+/*
+ * The threads whose pins are someone else's now, sorted by (pid, tid), in a
+ * new array (*ret, free()) as of the last pass; -ENOMEM.
+ */
+int applier_foreign_threads(struct applier *a, struct apply_thread **ret, size_t *n);
+
 /* Wait until the thread has finished a pass over every request submitted so far (tests). */
 int applier_wait_idle(struct applier *a, nsec_t timeout_ns);

@@ -39,6 +39,14 @@ static inline void cpuset_andnot(cpuset_t *s, const cpuset_t *t)
         for (unsigned k = 0; k < VP_MAX_CPUS / 64; k++)
                 s->w[k] &= ~t->w[k];
 }
+/* Is every CPU of a in b? */
+static inline bool cpuset_subset(const cpuset_t *a, const cpuset_t *b)
+{
+        for (unsigned k = 0; k < VP_MAX_CPUS / 64; k++)
+                if (a->w[k] & ~b->w[k])
+                        return false;
+        return true;
+}
 unsigned cpuset_count(const cpuset_t *s);
 bool cpuset_equal(const cpuset_t *a, const cpuset_t *b);
 bool cpuset_empty(const cpuset_t *s);

@@ -93,6 +93,9 @@ struct daemon {
         struct applier *applier;  /* acts on the plan; NULL: advisory (Apply=no, --dry-run, no planner) */
         struct applier *retiring_applier; /* stopped by a reload, restoring its journal on its thread */
         struct apply_request *apply_scratch; /* pins being built with the plan inputs */
+        struct apply_thread *foreign; /* threads whose pin someone else changed (the applier's, as of the
+                                       * last plan): their vCPUs are left out of plans */
+        size_t n_foreign;
         struct plan_actions *actions; /* plan_to_actions() output and scratch, kept across periods */
         bool running;             /* daemon_run() started (threads may be created) */
         int instance_fd;          /* instance.h: the lock on instance_dir, held for the daemon's life */
@@ -258,6 +261,49 @@ static int input_thread_cpu(void *userdata, pid_t pid, pid_t tid)
         const struct daemon *d = userdata;
 
         return procscan_thread_cpu(d->cfg.procfs_root, pid, tid);
+}
+
+static int apply_thread_cmp(const void *a, const void *b)
+{
+        const struct apply_thread *x = a, *y = b;
+
+        if (x->pid != y->pid)
+                return x->pid < y->pid ? -1 : 1;
+        return x->tid < y->tid ? -1 : x->tid > y->tid;
+}
+
+bool daemon_view_pinned_by_others(const struct daemon_view *v, pid_t pid, pid_t tid)
+{
+        struct apply_thread key = { pid, tid };
+
+        return v->n_foreign && bsearch(&key, v->foreign, v->n_foreign, sizeof(key), apply_thread_cmp);
+}
+
+static bool input_pinned_by_others(void *userdata, pid_t pid, pid_t tid)
+{
+        const struct daemon *d = userdata;
+        struct apply_thread key = { pid, tid };
+
+        return d->n_foreign && bsearch(&key, d->foreign, d->n_foreign, sizeof(key), apply_thread_cmp);
+}
+
+/* The applier's list of threads pinned by someone else, for this period's plan (kept on failure). */
+static void refresh_foreign(struct daemon *d)
+{
+        struct apply_thread *l = NULL;
+        size_t n = 0;
+
+        if (!d->applier || d->opts.dry_run) { /* not acting (a dry run pins nothing) */
+                free(d->foreign);
+                d->foreign = NULL;
+                d->n_foreign = 0;
+                return;
+        }
+        if (applier_foreign_threads(d->applier, &l, &n) < 0)
+                return;
+        free(d->foreign);
+        d->foreign = l;
+        d->n_foreign = n;
 }
 
 static int input_vm_hints(void *userdata, pid_t pid, nsec_t now, struct hint_effective *ret, size_t max)
@@ -1368,6 +1414,7 @@ static void submit_plan(struct daemon *d, const struct plan_policy *pol, const s
         for (unsigned c = 0; c < req->n_cpus && c < act->n_cpus; c++) {
                 if (!act->cpu[c].online)
                         continue;
+                cpuset_set(&req->online, c);
                 req->cpu_max_khz[c] = act->cpu[c].max_khz;
                 req->cpu_latency_us[c] = act->cpu[c].latency_us;
         }
@@ -1424,6 +1471,7 @@ static void plan_period(struct daemon *d, nsec_t now)
                 .prev = d->plan,
                 .now = now,
                 .thread_cpu = input_thread_cpu,
+                .pinned_by_others = input_pinned_by_others,
                 .vm_hints = d->hints ? input_vm_hints : NULL,
                 .numa_ignored = input_numa_ignored,
                 .userdata = d,
@@ -1440,6 +1488,7 @@ static void plan_period(struct daemon *d, nsec_t now)
         }
         for (size_t i = 0; i < n_vms; i++)
                 vms[i] = tracker_vm(d->tracker, i);
+        refresh_foreign(d);
         r = plan_input_build(in, vms, n_vms, &src);
         free(vms);
         if (r < 0) {
@@ -1876,6 +1925,9 @@ static void daemon_done(struct daemon *d)
         d->plan = NULL;
         plan_input_done(&d->plan_in);
         plan_input_done(&d->plan_scratch);
+        free(d->foreign);
+        d->foreign = NULL;
+        d->n_foreign = 0;
         if (d->actions)
                 plan_actions_done(d->actions);
         free(d->actions);
@@ -1988,6 +2040,8 @@ void daemon_view(struct daemon *d, nsec_t now, struct daemon_view *ret)
                 .applier = acting(d),
                 .simulated = d->applier && !acting(d),
                 .libvirt = d->libvirt != NULL,
+                .foreign = d->foreign,
+                .n_foreign = d->n_foreign,
         };
         /* kept by the applier's and the libvirt source's threads under their locks: copied */
         if (d->applier)

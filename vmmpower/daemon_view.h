@@ -88,7 +88,13 @@ struct daemon_view {
         struct apply_stats sim_apply;   /* copied from it: what would be done; zeros without one */
         bool libvirt;                   /* the libvirt source runs */
         struct libvirt_src_stats libvirt_stats; /* copied from it; zeros without one */
+        const struct apply_thread *foreign; /* [n_foreign] threads whose pin someone else changed, sorted
+                                             * (apply.h): left out of plans */
+        size_t n_foreign;
 };
+
+/* Is thread tid of pid one whose pin someone else changed (v->foreign)? */
+bool daemon_view_pinned_by_others(const struct daemon_view *v, pid_t pid, pid_t tid);
 
 /* Renderers shared by the control socket, --once and the metrics textfile (render.c, metrics.c). */
 void render_status(const struct daemon_view *v, bool json, struct strbuf *out);

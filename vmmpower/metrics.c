@@ -387,6 +387,15 @@ static void render_apply_metrics(const struct daemon_view *d, struct strbuf *out
                 "Journal records that could not be written: the pin or knob change was not made, or was undone.",
                 a.journal_errors);
         gauge(out, "vmmpower_apply_pins", "vCPUs placed by the current plan.", a.pins_current);
+        /* Pins checked against the kernel (apply.h): widened ones made again, changed ones let go. */
+        counter(out, "vmmpower_apply_pins_widened_total",
+                "Pinned threads found running on more CPUs than pinned (a CPU of theirs went offline, a cpuset "
+                "changed): pinned again.", a.pin_widened);
+        counter(out, "vmmpower_apply_pins_foreign_total",
+                "Pins found changed by someone else (taskset, virsh vcpupin --live): left to them, not restored.",
+                a.pin_foreign);
+        gauge(out, "vmmpower_apply_pins_foreign",
+              "Threads whose pin is someone else's now: their vCPUs are left out of plans.", a.pins_foreign);
         /* Knob ownership and write failures (docs/power-driver.md). */
         counter(out, "vmmpower_apply_knobs_foreign_total",
                 "Knobs found changed by someone else: left to them, not written again, not restored.",

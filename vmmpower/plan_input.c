@@ -158,7 +158,7 @@ int plan_input_build(struct plan_input *in, const struct vm_load *const *vms, si
 
         for (size_t i = 0; i < n_vms; i++)
                 want += vms[i]->n_vcpus;
-        in->n = in->n_hints = in->numa_ignored = 0;
+        in->n = in->n_hints = in->numa_ignored = in->n_pinned_by_others = 0;
         if (want > in->alloc) {
                 struct plan_vcpu *v = realloc(in->v, want * sizeof(*v));
                 pid_t *t;
@@ -189,8 +189,13 @@ int plan_input_build(struct plan_input *in, const struct vm_load *const *vms, si
                         if (!plan_input_wanted(l))
                                 continue;
                         *v = plan_input_from_vcpu(vm->info.pid, l, mode);
+                        if (mode != PLACE_EXCLUDE && src->pinned_by_others &&
+                            src->pinned_by_others(src->userdata, vm->info.pid, l->tid)) {
+                                v->mode = PLACE_EXCLUDE;
+                                in->n_pinned_by_others++;
+                        }
                         in->tid[n + k++] = l->tid;
-                        if (src->thread_cpu && (mode == PLACE_EXCLUDE || !plan_knows(in, v->key))) {
+                        if (src->thread_cpu && (v->mode == PLACE_EXCLUDE || !plan_knows(in, v->key))) {
                                 int c = src->thread_cpu(src->userdata, vm->info.pid, l->tid);
                                 v->cur_cpu = c >= 0 && (unsigned) c < src->n_cpus ? c : -1;
                         }

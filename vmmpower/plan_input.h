@@ -82,6 +82,9 @@ struct plan_input_sources {
          * load is counted there) and every vCPU the previous plan does not know (it stays
          * there until a plan has a reason to move it).  NULL: unknown. */
         int (*thread_cpu)(void *userdata, pid_t pid, pid_t tid);
+        /* Is the vCPU thread pinned by someone else (the applier found the pin it made changed,
+         * apply.h)?  Such a vCPU is planned as excluded, where it runs.  NULL: none is. */
+        bool (*pinned_by_others)(void *userdata, pid_t pid, pid_t tid);
         /* A VM's decayed hint state per vCPU index 0..max-1 (hint_server_vm_state()):
          * the number filled, or < 0 for none.  NULL: no hints. */
         int (*vm_hints)(void *userdata, pid_t pid, nsec_t now, struct hint_effective *ret, size_t max);
@@ -105,6 +108,7 @@ struct plan_input {
         struct plan_hint *hints;   /* [n_hints] */
         size_t n_hints, hints_alloc;
         size_t numa_ignored;       /* VMs whose NUMA binding cannot hold here */
+        size_t n_pinned_by_others; /* vCPUs planned as excluded because someone else pinned them */
         struct hint_effective *eff;/* scratch, [VM_MAX_VCPUS] */
         uint64_t *known;           /* scratch: the previous plan's keys, sorted [n_known] */
         size_t n_known, known_alloc;

@@ -122,14 +122,16 @@ static void render_apply_json(const struct daemon_view *d, struct strbuf *out)
                       "{\"enabled\":true,\"requests\":%" PRIu64 ",\"superseded\":%" PRIu64 ",\"passes\":%" PRIu64
                       ",\"pins\":%" PRIu64 ",\"pins_current\":%u,\"pin_errors\":%" PRIu64 ",\"pin_retries\":%" PRIu64
                       ",\"pin_gave_up\":%" PRIu64 ",\"pin_gone\":%" PRIu64 ",\"pin_narrowed\":%" PRIu64
-                      ",\"pin_released\":%" PRIu64
+                      ",\"pin_released\":%" PRIu64 ",\"pin_widened\":%" PRIu64 ",\"pin_foreign\":%" PRIu64
+                      ",\"pin_handed_back\":%" PRIu64 ",\"pins_foreign\":%u"
                       ",\"libvirt_connects\":%" PRIu64 ",\"libvirt_connect_errors\":%" PRIu64
                       ",\"knob_changes\":%" PRIu64 ",\"knob_errors\":%" PRIu64 ",\"last_error\":%d"
                       ",\"last_pass_ns\":%" PRId64 ",\"last_pass_cpu_ns\":%" PRId64
                       ",\"cpufreq_policies\":%u,\"pm_qos_knobs\":%u,\"sysfs_writes\":%u,\"sysfs_clamped\":%u"
                       ",\"sysfs_denied\":%u,\"sysfs_busy\":%u,\"journal_errors\":%u}",
                       a->requests, a->superseded, a->passes, a->pins, a->pins_current, a->pin_errors, a->pin_retries,
-                      a->pin_gave_up, a->pin_gone, a->pin_narrowed, a->pin_released, a->libvirt_connects,
+                      a->pin_gave_up, a->pin_gone, a->pin_narrowed, a->pin_released, a->pin_widened, a->pin_foreign,
+                      a->pin_handed_back, a->pins_foreign, a->libvirt_connects,
                       a->libvirt_connect_errors, a->knob_changes, a->knob_errors, a->last_error, a->last_pass_ns,
                       a->last_pass_cpu_ns, a->driver_policies, a->driver_pm_qos, a->driver_writes, a->driver_clamped,
                       a->driver_denied, a->driver_busy, a->journal_errors);
@@ -359,6 +361,28 @@ static void numa_cpus(const struct daemon_view *d, const struct vm_policy *vp, c
                 buf[0] = 0;
 }
 
+/* The vCPU indexes of vm whose pin someone else changed (d->foreign), as "0,2" (or a JSON array's body). */
+static unsigned pinned_by_others(const struct daemon_view *d, const struct vm_load *vm, char *buf, size_t size)
+{
+        unsigned k = 0;
+        size_t n = 0;
+
+        buf[0] = '\0';
+        for (unsigned j = 0; j < vm->n_vcpus && d->n_foreign; j++) {
+                const struct vcpu_load *l = &vm->vcpus[j];
+                int w;
+
+                if (l->gone || !daemon_view_pinned_by_others(d, vm->info.pid, l->tid))
+                        continue;
+                w = snprintf(buf + n, size - n, "%s%u", k ? "," : "", l->index);
+                if (w < 0 || (size_t) w >= size - n)
+                        break;
+                n += (size_t) w;
+                k++;
+        }
+        return k;
+}
+
 /* The VM's policy: where it came from, the placement mode and the effective hint policy. */
 static void json_vm_policy(const struct daemon_view *d, const struct vm_load *vm, struct strbuf *out)
 {
@@ -386,8 +410,10 @@ static void json_vm_policy(const struct daemon_view *d, const struct vm_load *vm
                 vm_pins_describe(vp->operator_pins, pins, sizeof(pins));
                 strbuf_printf(out, ",\"manage_pins\":%s,\"operator_pins\":", vp->manage_pins ? "true" : "false");
                 strbuf_json_string(out, pins);
-                strbuf_printf(out, ",\"pins_left_alone\":%s,\"numa_memory\":",
+                strbuf_printf(out, ",\"pins_left_alone\":%s,\"pinned_by_others\":[",
                               vp->pins_left_alone ? "true" : "false");
+                pinned_by_others(d, vm, cpus, sizeof(cpus));
+                strbuf_printf(out, "%s],\"numa_memory\":", cpus);
                 if (vp->mem_nodeset[0]) {
                         strbuf_puts(out, "{\"nodeset\":");
                         strbuf_json_string(out, vp->mem_nodeset);
@@ -448,6 +474,10 @@ static void text_vm_policy(const struct daemon_view *d, const struct vm_load *vm
                 strbuf_printf(out, "  placement: exclude: pinned by the operator (%s in the persistent XML); "
                                    "manage-pins=yes in its metadata lets vmmpower pin it\n", what);
         }
+        if (pinned_by_others(d, vm, what, sizeof(what)) > 0)
+                strbuf_printf(out, "  placement: vCPU %s pinned by someone else since vmmpower pinned it: left to "
+                                   "them (not planned, not restored) until it may run on every online CPU again\n",
+                              what);
         if (vp->mem_nodeset[0]) {
                 numa_cpus(d, vp, what, sizeof(what));
                 if (what[0])
@@ -817,6 +847,11 @@ void render_plan(const struct daemon_view *d, bool json, struct strbuf *out)
                               " given up), %" PRIu64 " threads gone, %" PRIu64 " knob changes (%" PRIu64 " failed)\n",
                               d->apply.pins, d->apply.pin_errors, d->apply.pin_gave_up, d->apply.pin_gone,
                               d->apply.knob_changes, d->apply.knob_errors);
+        if (d->applier && (d->apply.pin_widened || d->apply.pin_foreign))
+                strbuf_printf(out, "pins checked: %" PRIu64 " found widened and made again, %" PRIu64
+                              " changed by someone else and left to them (%u now, %" PRIu64 " handed back)\n",
+                              d->apply.pin_widened, d->apply.pin_foreign, d->apply.pins_foreign,
+                              d->apply.pin_handed_back);
         strbuf_puts(out, "\n");
         /* the model's idle states and levels are what the plan is scored with; a host with no cpuidle
          * driver or no cpufreq has none to apply: say so rather than show them as if they existed */

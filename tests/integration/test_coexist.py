@@ -257,6 +257,103 @@ class OperatorPins(unittest.TestCase):
         affs = self.neighbour_affinities()
         return self.neighbours_pinned() and len(set(affs)) == 1
 
+    def apply_stat(self, d, key):
+        return d.status()["apply"][key]
+
+    def metric(self, d, name):
+        with open(d.metrics) as f:
+            for line in f:
+                if line.startswith(name + " "):
+                    return float(line.split()[1])
+        return None
+
+    def single(self, g, tid):
+        a = self.affinity(g, tid)
+        return a if a and "-" not in a and "," not in a else None
+
+    def steady(self, d, periods=4):
+        """Wait until the applier has made no pin for `periods` periods (the plan settled)."""
+        def quiet():
+            pins, p0 = self.apply_stat(d, "pins"), d.status()["periods"]
+            while d.status()["periods"] < p0 + periods:
+                time.sleep(0.25)
+            return self.apply_stat(d, "pins") == pins
+        d.wait_for(quiet, 60, "no pin made for %d periods" % periods)
+
+    def test_live_pin_changes(self):
+        """Pins changed behind vmmpower's back on VMs it manages.  A plain QEMU's vCPU thread widened to both
+        CPUs with taskset, as the kernel leaves a thread whose CPU went offline, is pinned again (a libvirt
+        vCPU thread cannot be widened so: its cgroup's cpuset holds the pin; `taskset -p -c 0-1` leaves it
+        on its CPU).  onb-a's vCPU pinned to the other CPU with `virsh vcpupin --live` is the operator's: not
+        pinned again over 8 periods, shown by `vmmpowerctl vms`, counted; set back to both CPUs, vmmpower
+        pins it again.  Pinned by hand again, both the libvirt and the plain QEMU vCPU keep the operator's
+        pin when vmmpowerd exits."""
+        from test_packing import core_model
+        vmlib = self.vmlib
+        g = self.guests[1]
+        tid = list(g.vcpu_tids().values())[0]
+        self.addCleanup(vmlib.virsh, "vcpupin", g.name, "0", "0-1", "--live")
+        q = vmlib.start_plain_qemu("onb-q", 1, qmp=False, test=self)
+        model = core_model(os.path.join(SOURCE_DIR, "config", "models", "xeon-spr-2s.model"))
+        self.addCleanup(os.unlink, model)
+        d = self.__class__.d = Daemon(sections={"Planner": {"ShrinkDwell": "2s", "ModelFile": model,
+                                                            "Profile": "batch",
+                                                            "PinSingleCPU": "yes"}}).start()
+        d.wait_for(lambda: q.vcpu_tids(), 60, "onb-q's vCPU thread")
+        qtid = list(q.vcpu_tids().values())[0]
+        d.wait_for(lambda: self.single(g, tid) and self.single(q, qtid), 180, "both vCPUs pinned by vmmpower")
+        self.steady(d)
+
+        # 1. widened (what the kernel does on an offline flap; no CPU can go offline in a test)
+        t0 = time.monotonic()
+        subprocess.run(["taskset", "-p", "-c", "0-1", str(qtid)], check=True, stdout=subprocess.DEVNULL)
+        self.assertEqual(self.affinity(q, qtid), "0-1")
+        d.wait_for(lambda: self.apply_stat(d, "pin_widened") >= 1 and self.single(q, qtid), 20,
+                   "the widened pin made again")
+        log("widened pin of tid %d made again (CPU %s) %.1fs later" % (qtid, self.single(q, qtid),
+                                                                       time.monotonic() - t0))
+        self.assertEqual(self.apply_stat(d, "pin_foreign"), 0)
+        self.assertIn("pinned thread(s) found running on more CPUs than pinned", d.log())
+
+        # 2. the operator pins onb-a's vCPU elsewhere: theirs
+        self.steady(d)
+        other = "1" if self.single(g, tid) == "0" else "0"
+        vmlib.virsh("vcpupin", g.name, "0", other, "--live")
+        d.wait_for(lambda: self.apply_stat(d, "pins_foreign") == 1, 20, "the operator's pin seen")
+        d.wait_for(lambda: (d.vm_by_pid(g.pid) or {}).get("policy", {}).get("pinned_by_others") == [0], 10,
+                   "vmmpowerctl vms --json: vCPU 0 pinned by others")
+        self.assertIn("vCPU 0 pinned by someone else since vmmpower pinned it", d.ctl("vms")[1])
+        self.assertIn("pinned by someone else, leaving it to them", d.log())
+        d.wait_periods(1)
+        self.assertEqual(self.metric(d, "vmmpower_apply_pins_foreign"), 1)
+        p0 = d.status()["periods"]
+        while d.status()["periods"] < p0 + 8:
+            self.assertEqual(self.affinity(g, tid), other)
+            time.sleep(0.25)
+        self.assertEqual(self.apply_stat(d, "pin_foreign"), 1)
+
+        # 3. set back to every CPU: vmmpower's again
+        vmlib.virsh("vcpupin", g.name, "0", "0-1", "--live")
+        d.wait_for(lambda: self.apply_stat(d, "pin_handed_back") == 1 and self.single(g, tid), 30,
+                   "handed back and pinned by vmmpower again")
+        self.assertEqual(self.apply_stat(d, "pins_foreign"), 0)
+        log("handed back: tid %d pinned to %s" % (tid, self.single(g, tid)))
+
+        # 4. both pinned by hand; the exit restores everything else and leaves their pins
+        self.steady(d)
+        other = "1" if self.single(g, tid) == "0" else "0"
+        qother = "1" if self.single(q, qtid) == "0" else "0"
+        vmlib.virsh("vcpupin", g.name, "0", other, "--live")
+        subprocess.run(["taskset", "-p", "-c", qother, str(qtid)], check=True, stdout=subprocess.DEVNULL)
+        d.wait_for(lambda: self.apply_stat(d, "pins_foreign") == 2, 20, "both hand pins seen")
+        self.assertEqual(self.apply_stat(d, "pin_foreign"), 3)
+        self.assertEqual(d.stop(), 0)
+        self.addCleanup(shutil.rmtree, d.tmp, True)
+        self.__class__.d = None
+        self.assertEqual(self.affinity(g, tid), other)
+        self.assertEqual(vmlib.virsh("vcpupin", g.name).stdout.split()[-1], other)
+        self.assertEqual(self.affinity(q, qtid), qother)
+
     def test_pins_left_alone_then_managed(self):
         from test_packing import core_model
         vmlib = self.vmlib

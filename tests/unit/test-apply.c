@@ -651,6 +651,132 @@ static void test_foreign_knob_left(void **state)
         restore_and_check(f);
 }
 
+/* An applier that checks its pins at every pass (pin_check_ns 1 ns). */
+static struct applier *start_checking(struct fixture *f)
+{
+        struct apply_config cfg = { .state_dir = f->state, .sysfs_root = f->root, .pin_check_ns = 1 };
+        struct applier *a = NULL;
+
+        assert_int_equal(applier_new(&cfg, &a), 0);
+        return a;
+}
+
+static void set_affinity2(pid_t tid, int c0, int c1)
+{
+        cpu_set_t s;
+
+        CPU_ZERO(&s);
+        CPU_SET(c0, &s);
+        if (c1 >= 0)
+                CPU_SET(c1, &s);
+        assert_int_equal(sched_setaffinity(tid, sizeof(s), &s), 0);
+}
+
+static size_t foreign_threads(struct applier *a, pid_t *first)
+{
+        struct apply_thread *l = NULL;
+        size_t n = 99;
+
+        assert_int_equal(applier_foreign_threads(a, &l, &n), 0);
+        if (n > 0)
+                *first = l[0].tid;
+        free(l);
+        return n;
+}
+
+/* Set tid[0]'s mask behind the applier's back (c1 < 0: CPU c0 alone), then a pass over the request
+ * "tid[0] on CPU 1, tid[1] on 0" (with the online CPUs 0-1 if online): tid[0]'s single CPU after
+ * (-1: more than one), the stats in *st. */
+static int tamper_and_pass(struct fixture *f, struct applier *a, int c0, int c1, bool online, struct apply_stats *st)
+{
+        struct apply_request *r = request(f, 1, 0, 0, -1);
+
+        if (online) {
+                cpuset_set(&r->online, 0);
+                cpuset_set(&r->online, 1);
+        }
+        set_affinity2(f->tid[0], c0, c1);
+        submit_wait(a, r);
+        applier_get_stats(a, st);
+        return affinity_of(f->tid[0]);
+}
+
+/*
+ * The pins made are checked against the kernel.  A mask widened behind the
+ * applier's back (what the kernel does to a thread whose CPUs all went
+ * offline, however briefly) is pinned again; one changed otherwise (taskset)
+ * is someone else's: left as it is while the request still asks for another
+ * CPU or for a release, listed for the daemon, its journal entry forgotten so
+ * that the restore at exit leaves it too.
+ */
+static void test_pins_checked(void **state)
+{
+        struct fixture *f = *state;
+        struct applier *a = start_checking(f);
+        struct restore_stats rs = { 0 };
+        struct apply_stats st;
+        pid_t t = 0;
+
+        submit_wait(a, request(f, 1, 0, 0, -1));
+        assert_int_equal(affinity_of(f->tid[0]), 1);
+        assert_int_equal(tamper_and_pass(f, a, 0, 1, false, &st), 1); /* widened: pinned again */
+        assert_int_equal(st.pin_widened, 1);
+        assert_int_equal(st.pins, 3);
+        assert_int_equal(st.pin_foreign, 0);
+        assert_int_equal(foreign_threads(a, &t), 0);
+
+        /* someone else's pin: CPU 0 where vmmpower pinned 1 */
+        assert_int_equal(tamper_and_pass(f, a, 0, -1, false, &st), 0);
+        assert_int_equal(st.pin_foreign, 1);
+        assert_int_equal(st.pins_foreign, 1);
+        assert_int_equal(st.pin_widened, 1);
+        assert_int_equal(foreign_threads(a, &t), 1);
+        assert_int_equal(t, f->tid[0]);
+        /* asked for CPU 1 again, then released: theirs, untouched; the other thread still moves */
+        submit_wait(a, request(f, 1, 1, 0, -1));
+        assert_int_equal(affinity_of(f->tid[0]), 0);
+        assert_int_equal(affinity_of(f->tid[1]), 1);
+        submit_wait(a, request(f, APPLY_RELEASE, 1, 0, -1));
+        assert_int_equal(affinity_of(f->tid[0]), 0);
+        applier_get_stats(a, &st);
+        assert_true(st.pin_released == 0 && st.pin_foreign == 1 && st.pin_errors == 0); /* nothing put back */
+        applier_free(a);
+        assert_int_equal(journal_live(f), 1); /* tid[1]'s: tid[0]'s was forgotten */
+        assert_int_equal(journal_restore_all(f->state, f->root, NULL, &rs), 0);
+        assert_int_equal(rs.restored, 1); /* tid[1] */
+        assert_int_equal(rs.foreign, 0);
+        assert_int_equal(affinity_of(f->tid[0]), 0); /* theirs: not restored */
+        assert_int_equal(sched_setaffinity(f->tid[0], sizeof(f->orig), &f->orig), 0);
+        restore_and_check(f);
+}
+
+/* A pin left to someone else is taken back once they let the thread run on every online CPU. */
+static void test_pin_handed_back(void **state)
+{
+        struct fixture *f = *state;
+        struct applier *a = start_checking(f);
+        struct apply_stats st;
+        pid_t t = 0;
+
+        submit_wait(a, request(f, 1, 0, 0, -1));
+        assert_int_equal(tamper_and_pass(f, a, 0, -1, false, &st), 0);
+        assert_int_equal(foreign_threads(a, &t), 1);
+        /* every CPU of the request's online set again: vmmpower pins it again in the same pass */
+        assert_int_equal(tamper_and_pass(f, a, 0, 1, true, &st), 1);
+        assert_int_equal(st.pin_handed_back, 1);
+        assert_int_equal(st.pins_foreign, 0);
+        assert_int_equal(st.pin_widened, 0);
+        assert_int_equal(foreign_threads(a, &t), 0);
+        /* pinned by hand again; a set narrower than the online CPUs is not a hand-back: left to them */
+        assert_int_equal(tamper_and_pass(f, a, 0, -1, false, &st), 0);
+        assert_int_equal(tamper_and_pass(f, a, 0, -1, true, &st), 0);
+        assert_int_equal(st.pin_foreign, 2);
+        assert_int_equal(st.pin_handed_back, 1);
+        applier_free(a);
+        assert_int_equal(sched_setaffinity(f->tid[0], sizeof(f->orig), &f->orig), 0);
+        restore_and_check(f);
+}
+
 /* Requests faster than the thread: only the latest state is applied. */
 static void test_latest_wins(void **state)
 {
@@ -681,6 +807,8 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_failed_knob_reverted, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_unsupported_not_a_change, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_foreign_knob_left, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_pins_checked, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_pin_handed_back, setup, teardown),
         };
         if (sysconf(_SC_NPROCESSORS_ONLN) < 2) {
                 printf("1..0 # SKIP needs 2 online CPUs\n");

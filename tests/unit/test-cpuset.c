@@ -113,6 +113,22 @@ static void test_equal_count(void **state)
         assert_true(cpuset_empty(&b));
 }
 
+/* cpuset_subset(): every CPU of a in b, across 64-bit words; the empty set is in any. */
+static void test_subset(void **state)
+{
+        cpuset_t a, b, e;
+
+        assert_int_equal(cpuset_parse_list("1,70", &a), 0);
+        assert_int_equal(cpuset_parse_list("0-2,64-127", &b), 0);
+        cpuset_zero(&e);
+        assert_true(cpuset_subset(&a, &b));
+        assert_false(cpuset_subset(&b, &a));
+        assert_true(cpuset_subset(&a, &a));
+        assert_true(cpuset_subset(&e, &a));
+        cpuset_set(&a, 4000);
+        assert_false(cpuset_subset(&a, &b));
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -121,6 +137,7 @@ int main(void)
                 cmocka_unit_test(test_parse_e2big),
                 cmocka_unit_test(test_format_small_buffer),
                 cmocka_unit_test(test_equal_count),
+                cmocka_unit_test(test_subset),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2882,6 +2882,13 @@ static int probe_thread_cpu(void *userdata, pid_t pid, pid_t tid)
         return tid % 100;
 }
 
+/* Thread 2010 (VM 300's vCPU 10) was pinned by someone else (the applier's list). */
+static bool probe_pinned_by_others(void *userdata, pid_t pid, pid_t tid)
+{
+        (void) userdata;
+        return pid == 300 && tid == 2010;
+}
+
 /* VM 300 (70 vCPUs) has full-trust hints on vCPUs 2 and 64, a boost on 65, an advisory one on 3. */
 static int probe_vm_hints(void *userdata, pid_t pid, nsec_t now, struct hint_effective *ret, size_t max)
 {
@@ -2966,6 +2973,23 @@ static void test_plan_input_build(void **state)
                 if (in.v[i].mode == PLACE_PACK && in.tid[i] != 2005 && in.v[i].cur_cpu != -1)
                         fail_msg("input %zu (known to the plan) has cur_cpu %d", i, in.v[i].cur_cpu);
         assert_int_equal(in.v[2 + 5].cur_cpu, 5);
+        assert_int_equal(in.n_pinned_by_others, 0);
+
+        /* a vCPU whose pin someone else changed is planned as excluded, where it runs, and the plan
+         * neither pins nor moves it */
+        src.pinned_by_others = probe_pinned_by_others;
+        pr.n_asked = 0;
+        assert_int_equal(plan_input_build(&in, vms, 3, &src), 0);
+        assert_int_equal(in.n_pinned_by_others, 1);
+        assert_int_equal(pr.n_asked, 4); /* 2005 is still new to the plan in force */
+        assert_true(pr.asked[1] == 2010 && in.tid[2 + 10] == 2010);
+        assert_int_equal(in.v[2 + 10].mode, PLACE_EXCLUDE);
+        assert_int_equal(in.v[2 + 10].cur_cpu, 10);
+        assert_int_equal(in.v[2 + 11].mode, PLACE_PACK);
+        plan_free(p);
+        p = NULL;
+        assert_int_equal(plan_compute(f.h, &pol, in.v, in.n, in.hints, in.n_hints, NULL, 0, &p), 0);
+        assert_int_equal(p->vcpu_cpu[2 + 10], 10);
         plan_free(p);
         plan_input_done(&in);
         free_host(&f);
