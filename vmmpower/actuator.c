@@ -132,6 +132,11 @@ static int check_thread(pid_t pid, pid_t tid, uint64_t starttime)
         return st == starttime ? 0 : -ESRCH;
 }
 
+int actuator_tid_affinity(pid_t tid, cpuset_t *ret)
+{
+        return get_affinity(tid, ret);
+}
+
 int actuator_thread_affinity(pid_t pid, pid_t tid, uint64_t starttime, cpuset_t *ret)
 {
         int r = 0;

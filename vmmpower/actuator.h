@@ -78,6 +78,8 @@ int actuator_pin_vcpu(struct journal *j, void *conn, const char *uuid, unsigned 
  * all went offline, and other tools may change it.
  */
 int actuator_thread_affinity(pid_t pid, pid_t tid, uint64_t starttime, cpuset_t *ret);
+/* sched_getaffinity() of tid alone, not checking whose thread it is (one syscall): -ESRCH if none. */
+int actuator_tid_affinity(pid_t tid, cpuset_t *ret);
 
 /*
  * A libvirt vCPU pin that libvirt still records as cpus but whose thread the

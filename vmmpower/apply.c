@@ -406,7 +406,9 @@ static void check_pins(struct applier *a, const struct apply_request *req, nsec_
                         log_info("Applier: %s may run on every online CPU again: vmmpower places it again.", name);
                         continue;
                 }
+                /* one syscall for a pin as made; whose thread it is, read only when it differs */
                 if (!p->has_ref || p->want.cpu < 0 || p->applied_cpu != p->want.cpu ||
+                    actuator_tid_affinity(p->want.tid, &cur) < 0 || cpuset_equal(&cur, &p->ref) ||
                     actuator_thread_affinity(p->want.pid, p->want.tid, p->starttime, &cur) < 0 ||
                     cpuset_equal(&cur, &p->ref))
                         continue;
