@@ -27,10 +27,14 @@
  * the mask read back after the pin (pin_state.ref) against the thread's now.
  * Widened: pinned again in the same pass (a libvirt pin through libvirt, its
  * record unchanged, so not journaled again; one whose record libvirt changed
- * is someone's `virsh vcpupin` and let go).  Changed otherwise: let go, its
+ * is someone's `virsh vcpupin` and let go).  A pin with a CPU offline is not
+ * checked.  Changed otherwise at two checks in a row (pin_state.suspect, not
+ * pinned over in between; the kernel's masks in a hotplug flap pass): let go, its
  * journal entry forgotten, and refused from then on (pin_state.foreign, kept
- * across requests for the same thread) until the thread may run on every
- * online CPU again.
+ * across requests for the same thread) until the thread may run on all the
+ * CPUs it had before our first pin (the journal's original, kept in
+ * pin_state.orig; every online CPU if it could not be read).  The pins let
+ * go live on in FOREIGN_FILE for the next applier (reload, restart).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -39,6 +43,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <libvirt/libvirt.h>
 #include <libvirt/virterror.h>
@@ -75,8 +80,28 @@ struct pin_state {
         bool has_ref;              /* ref holds the thread's mask read after the pin was made */
         bool widened;              /* found wider than ref: pin again (libvirt: set again, see above) */
         bool foreign;              /* someone else changed the pin: theirs, refused until handed back */
+        bool suspect;              /* found changed once (suspect_hash): theirs if so at the next check too;
+                                    * not pinned meanwhile */
+        uint64_t suspect_hash;
+        bool held;                 /* a pin or release the plan asked for was held back while suspect */
+        bool has_orig;             /* orig holds the thread's mask before vmmpower first pinned it */
         cpuset_t ref;
+        cpuset_t orig;             /* of a foreign pin: handed back once the thread may run on all of these */
 };
+
+/* A foreign pin of an earlier applier (FOREIGN_FILE), until a request has its thread again. */
+struct foreign_seed {
+        pid_t pid, tid;
+        uint64_t starttime;        /* plain QEMU: the thread's (0: a libvirt vCPU, whose thread it is not checked) */
+        bool has_orig;
+        bool taken;                /* a request had its thread (its state lives on there), or it is gone */
+        cpuset_t orig;
+};
+
+/* The foreign pins, kept in the state directory so that a reload or a restart does not pin over them. */
+#define FOREIGN_FILE "foreign-pins"
+#define FOREIGN_MAGIC "vmmpower-foreign-pins 1"
+#define FOREIGN_MAX 65536
 
 struct applier {
         struct apply_config cfg;
@@ -110,6 +135,9 @@ struct applier {
         struct retry_counters retry_counters;
         nsec_t check_next_ns;      /* next check of the pins made */
         bool foreign_seen;         /* a pin was someone else's at the last pass: publish the list */
+        struct foreign_seed *seeds; /* sorted by (pid, tid): foreign pins read at start (FOREIGN_FILE) */
+        size_t n_seeds;
+        char *foreign_saved;       /* FOREIGN_FILE's content as last written ("" or NULL: none) */
 
         struct apply_thread *foreign; /* under lock: applier_foreign_threads() */
         size_t n_foreign;
@@ -219,6 +247,38 @@ static bool libvirt_vcpu_requested(const struct apply_request *req, const struct
         return false;
 }
 
+static int seed_cmp(const void *a, const void *b)
+{
+        const struct foreign_seed *x = a, *y = b;
+
+        if (x->pid != y->pid)
+                return x->pid < y->pid ? -1 : 1;
+        return x->tid < y->tid ? -1 : x->tid > y->tid;
+}
+
+/* Is the seed's thread still the one left to someone else (its starttime; a libvirt vCPU's: there)? */
+static bool seed_alive(const struct foreign_seed *s)
+{
+        uint64_t st;
+
+        return actuator_thread_starttime(s->pid, s->tid, &st) == 0 && (s->starttime == 0 || st == s->starttime);
+}
+
+/* A thread new to this applier that an earlier one left to someone else (FOREIGN_FILE): still theirs. */
+static void take_seed(struct applier *a, struct pin_state *p)
+{
+        struct foreign_seed key = { .pid = p->want.pid, .tid = p->want.tid }, *s;
+
+        if (a->n_seeds == 0 || p->want.tid <= 0 ||
+            !(s = bsearch(&key, a->seeds, a->n_seeds, sizeof(key), seed_cmp)) || s->taken)
+                return;
+        p->foreign = p->done = true;
+        p->starttime = s->starttime;
+        p->has_orig = s->has_orig;
+        p->orig = s->orig;
+        s->taken = true;
+}
+
 static int merge_request(struct applier *a, struct apply_request *req)
 {
         struct pin_state *n = calloc(MAX(req->n_pins + a->n_pins, (size_t) 1), sizeof(*n));
@@ -244,13 +304,19 @@ static int merge_request(struct applier *a, struct apply_request *req)
                         p->has_ref = o->has_ref;
                         p->ref = o->ref;
                         p->foreign = o->foreign;
+                        p->suspect = o->suspect;
+                        p->suspect_hash = o->suspect_hash;
+                        p->held = o->held;
+                        p->has_orig = o->has_orig;
+                        p->orig = o->orig;
                         if (o->want.cpu == p->want.cpu && cpuset_equal(&o->want.set, &p->want.set) && !o->dropped) {
                                 p->done = o->done;
                                 p->gone = o->gone;
                                 p->retry = o->retry;
                                 p->widened = o->widened;
                         }
-                }
+                } else
+                        take_seed(a, p);
         }
         /* The threads the request no longer has: their pins are let go. */
         for (size_t i = 0; i < a->n_pins; i++) {
@@ -332,6 +398,17 @@ static void pin_name(const struct pin_state *p, char *buf, size_t size)
  * Its journal entry is forgotten, so that neither a release nor the restore
  * at exit puts our original over their pin.
  */
+static uint64_t cpuset_hash(const cpuset_t *s)
+{
+        uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a over the words */
+
+        for (unsigned k = 0; k < VP_MAX_CPUS / 64; k++) {
+                h ^= s->w[k];
+                h *= 0x100000001b3ULL;
+        }
+        return h;
+}
+
 static void let_go(struct applier *a, struct pin_state *p, const cpuset_t *found)
 {
         char key[96], name[160], ours[64] = "?", theirs[64] = "(libvirt's record changed)";
@@ -342,6 +419,10 @@ static void let_go(struct applier *a, struct pin_state *p, const cpuset_t *found
         else
                 r = actuator_thread_key(p->want.pid, p->want.tid, p->starttime, key, sizeof(key));
         if (r == 0) {
+                const char *o = journal_original(a->journal,
+                                                 p->want.uuid[0] ? JOURNAL_KIND_VCPUPIN : JOURNAL_KIND_AFFINITY, key);
+
+                p->has_orig = o && cpuset_parse_list(o, &p->orig) == 0 && !cpuset_empty(&p->orig);
                 r = journal_forget(a->journal, p->want.uuid[0] ? JOURNAL_KIND_VCPUPIN : JOURNAL_KIND_AFFINITY, key);
                 if (r < 0)
                         log_warning_errno(r, "Applier: cannot forget the journal entry %s (restore may put our "
@@ -349,7 +430,7 @@ static void let_go(struct applier *a, struct pin_state *p, const cpuset_t *found
         }
         p->foreign = true;
         p->done = true;
-        p->widened = false;
+        p->widened = p->suspect = p->held = false;
         retry_reset(&p->retry);
         a->work.pin_foreign++;
         pin_name(p, name, sizeof(name));
@@ -358,7 +439,8 @@ static void let_go(struct applier *a, struct pin_state *p, const cpuset_t *found
         if (found)
                 (void) cpuset_format_list(found, theirs, sizeof(theirs));
         log_notice("Applier: %s runs on CPUs %s where vmmpower pinned it to %s: pinned by someone else, leaving it "
-                   "to them (not pinned again, not restored) until it may run on every online CPU again.",
+                   "to them (not pinned again, not restored) until it may run on all the CPUs it had before "
+                   "vmmpower pinned it again.",
                    name, theirs, ours);
 }
 
@@ -389,6 +471,9 @@ static void check_pins(struct applier *a, const struct apply_request *req, nsec_
                 return;
         a->check_next_ns = now + every;
         online_cpus(a, req, &online);
+        for (size_t i = 0; i < a->n_seeds; i++)
+                if (!a->seeds[i].taken && !seed_alive(&a->seeds[i]))
+                        a->seeds[i].taken = true; /* its thread is gone: nothing left to leave alone */
         for (size_t i = 0; i < a->n_pins; i++) {
                 struct pin_state *p = &a->pins[i];
                 char name[160];
@@ -396,29 +481,50 @@ static void check_pins(struct applier *a, const struct apply_request *req, nsec_
                 if (!p->done || p->gone || p->dropped || p->want.tid <= 0)
                         continue;
                 if (p->foreign) {
+                        /* handed back: all the CPUs it had before our first pin (else every online one) */
+                        const cpuset_t *need = p->has_orig ? &p->orig : &online;
                         if (actuator_thread_affinity(p->want.pid, p->want.tid, p->starttime, &cur) < 0 ||
-                            cpuset_empty(&online) || !cpuset_subset(&online, &cur))
+                            cpuset_empty(need) || !cpuset_subset(need, &cur))
                                 continue;
                         p->foreign = p->has_ref = false;
                         p->done = false;
                         a->work.pin_handed_back++;
                         pin_name(p, name, sizeof(name));
-                        log_info("Applier: %s may run on every online CPU again: vmmpower places it again.", name);
+                        log_info("Applier: %s may run on all the CPUs it had before vmmpower pinned it again: "
+                                 "vmmpower places it again.", name);
                         continue;
                 }
-                /* one syscall for a pin as made; whose thread it is, read only when it differs */
-                if (!p->has_ref || p->want.cpu < 0 || p->applied_cpu != p->want.cpu ||
-                    actuator_tid_affinity(p->want.tid, &cur) < 0 || cpuset_equal(&cur, &p->ref) ||
-                    actuator_thread_affinity(p->want.pid, p->want.tid, p->starttime, &cur) < 0 ||
-                    cpuset_equal(&cur, &p->ref))
+                /* a pin as made (or one under suspicion, whatever the plan wants of it now), all of
+                 * whose CPUs are online: one with a CPU offline is the kernel's to move, and the
+                 * plan's to change */
+                if (!p->has_ref || (!p->suspect && (p->want.cpu < 0 || p->applied_cpu != p->want.cpu)) ||
+                    !cpuset_subset(&p->ref, &online))
                         continue;
-                if (cpuset_subset(&p->ref, &cur)) {
-                        widened++;
-                        p->widened = true;
-                        p->done = false;
-                        retry_reset(&p->retry);
-                } else
+                /* one syscall; whose thread it is, read only when the mask differs */
+                if (actuator_tid_affinity(p->want.tid, &cur) < 0 ||
+                    (!cpuset_equal(&cur, &p->ref) &&
+                     actuator_thread_affinity(p->want.pid, p->want.tid, p->starttime, &cur) < 0))
+                        continue;
+                if (cpuset_equal(&cur, &p->ref) || cpuset_subset(&p->ref, &cur)) {
+                        if (!cpuset_equal(&cur, &p->ref)) {
+                                widened++;
+                                p->widened = true;
+                        }
+                        if (p->held || p->widened) {
+                                p->done = false; /* pinned again, or as the plan wants it now */
+                                retry_reset(&p->retry);
+                        }
+                        p->suspect = p->held = false;
+                        continue;
+                }
+                /* changed: someone else's if still so at the next check (the kernel's masks in a
+                 * hotplug flap pass); not pinned meanwhile */
+                if (p->suspect && p->suspect_hash == cpuset_hash(&cur))
                         let_go(a, p, &cur);
+                else {
+                        p->suspect = true;
+                        p->suspect_hash = cpuset_hash(&cur);
+                }
         }
         if (widened == 0)
                 return;
@@ -441,8 +547,9 @@ static void apply_pin_one(struct applier *a, struct pin_state *p, nsec_t now)
                 p->done = true;
                 return;
         }
-        if (p->foreign) {
+        if (p->foreign || p->suspect) {
                 p->done = true; /* someone else's pin: neither made nor put back (check_pins() hands it back) */
+                p->held = p->suspect;
                 return;
         }
         if (p->want.cpu == APPLY_RELEASE) {
@@ -536,6 +643,8 @@ static void apply_pin_one(struct applier *a, struct pin_state *p, nsec_t now)
         else {
                 a->work.pin_gave_up++;
                 p->done = true; /* until the plan wants something else for it */
+                if (p->widened)
+                        p->has_ref = p->widened = false; /* not checked again until pinned anew: no loop */
         }
 }
 
@@ -673,6 +782,124 @@ static void publish_stats(struct applier *a, nsec_t t0, nsec_t cpu0)
                         a->work.driver_classes_disabled |= 1u << c;
 }
 
+static void foreign_line(struct strbuf *sb, pid_t pid, pid_t tid, uint64_t starttime, bool has_orig,
+                         const cpuset_t *orig)
+{
+        char list[JOURNAL_VALUE_MAX];
+
+        if (!has_orig || cpuset_format_list(orig, list, sizeof(list)) < 0)
+                snprintf(list, sizeof(list), "-");
+        strbuf_printf(sb, "%d %d %" PRIu64 " %s\n", (int) pid, (int) tid, starttime, list);
+}
+
+/*
+ * FOREIGN_FILE in the state directory: the foreign pins and the seeds not
+ * taken yet, "PID TID STARTTIME ORIGINAL-CPULIST" a line, rewritten when
+ * that changes (removed when there are none), so that the next applier (a
+ * reload, a restart, a crash) leaves them to their owner too.
+ */
+static void foreign_save(struct applier *a)
+{
+        char path[PATH_MAX];
+        struct strbuf sb;
+        size_t n = 0;
+        int r;
+
+        if (a->cfg.simulate)
+                return;
+        strbuf_init(&sb);
+        strbuf_puts(&sb, FOREIGN_MAGIC "\n");
+        for (size_t i = 0; i < a->n_pins; i++) {
+                const struct pin_state *p = &a->pins[i];
+                if (p->foreign && !p->gone && n++ < FOREIGN_MAX)
+                        foreign_line(&sb, p->want.pid, p->want.tid, p->starttime, p->has_orig, &p->orig);
+        }
+        for (size_t i = 0; i < a->n_seeds; i++)
+                if (!a->seeds[i].taken && n++ < FOREIGN_MAX)
+                        foreign_line(&sb, a->seeds[i].pid, a->seeds[i].tid, a->seeds[i].starttime,
+                                     a->seeds[i].has_orig, &a->seeds[i].orig);
+        if (sb.oom || (n == 0 ? !a->foreign_saved || !a->foreign_saved[0]
+                              : a->foreign_saved && strcmp(a->foreign_saved, sb.data) == 0)) {
+                strbuf_free(&sb);
+                return;
+        }
+        path_printf(path, sizeof(path), "%s/" FOREIGN_FILE, a->state_dir);
+        r = n == 0 ? (unlink(path) < 0 && errno != ENOENT ? -errno : 0)
+                   : write_file_atomic(path, sb.data, sb.len, 0600);
+        if (r < 0) {
+                log_warning_errno(r, "Applier: cannot write %s (a restart may pin over the pins left to others): %m",
+                                  path);
+                strbuf_free(&sb);
+                return;
+        }
+        free(a->foreign_saved);
+        a->foreign_saved = n == 0 ? NULL : sb.data; /* owned now */
+        if (n == 0)
+                strbuf_free(&sb);
+}
+
+/* One FOREIGN_FILE line into *s: 0, or -EINVAL (the line is skipped). */
+static int foreign_parse(char *line, struct foreign_seed *s)
+{
+        char *f[4], *save = NULL;
+        int pid, tid, k = 0;
+
+        for (char *t = strtok_r(line, " \n", &save); t && k < 4; t = strtok_r(NULL, " \n", &save))
+                f[k++] = t;
+        *s = (struct foreign_seed) { 0 };
+        if (k != 4 || parse_int(f[0], &pid) < 0 || parse_int(f[1], &tid) < 0 || pid <= 0 || tid <= 0 ||
+            parse_u64(f[2], &s->starttime) < 0)
+                return -EINVAL;
+        s->pid = pid;
+        s->tid = tid;
+        if (strcmp(f[3], "-") != 0) {
+                if (cpuset_parse_list(f[3], &s->orig) < 0 || cpuset_empty(&s->orig))
+                        return -EINVAL;
+                s->has_orig = true;
+        }
+        return 0;
+}
+
+/* At start: the foreign pins an earlier applier left (FOREIGN_FILE), those whose threads live. */
+static void foreign_load(struct applier *a)
+{
+        char path[PATH_MAX], *line = NULL;
+        size_t cap = 0, bad = 0, alloc = 0;
+        ssize_t len;
+        FILE *f;
+
+        path_printf(path, sizeof(path), "%s/" FOREIGN_FILE, a->state_dir);
+        f = fopen(path, "re");
+        if (!f) {
+                if (errno != ENOENT)
+                        log_warning_errno(-errno, "Applier: cannot read %s: %m", path);
+                return;
+        }
+        len = getline(&line, &cap, f);
+        if (len < 0 || strncmp(line, FOREIGN_MAGIC, strlen(FOREIGN_MAGIC)) != 0)
+                bad++;
+        while (!bad && (len = getline(&line, &cap, f)) >= 0 && a->n_seeds < FOREIGN_MAX) {
+                struct foreign_seed s;
+                if (foreign_parse(line, &s) < 0) {
+                        bad++;
+                        continue;
+                }
+                if (!seed_alive(&s))
+                        continue;
+                if (array_grow((void **) &a->seeds, &alloc, a->n_seeds + 1, sizeof(s)) < 0)
+                        break;
+                a->seeds[a->n_seeds++] = s;
+        }
+        free(line);
+        fclose(f);
+        qsort(a->seeds, a->n_seeds, sizeof(*a->seeds), seed_cmp);
+        if (bad)
+                log_warning("Applier: %s: %zu line(s) not understood, skipped.", path, bad);
+        if (a->n_seeds)
+                log_info("Applier: %zu vCPU thread(s) pinned by someone else under an earlier run: left to them.",
+                         a->n_seeds);
+}
+
 /*
  * The threads whose pins are someone else's, for applier_foreign_threads():
  * a new list when there are any or were at the last pass (NULL, 0 when none
@@ -794,6 +1021,7 @@ static void *applier_thread(void *userdata)
                 a->work.passes++;
                 publish_stats(a, t0, cpu0);
                 foreign = foreign_list(a, &n_foreign, &foreign_changed);
+                foreign_save(a);
 
                 pthread_mutex_lock(&a->lock);
                 if (foreign_changed) {
@@ -865,6 +1093,7 @@ int applier_new(const struct apply_config *cfg, struct applier **ret)
         }
         journal_report_load(a->journal, a->state_dir);
         journal_set_sync(a->journal, cfg->journal_sync);
+        foreign_load(a);
         dc.sysfs_root = a->sysfs_root;
         dc.journal = a->journal;
         dc.on_foreign = applier_on_foreign;
@@ -940,6 +1169,8 @@ void applier_free(struct applier *a)
         pthread_mutex_destroy(&a->lock);
         free(a->pins);
         free(a->foreign);
+        free(a->seeds);
+        free(a->foreign_saved);
         free(a->applied_khz);
         free(a->applied_lat);
         free(a->khz_retry);

@@ -39,12 +39,17 @@ struct restore_stats;
  * pin_check_ns), one sched_getaffinity() per pinned thread: the kernel's
  * mask against the one read back when the pin was made.  A mask that now
  * holds more CPUs (the kernel widens a thread whose CPUs all went offline,
- * however briefly; a cpuset change) is pinned again at once.  Any other mask
- * is someone else's pin (taskset, `virsh vcpupin --live`): as for a knob, it
+ * however briefly; a cpuset change) is pinned again at once; a pin with a
+ * CPU offline is not checked.  Any other mask, found at two checks in a row
+ * (and not pinned over between them), is someone else's pin (taskset,
+ * `virsh vcpupin --live`): as for a knob, it
  * is theirs, never pinned again nor restored (its journal entry is
  * forgotten) while its thread lives, and the daemon leaves that vCPU out of
- * its plans (applier_foreign_threads()); a thread they let run on every
- * online CPU again is handed back.
+ * its plans (applier_foreign_threads()); a thread they let run on all the
+ * CPUs it had before vmmpower's first pin (its journaled original) is handed
+ * back.  The pins let go are kept in the state directory (foreign-pins), so
+ * that the next applier (a reload that changes its settings, a restart)
+ * leaves them too.
  *
  * Every knob is journaled before its first write (journal.h); restoring is
  * the applier's own on applier_stop(), else the daemon's once it is freed
@@ -71,8 +76,9 @@ struct apply_request {
         unsigned n_cpus;
         uint32_t *cpu_max_khz;   /* [n_cpus] frequency cap of the CPU's policy, 0 = leave alone */
         int32_t *cpu_latency_us; /* [n_cpus] PM QoS resume latency limit, -1 = no limit */
-        cpuset_t online;         /* the host's online CPUs (empty: 0..n_cpus-1): a pin let go is handed
-                                  * back once its thread may run on all of them again */
+        cpuset_t online;         /* the host's online CPUs (empty: 0..n_cpus-1): a pin let go whose
+                                  * original is not known is handed back once its thread may run on
+                                  * all of them again */
 };
 
 struct apply_request *apply_request_new(size_t n_pins, unsigned n_cpus);
@@ -110,7 +116,7 @@ struct apply_stats {
         uint64_t pin_released;    /* pins put back to their original (VM excluded, or left out of the state) */
         uint64_t pin_widened;     /* pins found running on more CPUs than pinned (hotplug, cpuset): pinned again */
         uint64_t pin_foreign;     /* pins found changed by someone else: let go */
-        uint64_t pin_handed_back; /* of those, threads let run on every online CPU again: taken back */
+        uint64_t pin_handed_back; /* of those, threads let run on all the CPUs they had before: taken back */
         unsigned pins_foreign;    /* threads whose pin is someone else's now */
         uint64_t libvirt_connects, libvirt_connect_errors;
         uint64_t knob_changes;    /* frequency caps / latency limits the power driver applied (or clamped) */

@@ -1393,16 +1393,23 @@ static void submit_plan(struct daemon *d, const struct plan_policy *pol, const s
         }
         /* The emulator threads of each VM (libvirt: its emulator pin; plain QEMU: the main
          * thread, which runs the main loop) follow the VM's first placed vCPU, so that a
-         * packed VM does not keep waking a pCPU the plan put to sleep.  Inputs are grouped
-         * by VM, so the first pin of a pid is its lowest vCPU. */
+         * packed VM does not keep waking a pCPU the plan put to sleep; they are let go only
+         * with every vCPU of the VM (one vCPU left out, pinned by someone else, does not
+         * take the emulator with it).  Inputs are grouped by VM, lowest vCPU first. */
         n_vcpu_pins = w;
         for (size_t i = 0; i < n_vcpu_pins; i++) {
                 struct apply_pin *e;
+                size_t k = i;
 
                 if (i > 0 && req->pins[i - 1].pid == req->pins[i].pid)
                         continue;
+                for (size_t x = i; x < n_vcpu_pins && req->pins[x].pid == req->pins[i].pid; x++)
+                        if (req->pins[x].cpu >= 0) {
+                                k = x;
+                                break;
+                        }
                 e = &req->pins[w++];
-                *e = req->pins[i];
+                *e = req->pins[k];
                 e->emulator = true;
                 if (e->uuid[0]) {
                         e->tid = 0;

@@ -375,8 +375,10 @@ static unsigned pinned_by_others(const struct daemon_view *d, const struct vm_lo
                 if (l->gone || !daemon_view_pinned_by_others(d, vm->info.pid, l->tid))
                         continue;
                 w = snprintf(buf + n, size - n, "%s%u", k ? "," : "", l->index);
-                if (w < 0 || (size_t) w >= size - n)
+                if (w < 0 || (size_t) w >= size - n) {
+                        buf[n] = '\0'; /* whole indexes only: the list stays valid JSON */
                         break;
+                }
                 n += (size_t) w;
                 k++;
         }
@@ -476,7 +478,7 @@ static void text_vm_policy(const struct daemon_view *d, const struct vm_load *vm
         }
         if (pinned_by_others(d, vm, what, sizeof(what)) > 0)
                 strbuf_printf(out, "  placement: vCPU %s pinned by someone else since vmmpower pinned it: left to "
-                                   "them (not planned, not restored) until it may run on every online CPU again\n",
+                                   "them (not planned, not restored) until it may run on all the CPUs it had before\n",
                               what);
         if (vp->mem_nodeset[0]) {
                 numa_cpus(d, vp, what, sizeof(what));

@@ -267,6 +267,10 @@ class OperatorPins(unittest.TestCase):
                     return float(line.split()[1])
         return None
 
+    def full_log(self, d):
+        with open(d.log_path, errors="replace") as f:
+            return f.read()
+
     def single(self, g, tid):
         a = self.affinity(g, tid)
         return a if a and "-" not in a and "," not in a else None
@@ -287,20 +291,22 @@ class OperatorPins(unittest.TestCase):
         on its CPU).  onb-a's vCPU pinned to the other CPU with `virsh vcpupin --live` is the operator's: not
         pinned again over 8 periods, shown by `vmmpowerctl vms`, counted; set back to both CPUs, vmmpower
         pins it again.  Pinned by hand again, both the libvirt and the plain QEMU vCPU keep the operator's
-        pin when vmmpowerd exits."""
+        pin through a reload, when vmmpowerd exits, under a new vmmpowerd on the same state directory
+        (a restart: foreign-pins) and when that one exits.  The plain QEMU (2 vCPUs) keeps its emulator
+        thread with its vCPU 1, which vmmpower still places."""
         from test_packing import core_model
         vmlib = self.vmlib
         g = self.guests[1]
         tid = list(g.vcpu_tids().values())[0]
         self.addCleanup(vmlib.virsh, "vcpupin", g.name, "0", "0-1", "--live")
-        q = vmlib.start_plain_qemu("onb-q", 1, qmp=False, test=self)
+        q = vmlib.start_plain_qemu("onb-q", 2, qmp=False, test=self)
         model = core_model(os.path.join(SOURCE_DIR, "config", "models", "xeon-spr-2s.model"))
         self.addCleanup(os.unlink, model)
         d = self.__class__.d = Daemon(sections={"Planner": {"ShrinkDwell": "2s", "ModelFile": model,
                                                             "Profile": "batch",
                                                             "PinSingleCPU": "yes"}}).start()
-        d.wait_for(lambda: q.vcpu_tids(), 60, "onb-q's vCPU thread")
-        qtid = list(q.vcpu_tids().values())[0]
+        d.wait_for(lambda: len(q.vcpu_tids()) == 2, 60, "onb-q's vCPU threads")
+        qtid, qtid1 = q.vcpu_tids()[0], q.vcpu_tids()[1]
         d.wait_for(lambda: self.single(g, tid) and self.single(q, qtid), 180, "both vCPUs pinned by vmmpower")
         self.steady(d)
 
@@ -313,17 +319,17 @@ class OperatorPins(unittest.TestCase):
         log("widened pin of tid %d made again (CPU %s) %.1fs later" % (qtid, self.single(q, qtid),
                                                                        time.monotonic() - t0))
         self.assertEqual(self.apply_stat(d, "pin_foreign"), 0)
-        self.assertIn("pinned thread(s) found running on more CPUs than pinned", d.log())
+        self.assertIn("pinned thread(s) found running on more CPUs than pinned", self.full_log(d))
 
         # 2. the operator pins onb-a's vCPU elsewhere: theirs
         self.steady(d)
         other = "1" if self.single(g, tid) == "0" else "0"
         vmlib.virsh("vcpupin", g.name, "0", other, "--live")
-        d.wait_for(lambda: self.apply_stat(d, "pins_foreign") == 1, 20, "the operator's pin seen")
+        d.wait_for(lambda: self.apply_stat(d, "pins_foreign") == 1, 30, "the operator's pin seen at two checks")
         d.wait_for(lambda: (d.vm_by_pid(g.pid) or {}).get("policy", {}).get("pinned_by_others") == [0], 10,
                    "vmmpowerctl vms --json: vCPU 0 pinned by others")
         self.assertIn("vCPU 0 pinned by someone else since vmmpower pinned it", d.ctl("vms")[1])
-        self.assertIn("pinned by someone else, leaving it to them", d.log())
+        self.assertIn("pinned by someone else, leaving it to them", self.full_log(d))
         d.wait_periods(1)
         self.assertEqual(self.metric(d, "vmmpower_apply_pins_foreign"), 1)
         p0 = d.status()["periods"]
@@ -345,14 +351,46 @@ class OperatorPins(unittest.TestCase):
         qother = "1" if self.single(q, qtid) == "0" else "0"
         vmlib.virsh("vcpupin", g.name, "0", other, "--live")
         subprocess.run(["taskset", "-p", "-c", qother, str(qtid)], check=True, stdout=subprocess.DEVNULL)
-        d.wait_for(lambda: self.apply_stat(d, "pins_foreign") == 2, 20, "both hand pins seen")
+        d.wait_for(lambda: self.apply_stat(d, "pins_foreign") == 2, 30, "both hand pins seen at two checks")
         self.assertEqual(self.apply_stat(d, "pin_foreign"), 3)
+        # onb-q's emulator (its main thread) follows its vCPU 1, still vmmpower's, not the one left
+        # to the operator (it was let go with vCPU 0 before)
+        d.wait_periods(2)
+        self.assertIsNotNone(self.single(q, qtid1))
+        self.assertEqual(self.affinity(q, q.pid), self.single(q, qtid1))
+        # a reload (same applier settings: the applier and what it knows stay) leaves them
+        rc, out, err = d.ctl("reload")
+        self.assertEqual(rc, 0, err)
+        self.hand_pins_kept(d, g, tid, other, q, qtid, qother)
         self.assertEqual(d.stop(), 0)
         self.addCleanup(shutil.rmtree, d.tmp, True)
         self.__class__.d = None
-        self.assertEqual(self.affinity(g, tid), other)
+        self.assertEqual((self.affinity(g, tid), self.affinity(q, qtid)), (other, qother))
         self.assertEqual(vmlib.virsh("vcpupin", g.name).stdout.split()[-1], other)
-        self.assertEqual(self.affinity(q, qtid), qother)
+
+        # 5. a new vmmpowerd on the same state directory (a restart) reads the pins left to others
+        # (foreign-pins) and leaves them too; its exit leaves them again
+        state = os.path.join(d.tmp, "state")
+        self.assertTrue(os.path.exists(os.path.join(state, "foreign-pins")))
+        d2 = self.__class__.d = Daemon(sections={"Daemon": {"StateDirectory": state},
+                                                 "Planner": {"ShrinkDwell": "2s", "ModelFile": model,
+                                                             "Profile": "batch", "PinSingleCPU": "yes"}}).start()
+        d2.wait_for(lambda: "2 vCPU thread(s) pinned by someone else under an earlier run: left to them"
+                    in self.full_log(d2), 15, "the restart's applier reading foreign-pins")
+        self.hand_pins_kept(d2, g, tid, other, q, qtid, qother)
+        self.assertEqual(d2.stop(), 0)
+        self.addCleanup(shutil.rmtree, d2.tmp, True)
+        self.__class__.d = None
+        self.assertEqual((self.affinity(g, tid), self.affinity(q, qtid)), (other, qother))
+
+    def hand_pins_kept(self, d, g, tid, other, q, qtid, qother):
+        """Both hand pins left to the operator over 6 periods, and counted."""
+        d.wait_for(lambda: self.apply_stat(d, "pins_foreign") == 2, 30, "both hand pins left to the operator")
+        p0 = d.status()["periods"]
+        while d.status()["periods"] < p0 + 6:
+            self.assertEqual((self.affinity(g, tid), self.affinity(q, qtid)), (other, qother))
+            time.sleep(0.25)
+        self.assertEqual(self.apply_stat(d, "pins_foreign"), 2)
 
     def test_pins_left_alone_then_managed(self):
         from test_packing import core_model
