@@ -512,6 +512,21 @@ out:
         return r;
 }
 
+int actuator_vcpu_pin_info(void *conn, const char *uuid, unsigned vcpu, int dom_id, cpuset_t *ret)
+{
+        struct vdom d;
+        int r;
+
+        if (!conn)
+                return -EINVAL;
+        r = vdom_open(conn, uuid, dom_id, &d);
+        if (r < 0)
+                return r;
+        r = vdom_get_pin(&d, vcpu, ret);
+        virDomainFree(d.dom);
+        return r;
+}
+
 int actuator_repin_vcpu(void *conn, const char *uuid, unsigned vcpu, int dom_id, pid_t pid, pid_t tid,
                         const cpuset_t *cpus)
 {

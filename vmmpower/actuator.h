@@ -92,6 +92,9 @@ int actuator_tid_affinity(pid_t tid, cpuset_t *ret);
 int actuator_repin_vcpu(void *conn, const char *uuid, unsigned vcpu, int dom_id, pid_t pid, pid_t tid,
                         const cpuset_t *cpus);
 
+/* libvirt's record of the live pin of vCPU vcpu of run dom_id (0: the running one): 0, -ENOENT, -errno. */
+int actuator_vcpu_pin_info(void *conn, const char *uuid, unsigned vcpu, int dom_id, cpuset_t *ret);
+
 /* As actuator_release_thread(), for a libvirt pin of run dom_id (0: the running one). */
 int actuator_release_vcpu(struct journal *j, void *conn, const char *uuid, unsigned vcpu, int dom_id);
 

@@ -227,6 +227,8 @@ static bool pin_to_release(const struct applier *a, const struct pin_state *o)
 {
         if (a->cfg.simulate || o->gone)
                 return false; /* nothing pinned; or gone, its entry forgotten */
+        if (o->foreign || o->held)
+                return true; /* kept, so that it stays theirs while its thread lives (check_pins()) */
         if (o->want.cpu == APPLY_RELEASE && o->done)
                 return false; /* released (or given up: the restore at exit puts it back) */
         return true;
@@ -456,16 +458,112 @@ static void online_cpus(const struct applier *a, const struct apply_request *req
                 cpuset_set(ret, c);
 }
 
+/* Resolve a suspicion without a verdict (the pin's CPU went offline, the mask went back): a pin or
+ * release held back meanwhile is made now. */
+static void clear_suspect(struct pin_state *p)
+{
+        if (p->held) {
+                p->done = false;
+                retry_reset(&p->retry);
+        }
+        p->suspect = p->held = false;
+}
+
+/*
+ * A pin let go: handed back once its thread may run on all the CPUs it had
+ * before our first pin that are online (orig; every online CPU if that is
+ * unknown or all offline): for a libvirt vCPU, libvirt's record of its pin
+ * (a cgroup cpuset may keep the thread itself narrower), else the thread's
+ * mask.  A thread found gone is marked so (the next request drops it).
+ */
+static void check_foreign(struct applier *a, struct pin_state *p, const cpuset_t *online, nsec_t now)
+{
+        cpuset_t need, cur;
+        char name[160];
+        int r;
+
+        need = *online;
+        if (p->has_orig) {
+                cpuset_t x = p->orig;
+                for (unsigned k = 0; k < VP_MAX_CPUS / 64; k++)
+                        x.w[k] &= online->w[k];
+                if (!cpuset_empty(&x))
+                        need = x;
+        }
+        r = actuator_thread_affinity(p->want.pid, p->want.tid, p->starttime, &cur);
+        if (r == -ESRCH || r == -ENOENT) {
+                p->gone = true;
+                return;
+        }
+        if (r == 0 && p->want.uuid[0] && p->want.vcpu != ACTUATOR_EMULATOR) {
+                virConnectPtr conn = applier_conn(a, now);
+                r = conn ? actuator_vcpu_pin_info(conn, p->want.uuid, p->want.vcpu, p->dom_id, &cur) : -ENOTCONN;
+        }
+        if (r < 0 || cpuset_empty(&need) || !cpuset_subset(&need, &cur))
+                return;
+        p->foreign = p->has_ref = false;
+        p->done = false;
+        a->work.pin_handed_back++;
+        pin_name(p, name, sizeof(name));
+        log_info("Applier: %s may run on all the CPUs it had before vmmpower pinned it again: vmmpower places it "
+                 "again.", name);
+}
+
+/*
+ * A pin as made (or one under suspicion, whatever the plan wants of it now):
+ * true if found wider than made (pinned again in this pass).  One with a CPU
+ * offline is not checked: the kernel moves its thread, the plan its vCPU.
+ */
+static bool check_made(struct applier *a, struct pin_state *p, const cpuset_t *online)
+{
+        cpuset_t cur;
+
+        if (!p->has_ref || (!p->suspect && (p->dropped || p->want.cpu < 0 || p->applied_cpu != p->want.cpu)))
+                return false;
+        if (!cpuset_subset(&p->ref, online)) {
+                clear_suspect(p);
+                return false;
+        }
+        /* one syscall; whose thread it is, read only when the mask differs */
+        if (actuator_tid_affinity(p->want.tid, &cur) < 0 ||
+            (!cpuset_equal(&cur, &p->ref) &&
+             actuator_thread_affinity(p->want.pid, p->want.tid, p->starttime, &cur) < 0))
+                return false;
+        if (cpuset_equal(&cur, &p->ref)) {
+                clear_suspect(p);
+                return false;
+        }
+        if (cpuset_subset(&p->ref, &cur)) {
+                if (p->held) {
+                        clear_suspect(p); /* the plan's new target (or release) is made, as any */
+                        return false;
+                }
+                p->suspect = false;
+                p->widened = true;
+                p->done = false;
+                retry_reset(&p->retry);
+                return true;
+        }
+        /* changed: someone else's if still so at the next check (the kernel's masks in a hotplug
+         * flap pass); not pinned over meanwhile */
+        if (p->suspect && p->suspect_hash == cpuset_hash(&cur))
+                let_go(a, p, &cur);
+        else {
+                p->suspect = true;
+                p->suspect_hash = cpuset_hash(&cur);
+        }
+        return false;
+}
+
 /*
  * Every pin_check_ns: the kernel's mask of each thread we pinned against the
- * one read back after the pin (see the top).  A thread found gone is left to
- * the next pin or inventory.
+ * one read back after the pin (see the top); the pins let go, for a hand-back.
  */
 static void check_pins(struct applier *a, const struct apply_request *req, nsec_t now)
 {
         nsec_t every = a->cfg.pin_check_ns ? a->cfg.pin_check_ns : APPLY_PIN_CHECK_NS;
         unsigned widened = 0;
-        cpuset_t online, cur;
+        cpuset_t online;
 
         if (a->cfg.simulate || now < a->check_next_ns)
                 return;
@@ -476,55 +574,13 @@ static void check_pins(struct applier *a, const struct apply_request *req, nsec_
                         a->seeds[i].taken = true; /* its thread is gone: nothing left to leave alone */
         for (size_t i = 0; i < a->n_pins; i++) {
                 struct pin_state *p = &a->pins[i];
-                char name[160];
 
-                if (!p->done || p->gone || p->dropped || p->want.tid <= 0)
-                        continue;
-                if (p->foreign) {
-                        /* handed back: all the CPUs it had before our first pin (else every online one) */
-                        const cpuset_t *need = p->has_orig ? &p->orig : &online;
-                        if (actuator_thread_affinity(p->want.pid, p->want.tid, p->starttime, &cur) < 0 ||
-                            cpuset_empty(need) || !cpuset_subset(need, &cur))
-                                continue;
-                        p->foreign = p->has_ref = false;
-                        p->done = false;
-                        a->work.pin_handed_back++;
-                        pin_name(p, name, sizeof(name));
-                        log_info("Applier: %s may run on all the CPUs it had before vmmpower pinned it again: "
-                                 "vmmpower places it again.", name);
-                        continue;
-                }
-                /* a pin as made (or one under suspicion, whatever the plan wants of it now), all of
-                 * whose CPUs are online: one with a CPU offline is the kernel's to move, and the
-                 * plan's to change */
-                if (!p->has_ref || (!p->suspect && (p->want.cpu < 0 || p->applied_cpu != p->want.cpu)) ||
-                    !cpuset_subset(&p->ref, &online))
-                        continue;
-                /* one syscall; whose thread it is, read only when the mask differs */
-                if (actuator_tid_affinity(p->want.tid, &cur) < 0 ||
-                    (!cpuset_equal(&cur, &p->ref) &&
-                     actuator_thread_affinity(p->want.pid, p->want.tid, p->starttime, &cur) < 0))
-                        continue;
-                if (cpuset_equal(&cur, &p->ref) || cpuset_subset(&p->ref, &cur)) {
-                        if (!cpuset_equal(&cur, &p->ref)) {
-                                widened++;
-                                p->widened = true;
-                        }
-                        if (p->held || p->widened) {
-                                p->done = false; /* pinned again, or as the plan wants it now */
-                                retry_reset(&p->retry);
-                        }
-                        p->suspect = p->held = false;
-                        continue;
-                }
-                /* changed: someone else's if still so at the next check (the kernel's masks in a
-                 * hotplug flap pass); not pinned meanwhile */
-                if (p->suspect && p->suspect_hash == cpuset_hash(&cur))
-                        let_go(a, p, &cur);
-                else {
-                        p->suspect = true;
-                        p->suspect_hash = cpuset_hash(&cur);
-                }
+                if ((!p->done && !p->suspect) || p->gone || p->want.tid <= 0)
+                        continue; /* a suspect one whatever the plan asks of it now: held until resolved */
+                if (p->foreign)
+                        check_foreign(a, p, &online, now);
+                else
+                        widened += check_made(a, p, &online);
         }
         if (widened == 0)
                 return;
@@ -826,12 +882,11 @@ static void foreign_save(struct applier *a)
         path_printf(path, sizeof(path), "%s/" FOREIGN_FILE, a->state_dir);
         r = n == 0 ? (unlink(path) < 0 && errno != ENOENT ? -errno : 0)
                    : write_file_atomic(path, sb.data, sb.len, 0600);
-        if (r < 0) {
+        if (r < 0)
+                /* not tried again until the set changes: a state directory that cannot be written
+                 * would be logged every pass */
                 log_warning_errno(r, "Applier: cannot write %s (a restart may pin over the pins left to others): %m",
                                   path);
-                strbuf_free(&sb);
-                return;
-        }
         free(a->foreign_saved);
         a->foreign_saved = n == 0 ? NULL : sb.data; /* owned now */
         if (n == 0)
@@ -844,8 +899,9 @@ static int foreign_parse(char *line, struct foreign_seed *s)
         char *f[4], *save = NULL;
         int pid, tid, k = 0;
 
-        for (char *t = strtok_r(line, " \n", &save); t && k < 4; t = strtok_r(NULL, " \n", &save))
-                f[k++] = t;
+        for (char *t = strtok_r(line, " \n", &save); t; t = strtok_r(NULL, " \n", &save))
+                if (k++ < 4)
+                        f[k - 1] = t;
         *s = (struct foreign_seed) { 0 };
         if (k != 4 || parse_int(f[0], &pid) < 0 || parse_int(f[1], &tid) < 0 || pid <= 0 || tid <= 0 ||
             parse_u64(f[2], &s->starttime) < 0)
@@ -875,8 +931,10 @@ static void foreign_load(struct applier *a)
                         log_warning_errno(-errno, "Applier: cannot read %s: %m", path);
                 return;
         }
+        /* it is there: removed by the first foreign_save() if nothing in it holds */
+        a->foreign_saved = strdup("?");
         len = getline(&line, &cap, f);
-        if (len < 0 || strncmp(line, FOREIGN_MAGIC, strlen(FOREIGN_MAGIC)) != 0)
+        if (len < 0 || strcmp(line, FOREIGN_MAGIC "\n") != 0)
                 bad++;
         while (!bad && (len = getline(&line, &cap, f)) >= 0 && a->n_seeds < FOREIGN_MAX) {
                 struct foreign_seed s;
@@ -1143,6 +1201,8 @@ start:
 fail:
         power_driver_free(a->drv);
         journal_free(a->journal);
+        free(a->seeds);
+        free(a->foreign_saved);
         free(a->state_dir);
         free(a->sysfs_root);
         free(a->libvirt_uri);

@@ -788,6 +788,93 @@ static void test_pin_handed_back(void **state)
         restore_and_check(f);
 }
 
+/* A request "tid[0] on cpu0, tid[1] on 0" with the online CPUs listed (-1 ends), tid[0] left out if cpu0 < -2. */
+static struct apply_request *request_online(struct fixture *f, int cpu0, int on0, int on1)
+{
+        struct apply_request *r = request(f, cpu0 < -2 ? 0 : cpu0, 0, 0, -1);
+
+        cpuset_set(&r->online, (unsigned) on0);
+        if (on1 >= 0)
+                cpuset_set(&r->online, (unsigned) on1);
+        if (cpu0 < -2) {
+                r->pins[0] = r->pins[1];
+                r->n_pins = 1;
+        }
+        return r;
+}
+
+/*
+ * The pin check's edges (found by review): a suspicion whose pin's CPU then
+ * goes offline is resolved (the plan's new target is made, not held for
+ * good); a pin let go stays theirs while requests leave its thread out.
+ */
+static void test_pin_check_edges(void **state)
+{
+        struct fixture *f = *state;
+        struct applier *a = start_checking(f);
+        struct apply_stats st;
+        pid_t t = 0;
+
+        submit_wait(a, request_online(f, 1, 0, 1));
+        /* suspect ({0} where {1} was made), then CPU 1 offline in the request, the plan moves tid[0] to 0,
+         * then back online and to 1: made */
+        assert_int_equal(tamper_and_pass(f, a, 0, -1, true, 1, &st), 0);
+        submit_wait(a, request_online(f, 0, 0, -1));
+        submit_wait(a, request_online(f, 1, 0, 1));
+        assert_int_equal(affinity_of(f->tid[0]), 1);
+        applier_get_stats(a, &st);
+        assert_true(st.pin_foreign == 0 && st.pin_widened == 0);
+
+        /* let go ({0} where {1} was made), then left out of three requests: still theirs */
+        set_affinity2(f->tid[0], 0, -1);
+        submit_wait(a, request_online(f, 1, 0, 1));
+        submit_wait(a, request_online(f, 1, 0, 1));
+        applier_get_stats(a, &st);
+        assert_int_equal(st.pin_foreign, 1);
+        for (int i = 0; i < 3; i++)
+                submit_wait(a, request_online(f, -3, 0, 1));
+        assert_int_equal(foreign_threads(a, &t), 1);
+        submit_wait(a, request_online(f, 1, 0, 1));
+        assert_int_equal(affinity_of(f->tid[0]), 0);
+        applier_get_stats(a, &st);
+        assert_int_equal(st.pins_foreign, 1);
+        applier_free(a);
+        assert_int_equal(sched_setaffinity(f->tid[0], sizeof(f->orig), &f->orig), 0);
+        restore_and_check(f);
+}
+
+/*
+ * A suspect pin (changed at one check) whose plan asks for another CPU
+ * before the next check, and found wider than made at that check: the new
+ * target is made, as any (not a widened pin "made again", which for a
+ * libvirt pin would take libvirt's record for someone's vcpupin).  Checks
+ * every 2 s here, so that a pass can fall between two of them.
+ */
+static void test_suspect_then_new_target(void **state)
+{
+        struct fixture *f = *state;
+        struct apply_config cfg = { .state_dir = f->state, .sysfs_root = f->root, .pin_check_ns = 2 * NSEC_PER_SEC };
+        struct applier *a = NULL;
+        struct apply_stats st;
+
+        assert_int_equal(applier_new(&cfg, &a), 0);
+        submit_wait(a, request_online(f, 1, 0, 1)); /* made; this pass's check came first */
+        set_affinity2(f->tid[0], 0, -1);
+        usleep(2100 * 1000);
+        submit_wait(a, request_online(f, 1, 0, 1)); /* a check: suspect */
+        submit_wait(a, request_online(f, 0, 0, 1)); /* no check: the new target is held */
+        applier_get_stats(a, &st);
+        assert_int_equal(st.pins, 2);
+        set_affinity2(f->tid[0], 0, 1);
+        usleep(2100 * 1000);
+        submit_wait(a, request_online(f, 0, 0, 1)); /* a check: wider than made, a target held */
+        assert_int_equal(affinity_of(f->tid[0]), 0);
+        applier_get_stats(a, &st);
+        assert_true(st.pin_foreign == 0 && st.pin_widened == 0 && st.pins == 3);
+        applier_free(a);
+        restore_and_check(f);
+}
+
 /*
  * A pin left to someone else stays theirs under the next applier (a reload,
  * a restart): the state directory's foreign-pins file.  A line of a thread
@@ -870,6 +957,8 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_pins_checked, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_pin_handed_back, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_foreign_pins_kept, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_pin_check_edges, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_suspect_then_new_target, setup, teardown),
         };
         if (sysconf(_SC_NPROCESSORS_ONLN) < 2) {
                 printf("1..0 # SKIP needs 2 online CPUs\n");
