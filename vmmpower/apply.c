@@ -54,6 +54,7 @@
 #include "log.h"
 #include "power_driver.h"
 #include "retry.h"
+#include "topology.h"
 
 #define APPLY_IDLE_WAIT_NS (1 * NSEC_PER_SEC)     /* late_callback cadence without requests */
 #define LIBVIRT_RETRY_MIN_NS (1 * NSEC_PER_SEC)
@@ -134,6 +135,7 @@ struct applier {
         struct knob_retry *khz_retry, *lat_retry; /* [n_cpus] */
         struct retry_counters retry_counters;
         nsec_t check_next_ns;      /* next check of the pins made */
+        cpuset_t online;           /* CPUs online now: the kernel's and the last request's (apply_pass()) */
         bool foreign_seen;         /* a pin was someone else's at the last pass: publish the list */
         struct foreign_seed *seeds; /* sorted by (pid, tid): foreign pins read at start (FOREIGN_FILE) */
         size_t n_seeds;
@@ -389,9 +391,11 @@ static void pin_name(const struct pin_state *p, char *buf, size_t size)
         if (p->want.uuid[0])
                 snprintf(buf, size, "vCPU %u of domain %s (pid %d, tid %d)", p->want.vcpu, p->want.uuid,
                          (int) p->want.pid, (int) p->want.tid);
+        else if (p->want.emulator)
+                snprintf(buf, size, "the emulator of plain QEMU pid %d (its main thread)", (int) p->want.pid);
         else
-                snprintf(buf, size, "%s %u of plain QEMU pid %d (tid %d)", p->want.emulator ? "emulator" : "vCPU",
-                         p->want.vcpu, (int) p->want.pid, (int) p->want.tid);
+                snprintf(buf, size, "vCPU %u of plain QEMU pid %d (tid %d)", p->want.vcpu, (int) p->want.pid,
+                         (int) p->want.tid);
 }
 
 /*
@@ -446,16 +450,24 @@ static void let_go(struct applier *a, struct pin_state *p, const cpuset_t *found
                    name, theirs, ours);
 }
 
-/* The online CPUs of req (0..n_cpus-1 if it has none). */
+/*
+ * The CPUs online now: those of req (0..n_cpus-1 if it has none) that the
+ * kernel also has online (devices/system/cpu/online under the sysfs root,
+ * read each pass: the request may be a control period old).
+ */
 static void online_cpus(const struct applier *a, const struct apply_request *req, cpuset_t *ret)
 {
+        cpuset_t k;
+
         cpuset_zero(ret);
-        if (req && !cpuset_empty(&req->online)) {
+        if (req && !cpuset_empty(&req->online))
                 *ret = req->online;
-                return;
-        }
-        for (unsigned c = 0; c < a->n_cpus && c < VP_MAX_CPUS; c++)
-                cpuset_set(ret, c);
+        else
+                for (unsigned c = 0; c < a->n_cpus && c < VP_MAX_CPUS; c++)
+                        cpuset_set(ret, c);
+        if (topology_read_online(a->sysfs_root, &k) == 0 && !cpuset_empty(&k))
+                for (unsigned w = 0; w < VP_MAX_CPUS / 64; w++)
+                        ret->w[w] &= k.w[w];
 }
 
 /* Resolve a suspicion without a verdict (the pin's CPU went offline, the mask went back): a pin or
@@ -517,6 +529,7 @@ static void check_foreign(struct applier *a, struct pin_state *p, const cpuset_t
 static bool check_made(struct applier *a, struct pin_state *p, const cpuset_t *online)
 {
         cpuset_t cur;
+        int r;
 
         if (!p->has_ref || (!p->suspect && (p->dropped || p->want.cpu < 0 || p->applied_cpu != p->want.cpu)))
                 return false;
@@ -525,16 +538,23 @@ static bool check_made(struct applier *a, struct pin_state *p, const cpuset_t *o
                 return false;
         }
         /* one syscall; whose thread it is, read only when the mask differs */
-        if (actuator_tid_affinity(p->want.tid, &cur) < 0 ||
-            (!cpuset_equal(&cur, &p->ref) &&
-             actuator_thread_affinity(p->want.pid, p->want.tid, p->starttime, &cur) < 0))
+        r = actuator_tid_affinity(p->want.tid, &cur);
+        if (r == 0 && !cpuset_equal(&cur, &p->ref))
+                r = actuator_thread_affinity(p->want.pid, p->want.tid, p->starttime, &cur);
+        if (r == -ESRCH || r == -ENOENT) {
+                p->gone = true; /* its entry goes with the next pin or release of it, or at the restore */
+                a->work.pin_gone++;
+                p->suspect = p->held = false;
+                return false;
+        }
+        if (r < 0)
                 return false;
         if (cpuset_equal(&cur, &p->ref)) {
                 clear_suspect(p);
                 return false;
         }
         if (cpuset_subset(&p->ref, &cur)) {
-                if (p->held) {
+                if (p->held || !p->done) {
                         clear_suspect(p); /* the plan's new target (or release) is made, as any */
                         return false;
                 }
@@ -559,16 +579,15 @@ static bool check_made(struct applier *a, struct pin_state *p, const cpuset_t *o
  * Every pin_check_ns: the kernel's mask of each thread we pinned against the
  * one read back after the pin (see the top); the pins let go, for a hand-back.
  */
-static void check_pins(struct applier *a, const struct apply_request *req, nsec_t now)
+static void check_pins(struct applier *a, nsec_t now)
 {
         nsec_t every = a->cfg.pin_check_ns ? a->cfg.pin_check_ns : APPLY_PIN_CHECK_NS;
+        const cpuset_t *online = &a->online;
         unsigned widened = 0;
-        cpuset_t online;
 
         if (a->cfg.simulate || now < a->check_next_ns)
                 return;
         a->check_next_ns = now + every;
-        online_cpus(a, req, &online);
         for (size_t i = 0; i < a->n_seeds; i++)
                 if (!a->seeds[i].taken && !seed_alive(&a->seeds[i]))
                         a->seeds[i].taken = true; /* its thread is gone: nothing left to leave alone */
@@ -578,15 +597,34 @@ static void check_pins(struct applier *a, const struct apply_request *req, nsec_
                 if ((!p->done && !p->suspect) || p->gone || p->want.tid <= 0)
                         continue; /* a suspect one whatever the plan asks of it now: held until resolved */
                 if (p->foreign)
-                        check_foreign(a, p, &online, now);
+                        check_foreign(a, p, online, now);
                 else
-                        widened += check_made(a, p, &online);
+                        widened += check_made(a, p, online);
         }
         if (widened == 0)
                 return;
         a->work.pin_widened += widened;
         log_notice("Applier: %u pinned thread(s) found running on more CPUs than pinned (a CPU of theirs went "
                    "offline, or a cpuset changed): pinned again (%" PRIu64 " so far).", widened, a->work.pin_widened);
+}
+
+/*
+ * Before a pin made earlier is moved or released: has its thread's mask
+ * changed, and not by widening (nor because a CPU of it went offline)?  Then
+ * it is suspect, as at a check, and held: a move must not overwrite a hand
+ * pin that the next check would find.  One syscall per move.
+ */
+static bool changed_since(struct pin_state *p, const cpuset_t *online)
+{
+        cpuset_t cur;
+
+        if (!p->has_ref || p->widened || p->want.tid <= 0 || !cpuset_subset(&p->ref, online) ||
+            actuator_tid_affinity(p->want.tid, &cur) < 0 || cpuset_equal(&cur, &p->ref) ||
+            cpuset_subset(&p->ref, &cur))
+                return false;
+        p->suspect = true;
+        p->suspect_hash = cpuset_hash(&cur);
+        return true;
 }
 
 static void apply_pin_one(struct applier *a, struct pin_state *p, nsec_t now)
@@ -603,7 +641,7 @@ static void apply_pin_one(struct applier *a, struct pin_state *p, nsec_t now)
                 p->done = true;
                 return;
         }
-        if (p->foreign || p->suspect) {
+        if (p->foreign || p->suspect || changed_since(p, &a->online)) {
                 p->done = true; /* someone else's pin: neither made nor put back (check_pins() hands it back) */
                 p->held = p->suspect;
                 return;
@@ -798,7 +836,9 @@ static nsec_t apply_pass(struct applier *a, const struct apply_request *req, nse
         nsec_t next = now + APPLY_IDLE_WAIT_NS;
 
         power_driver_set_now(a->drv, now);
-        check_pins(a, req, now);
+        if (!a->cfg.simulate)
+                online_cpus(a, req, &a->online);
+        check_pins(a, now);
         for (size_t i = 0; i < a->n_pins; i++) {
                 struct pin_state *p = &a->pins[i];
 

@@ -1411,11 +1411,9 @@ static void submit_plan(struct daemon *d, const struct plan_policy *pol, const s
                 e = &req->pins[w++];
                 *e = req->pins[k];
                 e->emulator = true;
-                if (e->uuid[0]) {
-                        e->tid = 0;
-                        e->vcpu = ACTUATOR_EMULATOR;
-                } else
-                        e->tid = e->pid;
+                /* whichever vCPU it follows, the same pin (the applier matches pins by vCPU index too) */
+                e->vcpu = ACTUATOR_EMULATOR;
+                e->tid = e->uuid[0] ? 0 : e->pid;
         }
         req->n_pins = w;
         for (unsigned c = 0; c < req->n_cpus && c < act->n_cpus; c++) {

@@ -651,14 +651,19 @@ static void test_foreign_knob_left(void **state)
         restore_and_check(f);
 }
 
-/* An applier that checks its pins at every pass (pin_check_ns 1 ns). */
-static struct applier *start_checking(struct fixture *f)
+/* An applier that checks its pins every `every` ns (1: at every pass). */
+static struct applier *start_checking_every(struct fixture *f, nsec_t every)
 {
-        struct apply_config cfg = { .state_dir = f->state, .sysfs_root = f->root, .pin_check_ns = 1 };
+        struct apply_config cfg = { .state_dir = f->state, .sysfs_root = f->root, .pin_check_ns = every };
         struct applier *a = NULL;
 
         assert_int_equal(applier_new(&cfg, &a), 0);
         return a;
+}
+
+static struct applier *start_checking(struct fixture *f)
+{
+        return start_checking_every(f, 1);
 }
 
 static void set_affinity2(pid_t tid, int c0, int c1)
@@ -853,11 +858,9 @@ static void test_pin_check_edges(void **state)
 static void test_suspect_then_new_target(void **state)
 {
         struct fixture *f = *state;
-        struct apply_config cfg = { .state_dir = f->state, .sysfs_root = f->root, .pin_check_ns = 2 * NSEC_PER_SEC };
-        struct applier *a = NULL;
+        struct applier *a = start_checking_every(f, 2 * NSEC_PER_SEC);
         struct apply_stats st;
 
-        assert_int_equal(applier_new(&cfg, &a), 0);
         submit_wait(a, request_online(f, 1, 0, 1)); /* made; this pass's check came first */
         set_affinity2(f->tid[0], 0, -1);
         usleep(2100 * 1000);
@@ -871,6 +874,61 @@ static void test_suspect_then_new_target(void **state)
         assert_int_equal(affinity_of(f->tid[0]), 0);
         applier_get_stats(a, &st);
         assert_true(st.pin_foreign == 0 && st.pin_widened == 0 && st.pins == 3);
+        applier_free(a);
+        restore_and_check(f);
+}
+
+/*
+ * A hand pin made between two checks, then a release (or a move) asked of
+ * the pin before the next check: held, not written over; the next check
+ * finds the same mask and lets it go.
+ */
+static void test_hold_before_release(void **state)
+{
+        struct fixture *f = *state;
+        struct applier *a = start_checking_every(f, 2 * NSEC_PER_SEC);
+        struct apply_stats st;
+
+        submit_wait(a, request_online(f, 1, 0, 1));
+        set_affinity2(f->tid[0], 0, -1);
+        submit_wait(a, request_online(f, APPLY_RELEASE, 0, 1)); /* no check yet: the release is held */
+        assert_int_equal(affinity_of(f->tid[0]), 0);
+        applier_get_stats(a, &st);
+        assert_int_equal(st.pin_released, 0);
+        usleep(2100 * 1000);
+        submit_wait(a, request_online(f, APPLY_RELEASE, 0, 1)); /* a check: the same mask, theirs */
+        assert_int_equal(affinity_of(f->tid[0]), 0);
+        applier_get_stats(a, &st);
+        assert_true(st.pin_foreign == 1 && st.pin_released == 0);
+        applier_free(a);
+        assert_int_equal(sched_setaffinity(f->tid[0], sizeof(f->orig), &f->orig), 0);
+        restore_and_check(f);
+}
+
+/* A thread that exits while its pin is under suspicion is found gone, not kept (and checked) for good. */
+static void test_suspect_thread_gone(void **state)
+{
+        struct fixture *f = *state;
+        struct applier *a = start_checking(f);
+        struct apply_request *r;
+        struct apply_stats st;
+        struct worker w;
+
+        worker_start(&w);
+        for (int i = 0; i < 2; i++) {
+                r = request(f, 1, 0, 0, -1);
+                r->pins[0].tid = w.tid;
+                submit_wait(a, r);
+                if (i == 0)
+                        set_affinity2(w.tid, 0, -1); /* the next pass's check: suspect */
+        }
+        worker_exit(&w);
+        r = request(f, 1, 0, 0, -1);
+        r->pins[0].tid = w.tid;
+        submit_wait(a, r);
+        applier_get_stats(a, &st);
+        assert_int_equal(st.pin_gone, 1);
+        assert_int_equal(st.pin_foreign, 0);
         applier_free(a);
         restore_and_check(f);
 }
@@ -959,6 +1017,8 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_foreign_pins_kept, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_pin_check_edges, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_suspect_then_new_target, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_hold_before_release, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_suspect_thread_gone, setup, teardown),
         };
         if (sysconf(_SC_NPROCESSORS_ONLN) < 2) {
                 printf("1..0 # SKIP needs 2 online CPUs\n");
