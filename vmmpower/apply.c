@@ -616,12 +616,22 @@ static void check_pins(struct applier *a, nsec_t now)
  */
 static bool changed_since(struct pin_state *p, const cpuset_t *online)
 {
-        cpuset_t cur;
+        cpuset_t cur, target;
 
         if (!p->has_ref || p->widened || p->want.tid <= 0 || !cpuset_subset(&p->ref, online) ||
             actuator_tid_affinity(p->want.tid, &cur) < 0 || cpuset_equal(&cur, &p->ref) ||
             cpuset_subset(&p->ref, &cur))
                 return false;
+        /* already what is about to be made (an earlier attempt that failed after taking effect) */
+        cpuset_zero(&target);
+        if (p->want.cpu >= 0 && p->want.cpu < VP_MAX_CPUS) {
+                if (!cpuset_empty(&p->want.set))
+                        target = p->want.set;
+                else
+                        cpuset_set(&target, (unsigned) p->want.cpu);
+                if (cpuset_equal(&cur, &target))
+                        return false;
+        }
         p->suspect = true;
         p->suspect_hash = cpuset_hash(&cur);
         return true;
@@ -650,6 +660,7 @@ static void apply_pin_one(struct applier *a, struct pin_state *p, nsec_t now)
                 r = release_pin(a, p, now);
                 if (r == 0) { /* never pinned by us: nothing to put back */
                         p->done = true;
+                        p->has_ref = false;
                         retry_reset(&p->retry);
                         return;
                 }
@@ -657,6 +668,7 @@ static void apply_pin_one(struct applier *a, struct pin_state *p, nsec_t now)
                         a->work.pin_released++;
                         p->applied_cpu = APPLY_RELEASE;
                         p->done = true;
+                        p->has_ref = false; /* no pin of ours left to compare the thread with */
                         retry_reset(&p->retry);
                         return;
                 }
@@ -694,8 +706,9 @@ static void apply_pin_one(struct applier *a, struct pin_state *p, nsec_t now)
                 if (r == 0 || r == -ERANGE) {
                         if (r == -ERANGE) {
                                 a->work.pin_narrowed++;
-                                log_debug("Applier: pin of vCPU %u (pid %d, tid %d) to CPU %d was narrowed.",
-                                          p->want.vcpu, (int) p->want.pid, (int) p->want.tid, p->want.cpu);
+                                char name[160];
+                                pin_name(p, name, sizeof(name));
+                                log_debug("Applier: pin of %s to CPU %d was narrowed.", name, p->want.cpu);
                         } else
                                 a->work.pins++;
                         p->applied_cpu = p->want.cpu;

@@ -62,7 +62,7 @@ struct restore_stats;
 struct apply_pin {
         char uuid[37];   /* libvirt domain, "" = plain QEMU (affinity of the thread) */
         pid_t pid, tid;  /* QEMU process and vCPU thread */
-        unsigned vcpu;   /* vCPU index (libvirt's vcpu id); ACTUATOR_EMULATOR for a libvirt emulator pin */
+        unsigned vcpu;   /* vCPU index (libvirt's vcpu id); ACTUATOR_EMULATOR for an emulator pin */
         int cpu;         /* target pCPU, or APPLY_RELEASE: back to its original (journal), e.g. mode exclude */
         cpuset_t set;    /* with cpu >= 0: the CPUs it may run on (cpu among them); empty = cpu alone */
         bool emulator;   /* emulator threads: libvirt emulator pin (tid 0), or plain QEMU's main thread (tid == pid) */

@@ -905,6 +905,34 @@ static void test_hold_before_release(void **state)
         restore_and_check(f);
 }
 
+/*
+ * A thread whose original mask does not hold the CPU it was pinned to
+ * (QEMU started under taskset), released and then pinned again: the release
+ * leaves no pin of ours to compare with, so the new pin is made, not held as
+ * a hand pin.
+ */
+static void test_repin_after_release(void **state)
+{
+        struct fixture *f = *state;
+        struct applier *a = start_checking_every(f, 2 * NSEC_PER_SEC);
+        struct apply_stats st;
+
+        set_affinity2(f->tid[0], 0, -1); /* its original */
+        submit_wait(a, request_online(f, 1, 0, 1));
+        assert_int_equal(affinity_of(f->tid[0]), 1);
+        submit_wait(a, request_online(f, APPLY_RELEASE, 0, 1));
+        assert_int_equal(affinity_of(f->tid[0]), 0);
+        submit_wait(a, request_online(f, 1, 0, 1));
+        assert_int_equal(affinity_of(f->tid[0]), 1);
+        applier_get_stats(a, &st);
+        assert_true(st.pin_released == 1 && st.pins == 3 && st.pin_foreign == 0);
+        applier_free(a);
+        assert_int_equal(journal_restore_all(f->state, f->root, NULL, NULL), 0);
+        assert_int_equal(affinity_of(f->tid[0]), 0); /* back to its original */
+        assert_int_equal(sched_setaffinity(f->tid[0], sizeof(f->orig), &f->orig), 0);
+        restore_and_check(f);
+}
+
 /* A thread that exits while its pin is under suspicion is found gone, not kept (and checked) for good. */
 static void test_suspect_thread_gone(void **state)
 {
@@ -1019,6 +1047,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_suspect_then_new_target, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_hold_before_release, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_suspect_thread_gone, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_repin_after_release, setup, teardown),
         };
         if (sysconf(_SC_NPROCESSORS_ONLN) < 2) {
                 printf("1..0 # SKIP needs 2 online CPUs\n");
