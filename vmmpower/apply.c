@@ -488,6 +488,37 @@ static void clear_suspect(struct pin_state *p)
  * (a cgroup cpuset may keep the thread itself narrower), else the thread's
  * mask.  A thread found gone is marked so (the next request drops it).
  */
+/*
+ * A pin let go that holds vmmpower's own mask again (a cpuset narrowed and
+ * widened back: from Linux 6.2 the kernel restores the mask asked for; a
+ * libvirt record never changed): ours again, journaled again (original: the
+ * one read when it was let go, else the online CPUs) so that the restore at
+ * exit puts it back.  false if the journal cannot record it (left foreign).
+ */
+static bool take_back(struct applier *a, struct pin_state *p, const cpuset_t *online)
+{
+        enum journal_kind kind = p->want.uuid[0] ? JOURNAL_KIND_VCPUPIN : JOURNAL_KIND_AFFINITY;
+        char key[96], orig_s[JOURNAL_VALUE_MAX], ref_s[JOURNAL_VALUE_MAX];
+        int r;
+
+        if (p->want.uuid[0])
+                r = actuator_vcpu_key(p->want.uuid, p->dom_id, p->want.vcpu, key, sizeof(key));
+        else
+                r = actuator_thread_key(p->want.pid, p->want.tid, p->starttime, key, sizeof(key));
+        if (r == 0 && (cpuset_format_list(p->has_orig ? &p->orig : online, orig_s, sizeof(orig_s)) < 0 ||
+                       cpuset_format_list(&p->ref, ref_s, sizeof(ref_s)) < 0))
+                r = -ENOBUFS;
+        if (r == 0)
+                r = journal_before_write(a->journal, kind, key, orig_s, ref_s);
+        if (r == 0)
+                r = journal_note_actual(a->journal, kind, key, ref_s);
+        if (r < 0) {
+                log_warning_errno(r, "Applier: cannot journal %s again (left to others): %m", key);
+                return false;
+        }
+        return true;
+}
+
 static void check_foreign(struct applier *a, struct pin_state *p, const cpuset_t *online, nsec_t now)
 {
         cpuset_t need, cur;
@@ -511,12 +542,24 @@ static void check_foreign(struct applier *a, struct pin_state *p, const cpuset_t
                 virConnectPtr conn = applier_conn(a, now);
                 r = conn ? actuator_vcpu_pin_info(conn, p->want.uuid, p->want.vcpu, p->dom_id, &cur) : -ENOTCONN;
         }
-        if (r < 0 || cpuset_empty(&need) || !cpuset_subset(&need, &cur))
+        if (r < 0)
+                return;
+        pin_name(p, name, sizeof(name));
+        if (p->has_ref && cpuset_equal(&cur, &p->ref)) {
+                if (!take_back(a, p, online))
+                        return;
+                p->foreign = false;
+                p->done = false; /* as the plan wants it now */
+                a->work.pin_handed_back++;
+                log_info("Applier: %s holds vmmpower's pin again: vmmpower's again (journaled, restored at exit).",
+                         name);
+                return;
+        }
+        if (cpuset_empty(&need) || !cpuset_subset(&need, &cur))
                 return;
         p->foreign = p->has_ref = false;
         p->done = false;
         a->work.pin_handed_back++;
-        pin_name(p, name, sizeof(name));
         log_info("Applier: %s may run on all the CPUs it had before vmmpower pinned it again: vmmpower places it "
                  "again.", name);
 }

@@ -933,6 +933,31 @@ static void test_repin_after_release(void **state)
         restore_and_check(f);
 }
 
+/*
+ * A pin let go whose thread later holds vmmpower's own mask again (a cpuset
+ * narrowed, then widened: the kernel restores the mask asked for) is taken
+ * back and journaled again, so that the restore at exit puts the original
+ * back rather than leaving vmmpower's pin on the host.
+ */
+static void test_own_pin_taken_back(void **state)
+{
+        struct fixture *f = *state;
+        pid_t t = 0;
+        struct apply_stats st;
+        struct applier *a = start_checking(f);
+
+        submit_wait(a, request_online(f, 1, 0, 1));
+        assert_int_equal(tamper_and_pass(f, a, 0, -1, true, 2, &st), 0); /* let go at the second check */
+        assert_int_equal(st.pin_foreign, 1);
+        assert_int_equal(tamper_and_pass(f, a, 1, -1, true, 1, &st), 1); /* vmmpower's {1} again */
+        assert_int_equal(st.pin_handed_back, 1);
+        assert_int_equal(st.pins_foreign, 0);
+        assert_int_equal(foreign_threads(a, &t), 0);
+        applier_free(a);
+        assert_int_equal(journal_live(f), 2);
+        restore_and_check(f); /* both threads back to their original */
+}
+
 /* A thread that exits while its pin is under suspicion is found gone, not kept (and checked) for good. */
 static void test_suspect_thread_gone(void **state)
 {
@@ -1048,6 +1073,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_hold_before_release, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_suspect_thread_gone, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_repin_after_release, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_own_pin_taken_back, setup, teardown),
         };
         if (sysconf(_SC_NPROCESSORS_ONLN) < 2) {
                 printf("1..0 # SKIP needs 2 online CPUs\n");
